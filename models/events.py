@@ -1,0 +1,265 @@
+"""Event schema: frozen pydantic v2 events sharing one envelope.
+
+Every event carries a client-assigned ``event_id`` (the idempotency key), its ``type``,
+``schema_version``, the ``user_id`` it belongs to, an optional ``agent_id``, the
+``session_id`` and ``occurred_at`` (event time, timezone-aware). Unknown fields are
+rejected. ``encryption`` is reserved for per-user encryption of content fields: when set,
+the fields it names hold ciphertext, and erasing a user destroys the key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Annotated, Any, ClassVar, Literal, Union
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, StringConstraints
+
+#: Identifiers come from clients: bounded, printable, never parsed as syntax anywhere.
+Identifier = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f]+$")]
+Text = Annotated[str, StringConstraints(max_length=1_000_000)]
+
+
+class Frozen(BaseModel):
+    """Base of every value object: immutable, unknown fields rejected."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ContentEncryption(Frozen):
+    """How the content fields of an event are encrypted (per-user key, crypto-shredding)."""
+
+    scheme: Literal["aes-256-gcm"]
+    key_id: Identifier
+    fields: tuple[str, ...]
+
+
+class Event(Frozen):
+    """The envelope every memstream event shares."""
+
+    #: Fields holding user content; the only ones encryption may cover.
+    content_fields: ClassVar[tuple[str, ...]] = ()
+
+    event_id: Identifier
+    type: str
+    schema_version: int = 1
+    user_id: Identifier
+    agent_id: Identifier | None = None
+    session_id: Identifier
+    occurred_at: AwareDatetime
+    encryption: ContentEncryption | None = None
+
+
+# --- chat events (topic: chat) ---------------------------------------------------------
+
+
+class SessionStarted(Event):
+    """A session began."""
+
+    type: Literal["session_started"] = "session_started"
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+
+class MessageAdded(Event):
+    """A chat message was added to a session."""
+
+    content_fields: ClassVar[tuple[str, ...]] = ("content",)
+    type: Literal["message_added"] = "message_added"
+    role: Literal["user", "assistant", "system", "tool"]
+    content: Text
+    name: Identifier | None = None
+
+
+class ToolCalled(Event):
+    """The agent called a tool."""
+
+    content_fields: ClassVar[tuple[str, ...]] = ("arguments", "result")
+    type: Literal["tool_called"] = "tool_called"
+    name: Identifier
+    arguments: dict[str, JsonValue] = Field(default_factory=dict)
+    result: JsonValue = None
+
+
+class TaskSet(Event):
+    """The session's current task was set."""
+
+    content_fields: ClassVar[tuple[str, ...]] = ("task",)
+    type: Literal["task_set"] = "task_set"
+    task: Text
+
+
+class TaskProgress(Event):
+    """Progress on the current task."""
+
+    content_fields: ClassVar[tuple[str, ...]] = ("progress",)
+    type: Literal["task_progress"] = "task_progress"
+    progress: Text
+    percent: float | None = Field(None, ge=0, le=100)
+
+
+class ScratchpadUpdated(Event):
+    """The agent's scratchpad was replaced with new content."""
+
+    content_fields: ClassVar[tuple[str, ...]] = ("content",)
+    type: Literal["scratchpad_updated"] = "scratchpad_updated"
+    content: Text
+
+
+class EntityMentioned(Event):
+    """An entity (person, place, project, ...) was mentioned."""
+
+    type: Literal["entity_mentioned"] = "entity_mentioned"
+    name: Annotated[str, StringConstraints(min_length=1, max_length=512)]
+    kind: Identifier | None = None
+
+
+class SessionClosed(Event):
+    """A session ended: explicitly, or from a timer (idle, max age)."""
+
+    type: Literal["session_closed"] = "session_closed"
+    reason: Literal["explicit", "idle", "max_age"] = "explicit"
+
+
+ChatEvent = Annotated[
+    Union[
+        SessionStarted,
+        MessageAdded,
+        ToolCalled,
+        TaskSet,
+        TaskProgress,
+        ScratchpadUpdated,
+        EntityMentioned,
+        SessionClosed,
+    ],
+    Field(discriminator="type"),
+]
+
+
+# --- consolidation events (topic: consolidation) ---------------------------------------
+
+
+class TranscriptMessage(Frozen):
+    """One message handed to consolidation, with the event it came from."""
+
+    event_id: Identifier
+    role: Literal["user", "assistant", "system", "tool"]
+    content: Text
+    name: Identifier | None = None
+    occurred_at: AwareDatetime
+
+
+class ConsolidationRequested(Event):
+    """A span of a session's transcript is ready to be turned into memories."""
+
+    content_fields: ClassVar[tuple[str, ...]] = ("messages",)
+    type: Literal["consolidation_requested"] = "consolidation_requested"
+    reason: Literal["session_closed", "evicted"]
+    chunk: int = Field(0, ge=0)
+    messages: tuple[TranscriptMessage, ...]
+    session_started_at: AwareDatetime | None = None
+
+
+# --- memory events (topic: memories) ---------------------------------------------------
+
+MemoryType = Literal["preference", "fact", "summary", "episode", "correction", "entity"]
+Tier = Literal["short_term", "long_term"]
+
+
+class TokenUsage(Frozen):
+    """Tokens an LLM call used."""
+
+    prompt_tokens: int = Field(0, ge=0)
+    completion_tokens: int = Field(0, ge=0)
+
+
+class MemoryCandidate(Frozen):
+    """One memory an extractor proposes."""
+
+    memory_type: MemoryType
+    content: Annotated[str, StringConstraints(min_length=1, max_length=20_000)]
+    importance: float = Field(ge=0, le=1)
+    source_event_ids: tuple[Identifier, ...] = ()
+    entities: tuple[str, ...] = ()
+
+
+class ExtractionRecorded(Event):
+    """What an extractor made of a consolidation request, recorded so replay never re-runs it."""
+
+    content_fields: ClassVar[tuple[str, ...]] = ("raw_response", "candidates")
+    type: Literal["extraction_recorded"] = "extraction_recorded"
+    consolidation_event_id: Identifier
+    extractor: Identifier
+    extractor_version: Identifier
+    model: Identifier | None = None
+    prompt_version: Identifier | None = None
+    raw_response: Text = ""
+    usage: TokenUsage | None = None
+    latency_ms: float = Field(0, ge=0)
+    candidates: tuple[MemoryCandidate, ...] = ()
+
+
+class MemoryAdded(Event):
+    """A new memory entered the user's long-term store."""
+
+    content_fields: ClassVar[tuple[str, ...]] = ("content",)
+    type: Literal["memory_added"] = "memory_added"
+    memory_id: Identifier
+    memory_type: MemoryType
+    content: Annotated[str, StringConstraints(min_length=1, max_length=20_000)]
+    importance: float = Field(ge=0, le=1)
+    tier: Tier = "long_term"
+    extraction_event_id: Identifier
+    source_event_ids: tuple[Identifier, ...] = ()
+    entities: tuple[str, ...] = ()
+
+
+MemoryEvent = Annotated[Union[ExtractionRecorded, MemoryAdded], Field(discriminator="type")]
+
+AnyEvent = Annotated[
+    Union[
+        SessionStarted,
+        MessageAdded,
+        ToolCalled,
+        TaskSet,
+        TaskProgress,
+        ScratchpadUpdated,
+        EntityMentioned,
+        SessionClosed,
+        ConsolidationRequested,
+        ExtractionRecorded,
+        MemoryAdded,
+    ],
+    Field(discriminator="type"),
+]
+
+
+def derived_id(*parts: str) -> str:
+    """A deterministic id for an event derived from others, so reprocessing repeats it.
+
+    Examples
+    --------
+    >>> derived_id("evt-1", "consolidate") == derived_id("evt-1", "consolidate")
+    True
+    """
+    digest = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
+    return digest[:32]
+
+
+def json_schemas() -> dict[str, dict[str, Any]]:
+    """The JSON Schema of every event type, keyed by its ``type`` value."""
+    models: tuple[type[Event], ...] = (
+        SessionStarted,
+        MessageAdded,
+        ToolCalled,
+        TaskSet,
+        TaskProgress,
+        ScratchpadUpdated,
+        EntityMentioned,
+        SessionClosed,
+        ConsolidationRequested,
+        ExtractionRecorded,
+        MemoryAdded,
+    )
+    return {
+        model.model_fields["type"].default: model.model_json_schema(mode="validation")
+        for model in models
+    }

@@ -1,0 +1,92 @@
+"""The one settings object. Nothing else in memstream reads the environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """memstream configuration, read from ``MEMSTREAM_*`` environment variables.
+
+    Examples
+    --------
+    >>> Settings(broker="127.0.0.1:19092").broker_port
+    19092
+    """
+
+    model_config = SettingsConfigDict(env_prefix="MEMSTREAM_", frozen=True, extra="forbid")
+
+    # --- broker -------------------------------------------------------------------------
+    broker: str = Field(
+        "127.0.0.1:9092", description="Kafka bootstrap address (host:port, comma separated)."
+    )
+    broker_kind: Literal["tansu", "kafka"] = Field(
+        "tansu",
+        description="tansu = the embedded broker (memory storage, quirks patched); "
+        "kafka = Apache Kafka, e.g. from docker-compose.yml.",
+    )
+    partitions: int = Field(4, ge=1, le=256, description="Partitions of every memstream topic.")
+    topic_prefix: str = Field("memstream", pattern=r"^[A-Za-z0-9._-]+$")
+    app_id: str = Field("memstream", pattern=r"^[A-Za-z0-9._-]+$", description="Faust app id.")
+    # Tansu holds JoinGroup for session_timeout/2: 10 s gives a ~5 s join (research/tansu.md).
+    session_timeout_s: float = Field(10.0, gt=2)
+    heartbeat_interval_s: float = Field(2.0, gt=0)
+
+    # --- storage ------------------------------------------------------------------------
+    data_dir: Path = Field(Path(".memstream"), description="Faust state and LanceDB live here.")
+
+    # --- worker -------------------------------------------------------------------------
+    web_host: str = "127.0.0.1"
+    web_port: int = Field(6066, ge=1, le=65535)
+    log_level: str = "warning"
+    max_event_bytes: int = Field(1_000_000, ge=1024)
+    max_content_chars: int = Field(100_000, ge=1)
+
+    # --- short-term memory --------------------------------------------------------------
+    max_messages: int = Field(50, ge=2)
+    max_tokens: int = Field(100_000, ge=1)
+    max_tool_calls: int = Field(20, ge=1)
+    max_entities: int = Field(100, ge=1)
+
+    # --- embeddings ---------------------------------------------------------------------
+    embedder: Literal["minilm-onnx", "openai"] = "minilm-onnx"
+    embedder_threads: int = Field(1, ge=1, le=16)
+    embedder_base_url: str | None = None
+    embedder_api_key: SecretStr = SecretStr("")
+    embedder_model: str = "text-embedding-3-small"
+
+    # --- extraction ---------------------------------------------------------------------
+    extractor: Literal["offline", "llm"] = "offline"
+    llm_base_url: str | None = None
+    llm_api_key: SecretStr = SecretStr("")
+    llm_model: str = "gpt-4o-mini"
+    llm_timeout_s: float = Field(60.0, gt=0)
+    llm_max_retries: int = Field(2, ge=0)
+
+    # --- projection ---------------------------------------------------------------------
+    projection_batch_size: int = Field(256, ge=1)
+    projection_batch_wait_s: float = Field(0.2, ge=0)
+
+    @property
+    def broker_host(self) -> str:
+        """Host of the first bootstrap address."""
+        return self.broker.split(",")[0].rsplit(":", 1)[0]
+
+    @property
+    def broker_port(self) -> int:
+        """Port of the first bootstrap address."""
+        return int(self.broker.split(",")[0].rsplit(":", 1)[1])
+
+    @property
+    def lancedb_dir(self) -> Path:
+        """Directory of the LanceDB database."""
+        return self.data_dir / "lancedb"
+
+    @property
+    def faust_dir(self) -> Path:
+        """Directory Faust keeps its table state in."""
+        return self.data_dir / "faust"

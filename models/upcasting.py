@@ -1,0 +1,54 @@
+"""Upcasters: old payloads are rewritten to the current schema before validation.
+
+An upcaster takes the raw dict of an event of one ``(type, schema_version)`` and returns
+the dict of the next version. :meth:`Upcasters.upcast` applies them in sequence until no
+upcaster matches, so a v1 payload read by a v3 schema passes through v1→v2→v3
+(eventsourcing's ``upcast_vX_vY``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+Payload = dict[str, Any]
+Upcaster = Callable[[Payload], Payload]
+
+
+class Upcasters:
+    """A registry of upcasters keyed by ``(event type, schema_version)``."""
+
+    def __init__(self) -> None:
+        self._by_version: dict[tuple[str, int], Upcaster] = {}
+
+    def register(self, event_type: str, from_version: int) -> Callable[[Upcaster], Upcaster]:
+        """Register a function upcasting ``event_type`` from ``from_version`` to the next."""
+
+        def decorate(upcaster: Upcaster) -> Upcaster:
+            key = (event_type, from_version)
+            if key in self._by_version:
+                raise ValueError(f"an upcaster for {key} is registered already")
+            self._by_version[key] = upcaster
+            return upcaster
+
+        return decorate
+
+    def upcast(self, payload: Payload) -> Payload:
+        """Apply upcasters until the payload is at its newest known version."""
+        event_type = payload.get("type")
+        version = payload.get("schema_version", 1)
+        while isinstance(event_type, str) and isinstance(version, int):
+            upcaster = self._by_version.get((event_type, version))
+            if upcaster is None:
+                break
+            payload = upcaster(dict(payload))
+            new_version = payload.get("schema_version")
+            if not isinstance(new_version, int) or new_version <= version:
+                raise ValueError(f"upcaster for {event_type} v{version} did not raise the version")
+            version = new_version
+        return payload
+
+
+#: The upcasters of the current schema. Every event type is at version 1 today; the first
+#: schema change registers its ``upcast_v1_v2`` here.
+UPCASTERS = Upcasters()

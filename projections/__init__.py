@@ -1,0 +1,1 @@
+"""Read models built from the topics: LanceDB memories, retrieval, DuckDB analytics."""

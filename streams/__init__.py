@@ -1,0 +1,1 @@
+"""Kafka side of memstream: topics, the embedded broker, the Faust app and its agents."""
