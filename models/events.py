@@ -17,6 +17,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, Str
 #: Identifiers come from clients: bounded, printable, never parsed as syntax anywhere.
 Identifier = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f]+$")]
 Text = Annotated[str, StringConstraints(max_length=1_000_000)]
+Role = Literal["user", "assistant", "system", "tool"]
 
 
 class Frozen(BaseModel):
@@ -64,7 +65,7 @@ class MessageAdded(Event):
 
     content_fields: ClassVar[tuple[str, ...]] = ("content",)
     type: Literal["message_added"] = "message_added"
-    role: Literal["user", "assistant", "system", "tool"]
+    role: Role
     content: Text
     name: Identifier | None = None
 
@@ -141,7 +142,7 @@ class TranscriptMessage(Frozen):
     """One message handed to consolidation, with the event it came from."""
 
     event_id: Identifier
-    role: Literal["user", "assistant", "system", "tool"]
+    role: Role
     content: Text
     name: Identifier | None = None
     occurred_at: AwareDatetime

@@ -31,7 +31,9 @@ class Settings(BaseSettings):
     )
     partitions: int = Field(4, ge=1, le=256, description="Partitions of every memstream topic.")
     topic_prefix: str = Field("memstream", pattern=r"^[A-Za-z0-9._-]+$")
-    app_id: str = Field("memstream", pattern=r"^[A-Za-z0-9._-]+$", description="Faust app id.")
+    app_id: str = Field(
+        "worker", pattern=r"^[A-Za-z0-9._-]+$", description="Faust app id, under the topic prefix."
+    )
     # Tansu holds JoinGroup for session_timeout/2: 10 s gives a ~5 s join (research/tansu.md).
     session_timeout_s: float = Field(10.0, gt=2)
     heartbeat_interval_s: float = Field(2.0, gt=0)
@@ -90,3 +92,14 @@ class Settings(BaseSettings):
     def faust_dir(self) -> Path:
         """Directory Faust keeps its table state in."""
         return self.data_dir / "faust"
+
+    def to_env(self) -> dict[str, str]:
+        """These settings as ``MEMSTREAM_*`` variables, to hand to a child process."""
+        env: dict[str, str] = {}
+        for name, value in self:
+            if value is None:
+                continue
+            if isinstance(value, SecretStr):
+                value = value.get_secret_value()
+            env[f"MEMSTREAM_{name.upper()}"] = str(value)
+        return env

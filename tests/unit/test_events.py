@@ -1,0 +1,117 @@
+"""The event schema: validation, JSON round trips, upcasting, JSON Schema export."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from memstream.models.codec import InvalidEvent, decode_event, encode_event
+from memstream.models.events import MessageAdded, SessionClosed, ToolCalled, json_schemas
+from memstream.models.upcasting import Upcasters
+
+NOW = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+
+
+def message(**overrides: object) -> dict[str, object]:
+    payload: dict[str, object] = {
+        "event_id": "e-1",
+        "type": "message_added",
+        "user_id": "alice",
+        "session_id": "s-1",
+        "occurred_at": "2026-11-02T09:00:00Z",
+        "role": "user",
+        "content": "I prefer window seats",
+    }
+    payload.update(overrides)
+    return payload
+
+
+def test_a_valid_message_decodes_to_its_type() -> None:
+    event = decode_event(json.dumps(message()).encode())
+    assert isinstance(event, MessageAdded)
+    assert event.content == "I prefer window seats"
+    assert event.occurred_at == NOW
+
+
+def test_round_trip_through_bytes_is_lossless() -> None:
+    event = ToolCalled(
+        event_id="t-1",
+        user_id="bob",
+        session_id="s",
+        occurred_at=NOW,
+        name="search_flights",
+        arguments={"to": "LIS", "max_price": 300, "flex": True},
+        result={"found": 3},
+    )
+    assert decode_event(encode_event(event)) == event
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        (message(color="red"), "color: Extra inputs are not permitted"),
+        (message(role="robot"), "role"),
+        (message(occurred_at="2026-11-02T09:00:00"), "timezone"),
+        (message(user_id=""), "user_id"),
+        (message(type="no_such_event"), "does not match any of the expected tags"),
+        ({k: v for k, v in message().items() if k != "event_id"}, "event_id: Field required"),
+    ],
+)
+def test_invalid_payloads_are_rejected_with_a_reason(payload: dict, reason: str) -> None:
+    with pytest.raises(InvalidEvent, match=reason):
+        decode_event(json.dumps(payload))
+
+
+@pytest.mark.parametrize("raw", [b"{not json", b"[1, 2]", b"\xff\xfe", b"null"])
+def test_bytes_that_are_not_an_event_object_are_rejected(raw: bytes) -> None:
+    with pytest.raises(InvalidEvent):
+        decode_event(raw)
+
+
+def test_oversized_event_is_rejected_before_parsing() -> None:
+    raw = json.dumps(message(content="x" * 5000)).encode()
+    with pytest.raises(InvalidEvent, match="over the limit"):
+        decode_event(raw, max_bytes=1024)
+
+
+def test_events_are_frozen() -> None:
+    event = SessionClosed(event_id="c", user_id="u", session_id="s", occurred_at=NOW)
+    with pytest.raises(ValueError):
+        event.reason = "idle"  # type: ignore[misc]
+
+
+def test_upcasters_rewrite_old_payloads_before_validation() -> None:
+    upcasters = Upcasters()
+
+    # A hypothetical v0 of message_added called the text "text" and had no version field.
+    @upcasters.register("message_added", 0)
+    def upcast_v0_v1(payload: dict) -> dict:
+        payload["content"] = payload.pop("text")
+        payload["schema_version"] = 1
+        return payload
+
+    old = message(schema_version=0)
+    old["text"] = old.pop("content")
+    event = decode_event(json.dumps(old), upcasters=upcasters)
+    assert isinstance(event, MessageAdded)
+    assert event.content == "I prefer window seats"
+    assert event.schema_version == 1
+
+
+def test_an_upcaster_that_does_not_raise_the_version_is_an_error() -> None:
+    upcasters = Upcasters()
+    upcasters.register("message_added", 1)(lambda payload: payload)
+    with pytest.raises(InvalidEvent, match="did not raise the version"):
+        decode_event(json.dumps(message()), upcasters=upcasters)
+
+
+def test_every_event_type_has_a_json_schema_that_forbids_unknown_fields() -> None:
+    schemas = json_schemas()
+    for name in ("session_started", "message_added", "tool_called", "task_set",
+                 "task_progress", "scratchpad_updated", "entity_mentioned", "session_closed"):
+        assert name in schemas
+        assert schemas[name]["additionalProperties"] is False
+        assert {"event_id", "user_id", "session_id", "occurred_at"} <= set(schemas[name]["required"])
+    assert "encryption" in schemas["message_added"]["properties"]

@@ -1,0 +1,171 @@
+"""Short-term memory: folding chat events into session state."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from itertools import count
+
+import pytest
+
+from memstream.models.events import (
+    ChatEvent,
+    EntityMentioned,
+    MessageAdded,
+    ScratchpadUpdated,
+    SessionClosed,
+    TaskProgress,
+    TaskSet,
+    ToolCalled,
+)
+from memstream.models.session import SessionState, Transition, WindowLimits, apply
+
+T0 = datetime(2026, 11, 2, 23, 50, tzinfo=UTC)
+
+
+class SessionDriver:
+    """Feeds events with increasing offsets and event times, keeping every transition."""
+
+    def __init__(self, limits: WindowLimits | None = None) -> None:
+        self.limits = limits or WindowLimits()
+        self.state: SessionState | None = None
+        self.offsets = count()
+        self.ids = count()
+        self.transitions: list[Transition] = []
+
+    def common(self, minutes: float) -> dict:
+        return {
+            "event_id": f"e{next(self.ids)}",
+            "user_id": "alice",
+            "session_id": "s1",
+            "occurred_at": T0 + timedelta(minutes=minutes),
+        }
+
+    def feed(self, event: ChatEvent, offset: int | None = None) -> Transition:
+        transition = apply(self.state, event, next(self.offsets) if offset is None else offset, self.limits)
+        self.state = transition.state
+        self.transitions.append(transition)
+        return transition
+
+    def say(self, role: str, text: str, minutes: float = 0) -> Transition:
+        return self.feed(MessageAdded(role=role, content=text, **self.common(minutes)))
+
+    @property
+    def consolidated(self) -> list[list[str]]:
+        return [[m.content for m in c.messages] for t in self.transitions for c in t.consolidations]
+
+
+def test_messages_and_turns_are_counted() -> None:
+    driver = SessionDriver()
+    driver.say("user", "hello there")
+    driver.say("assistant", "hi, how can I help?")
+    driver.say("user", "book a table")
+    assert driver.state is not None
+    assert driver.state.turn_count == 2
+    assert driver.state.message_count == 3
+    assert [m.content for m in driver.state.messages][-1] == "book a table"
+
+
+def test_window_is_trimmed_oldest_first_and_evicted_messages_go_to_consolidation() -> None:
+    driver = SessionDriver(WindowLimits(max_messages=8))
+    for i in range(20):
+        driver.say("user", f"message {i}", minutes=i)
+    state = driver.state
+    assert state is not None and len(state.messages) <= 8
+    kept = [m.content for m in state.messages]
+    evicted = [content for chunk in driver.consolidated for content in chunk]
+    # Nothing is lost: every message is either still in the window or was consolidated.
+    assert evicted + kept == [f"message {i}" for i in range(20)]
+    # Eviction happens in chunks, not one request per message.
+    assert len(driver.consolidated) < len(evicted)
+    assert state.turn_count == 20  # all user turns, not only those still in the window
+
+
+def test_token_budget_trims_but_never_below_the_last_two_messages() -> None:
+    driver = SessionDriver(WindowLimits(max_tokens=10))
+    driver.say("user", " ".join(["word"] * 50))
+    driver.say("assistant", " ".join(["word"] * 50))
+    driver.say("user", " ".join(["word"] * 50))
+    assert driver.state is not None
+    assert len(driver.state.messages) == 2
+    assert driver.state.window_tokens == sum(m.tokens for m in driver.state.messages)
+
+
+def test_token_count_is_kept_incrementally_and_matches_the_window() -> None:
+    calls: list[str] = []
+
+    def counting(text: str) -> int:
+        calls.append(text)
+        return len(text.split())
+
+    driver = SessionDriver(WindowLimits(max_messages=5, count_tokens=counting))
+    for i in range(30):
+        driver.say("user", f"a b c {i}")
+    assert len(calls) == 30  # each message is tokenised once, never the whole window again
+    assert driver.state is not None
+    assert driver.state.window_tokens == sum(m.tokens for m in driver.state.messages)
+
+
+def test_close_hands_the_rest_of_the_window_to_consolidation_and_ends_the_state() -> None:
+    driver = SessionDriver()
+    driver.say("user", "I live in Porto")
+    driver.say("assistant", "Nice city!")
+    transition = driver.feed(SessionClosed(reason="explicit", **driver.common(5)))
+    assert transition.state is None
+    (request,) = transition.consolidations
+    assert request.reason == "session_closed"
+    assert [m.content for m in request.messages] == ["I live in Porto", "Nice city!"]
+    assert request.session_started_at == T0
+
+
+def test_closing_twice_is_reported_not_raised() -> None:
+    driver = SessionDriver()
+    driver.say("user", "bye")
+    driver.feed(SessionClosed(**driver.common(1)))
+    again = driver.feed(SessionClosed(**driver.common(2)))
+    assert again.state is None and again.consolidations == ()
+    assert again.skipped and "not open" in again.skipped
+
+
+def test_redelivered_events_change_nothing() -> None:
+    driver = SessionDriver()
+    first = MessageAdded(role="user", content="once", **driver.common(0))
+    driver.feed(first, offset=10)
+    before = driver.state
+    assert driver.feed(first, offset=10).skipped  # same offset: re-delivery after a crash
+    assert driver.feed(first, offset=11).skipped  # client retry: same event id, new offset
+    assert driver.state == before
+
+
+def test_consolidation_ids_are_deterministic() -> None:
+    def run() -> str:
+        driver = SessionDriver()
+        driver.say("user", "x")
+        return driver.feed(SessionClosed(**driver.common(1))).consolidations[0].event_id
+
+    assert run() == run()
+
+
+def test_task_tools_entities_and_scratchpad_are_kept() -> None:
+    driver = SessionDriver(WindowLimits(max_tool_calls=2, max_entities=2))
+    driver.feed(TaskSet(task="plan Lisbon trip", **driver.common(0)))
+    driver.feed(TaskProgress(progress="flights found", percent=40, **driver.common(1)))
+    for i in range(3):
+        driver.feed(ToolCalled(name=f"tool{i}", arguments={"i": i}, result="r" * 500, **driver.common(2)))
+    for name in ("Lisbon", "Clara", "Porto", "lisbon"):
+        driver.feed(EntityMentioned(name=name, **driver.common(3)))
+    driver.feed(ScratchpadUpdated(content="budget 2000", **driver.common(4)))
+    state = driver.state
+    assert state is not None
+    assert (state.task, state.task_progress, state.progress_percent) == ("plan Lisbon trip", "flights found", 40)
+    assert [c.name for c in state.tool_calls] == ["tool1", "tool2"]
+    assert len(state.tool_calls[0].result_summary) <= 200
+    assert state.entities == ("Porto", "lisbon")
+    assert state.scratchpad == "budget 2000"
+
+
+def test_duration_is_correct_across_days() -> None:
+    driver = SessionDriver()
+    driver.say("user", "late night", minutes=0)
+    driver.say("user", "next day", minutes=60 * 24 + 30)  # crosses midnight and a whole day
+    assert driver.state is not None
+    assert driver.state.duration_seconds == pytest.approx((24 * 60 + 30) * 60)
