@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import aiokafka.errors as kafka_errors
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
 from memstream.models.settings import Settings
 
 
@@ -45,3 +48,52 @@ class Topics:
     def from_settings(cls, settings: Settings) -> Topics:
         """The topics named by ``settings``."""
         return cls(prefix=settings.topic_prefix)
+
+
+async def ensure_topics(settings: Settings) -> None:
+    """Create every memstream topic that does not exist yet; idempotent.
+
+    Topics get ``settings.partitions`` partitions and replication factor 1 (one broker: the
+    embedded Tansu, or the docker-compose Kafka). Works the same on both.
+
+    Parameters
+    ----------
+    settings
+        Broker address, topic prefix and partition count.
+
+    Raises
+    ------
+    ValueError
+        If a topic already exists with another partition count: keys would then map to
+        other partitions, and per-user ordering would break.
+    aiokafka.errors.KafkaError
+        If the broker refuses to create a topic for any other reason.
+
+    Examples
+    --------
+    >>> await ensure_topics(Settings(broker="127.0.0.1:19092"))  # doctest: +SKIP
+    """
+    names = Topics.from_settings(settings).all()
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.broker)
+    await admin.start()
+    try:
+        response = await admin.create_topics(
+            [NewTopic(name, settings.partitions, replication_factor=1) for name in names]
+        )
+        existing = []
+        for topic, error_code, *_ in response.topic_errors:
+            error = kafka_errors.for_code(error_code)
+            if error is kafka_errors.TopicAlreadyExistsError:
+                existing.append(topic)
+            elif error is not kafka_errors.NoError:
+                raise error(f"creating topic {topic!r}")
+        if existing:
+            for description in await admin.describe_topics(existing):
+                found = len(description["partitions"])
+                if found != settings.partitions:
+                    raise ValueError(
+                        f"topic {description['topic']!r} exists with {found} partitions, "
+                        f"but settings ask for {settings.partitions}"
+                    )
+    finally:
+        await admin.close()
