@@ -1,0 +1,456 @@
+"""The LanceDB memory projection, on a real table in tmp_path with the real MiniLM embedder."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import lancedb
+import pyarrow as pa
+import pytest
+from fakes import FakeEmbedder
+from memstream.models.events import ContentEncryption, MemoryAdded
+from memstream.projections.embedder import MiniLMOnnxEmbedder
+from memstream.projections.memories import (
+    EmbeddingModelMismatch,
+    EncryptedContentError,
+    MemoryHit,
+    MemoryProjection,
+    MemoryRecord,
+    ProjectionWriteError,
+    SourcePosition,
+    user_key,
+)
+
+TOPIC = "memstream.memories"
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def minilm() -> MiniLMOnnxEmbedder:
+    return MiniLMOnnxEmbedder(threads=1)
+
+
+@pytest.fixture
+def projection(tmp_path: Path, minilm: MiniLMOnnxEmbedder) -> MemoryProjection:
+    return MemoryProjection(tmp_path / "lancedb", minilm)
+
+
+def memory(
+    memory_id: str,
+    content: str,
+    *,
+    user_id: str = "alice",
+    memory_type: str = "fact",
+    minutes: int = 0,
+    importance: float = 0.5,
+) -> MemoryAdded:
+    return MemoryAdded(
+        event_id=f"evt-{memory_id}",
+        user_id=user_id,
+        session_id="s1",
+        occurred_at=T0 + timedelta(minutes=minutes),
+        memory_id=memory_id,
+        memory_type=memory_type,
+        content=content,
+        importance=importance,
+        extraction_event_id=f"ext-{memory_id}",
+        source_event_ids=(f"msg-{memory_id}",),
+        entities=("Alice",),
+    )
+
+
+def at(offset: int, partition: int = 0) -> SourcePosition:
+    return SourcePosition(TOPIC, partition, offset)
+
+
+def batch_of(
+    *events: MemoryAdded, partition: int = 0, first_offset: int = 0
+) -> list[tuple[MemoryAdded, SourcePosition]]:
+    return [(e, at(first_offset + i, partition)) for i, e in enumerate(events)]
+
+
+ALICE_FACTS = (
+    memory("m-peanut", "Alice is allergic to peanuts", minutes=1),
+    memory("m-sister", "Alice's sister Maria lives in Lisbon", minutes=2),
+    memory(
+        "m-aisle", "Alice prefers aisle seats on long flights", memory_type="preference", minutes=3
+    ),
+    memory("m-job", "Alice works as a data engineer at Acme", minutes=4),
+    memory("m-cat", "Alice has a grey cat called Pixel", minutes=5),
+)
+
+
+def table_snapshot(db_dir: Path) -> pa.Table:
+    """Every column of every row, in memory_id order: what a reader of the table sees."""
+    return lancedb.connect(db_dir).open_table("memories").to_arrow().sort_by("memory_id")
+
+
+# --- writing and searching ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("with_fts", [False, True], ids=["vector-only", "hybrid"])
+def test_search_finds_the_memory_a_paraphrase_asks_about(
+    projection: MemoryProjection, with_fts: bool
+) -> None:
+    assert projection.apply(batch_of(*ALICE_FACTS)) == 5
+    if with_fts:
+        projection.refresh_indexes()
+    questions = {
+        "what food can't she eat?": "m-peanut",
+        "where does her sibling live": "m-sister",
+        "which seat does she like when flying": "m-aisle",
+        "what is her profession": "m-job",
+        "does she have any pets": "m-cat",
+    }
+    for question, expected in questions.items():
+        hits = projection.search("alice", question, limit=3)
+        assert hits[0].memory_id == expected, (question, [h.memory_id for h in hits])
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_a_hit_carries_the_memory_and_its_provenance(projection: MemoryProjection) -> None:
+    event = memory("m-1", "Alice is allergic to peanuts", importance=0.9, minutes=7)
+    projection.apply([(event, at(41, partition=2))])
+    projection.refresh_indexes()
+    (hit,) = projection.search("alice", "peanut allergy", limit=5)
+    assert isinstance(hit, MemoryHit) and hit.score > 0
+    assert (hit.memory_id, hit.memory_type, hit.content) == ("m-1", "fact", event.content)
+    assert (hit.importance, hit.session_id, hit.event_id) == (0.9, "s1", "evt-m-1")
+    assert hit.source_event_ids == ("msg-m-1",)
+    assert (hit.source_topic, hit.source_partition, hit.source_offset) == (TOPIC, 2, 41)
+    assert hit.created_at == T0 + timedelta(minutes=7) and hit.created_at.tzinfo is not None
+
+
+def test_rows_store_every_field_and_the_embedding_model(
+    projection: MemoryProjection, tmp_path: Path
+) -> None:
+    cet = timezone(timedelta(hours=1))
+    event = memory("m-1", "Alice is allergic to peanuts").model_copy(
+        update={"occurred_at": datetime(2026, 3, 1, 13, 0, tzinfo=cet), "agent_id": "agent-7"}
+    )
+    projection.apply([(event, at(3))])
+    (row,) = table_snapshot(tmp_path / "lancedb").to_pylist()
+    assert row["created_at"] == T0 and str(row["created_at"].tzinfo) == "UTC"
+    assert row["user_id"] == "alice" and row["user_key"] == user_key("alice")
+    assert row["agent_id"] == "agent-7" and row["tier"] == "long_term"
+    assert row["entities"] == ["Alice"] and row["extraction_event_id"] == "ext-m-1"
+    assert row["embedding_model"] == "all-MiniLM-L6-v2-onnx-int8"
+    assert len(row["vector"]) == 384
+
+
+def test_applying_the_same_events_twice_changes_nothing(
+    projection: MemoryProjection, tmp_path: Path
+) -> None:
+    batch = batch_of(*ALICE_FACTS)
+    assert projection.apply(batch) == 5
+    before = table_snapshot(tmp_path / "lancedb")
+    assert projection.apply(batch) == 5  # re-delivered: rewritten with the same values
+    after = table_snapshot(tmp_path / "lancedb")
+    assert after.equals(before)
+    assert projection.count() == projection.count("alice") == 5
+    projection.refresh_indexes()  # compaction must not change the rows either
+    assert table_snapshot(tmp_path / "lancedb").equals(before)
+
+
+def test_the_last_event_of_a_memory_in_a_batch_wins(projection: MemoryProjection) -> None:
+    first = memory("m-1", "Alice lives in Porto")
+    second = memory("m-1", "Alice lives in Lisbon", minutes=1)
+    assert projection.apply([(first, at(0)), (second, at(1))]) == 1
+    (record,) = projection.list_memories("alice")
+    assert (record.content, record.source_offset) == ("Alice lives in Lisbon", 1)
+
+
+def test_positions_are_the_next_offset_per_partition(projection: MemoryProjection) -> None:
+    assert projection.positions() == {}
+    projection.apply(batch_of(*ALICE_FACTS[:3], partition=0, first_offset=10))
+    projection.apply(batch_of(*ALICE_FACTS[3:], partition=3, first_offset=0))
+    assert projection.positions() == {(TOPIC, 0): 13, (TOPIC, 3): 2}
+    # A re-delivered older event leaves the position where it was.
+    projection.apply([(ALICE_FACTS[0], at(10, partition=0))])
+    assert projection.positions() == {(TOPIC, 0): 13, (TOPIC, 3): 2}
+
+
+def test_list_memories_is_newest_first_and_count_is_per_user(projection: MemoryProjection) -> None:
+    projection.apply(batch_of(*ALICE_FACTS, memory("b-1", "Bob likes jazz", user_id="bob")))
+    records = projection.list_memories("alice")
+    assert all(isinstance(r, MemoryRecord) and not isinstance(r, MemoryHit) for r in records)
+    assert [r.memory_id for r in records] == ["m-cat", "m-job", "m-aisle", "m-sister", "m-peanut"]
+    assert (projection.count("alice"), projection.count("bob"), projection.count()) == (5, 1, 6)
+    assert projection.count("carol") == 0 and projection.list_memories("carol") == []
+
+
+def test_an_empty_projection_answers_with_nothing(projection: MemoryProjection) -> None:
+    projection.refresh_indexes()
+    assert projection.search("alice", "anything") == []
+    assert projection.list_memories("alice") == []
+    assert projection.count() == 0 and projection.positions() == {}
+    assert projection.apply([]) == 0
+
+
+def test_blank_queries_find_nothing(projection: MemoryProjection) -> None:
+    projection.apply(batch_of(*ALICE_FACTS))
+    projection.refresh_indexes()
+    assert projection.search("alice", "") == []
+    assert projection.search("alice", "   \n") == []
+
+
+# --- isolation --------------------------------------------------------------------------
+
+HOSTILE_USER_IDS = (
+    "alice",
+    "Alice",
+    "ａlice",  # fullwidth a
+    "аlice",  # Cyrillic a
+    "alice ",
+    "x' OR '1'='1",
+    "' OR user_key LIKE '%",
+    "%",
+    "*",
+    "_",
+    'a"b',
+    "a\\b",
+    "'; DROP TABLE memories; --",
+    "🙂",
+    "u" * 256,
+)
+HOSTILE_QUERIES = (
+    "secret code word",
+    "' OR '1'='1",
+    "%",
+    "*",
+    '"',
+    "user_key != ''",
+    "); DROP TABLE memories; --",
+    "content:secret OR secret",
+    "\\",
+)
+
+
+@pytest.mark.parametrize("with_fts", [False, True], ids=["vector-only", "hybrid"])
+def test_each_user_only_ever_sees_their_own_rows(
+    projection: MemoryProjection, with_fts: bool
+) -> None:
+    events = [
+        memory(f"m-{i}", f"my secret code word is number {i}", user_id=user, minutes=i)
+        for i, user in enumerate(HOSTILE_USER_IDS)
+    ]
+    projection.apply(batch_of(*events))
+    if with_fts:
+        projection.refresh_indexes()
+    for i, user in enumerate(HOSTILE_USER_IDS):
+        own = {f"m-{i}"}
+        for query in HOSTILE_QUERIES:
+            hits = projection.search(user, query, limit=50)
+            assert {h.memory_id for h in hits} == own, (user, query)
+        assert {r.memory_id for r in projection.list_memories(user)} == own
+        assert projection.count(user) == 1
+    for stranger in ("u" * 300, "ALICE", "", "\x00", "alice\n", "x' OR '1'='1' --"):
+        assert projection.search(stranger, "secret code word", limit=50) == []
+        assert projection.list_memories(stranger) == []
+        assert projection.count(stranger) == 0
+
+
+def test_other_users_rows_never_take_a_place_in_the_limit(projection: MemoryProjection) -> None:
+    noise = [memory(f"b-{i}", f"zebra zebra zebra stripes {i}", user_id="bob") for i in range(40)]
+    mine = memory("a-1", "Alice saw a zebra at the zoo")
+    projection.apply(batch_of(*noise, mine))
+    projection.refresh_indexes()
+    assert [h.memory_id for h in projection.search("alice", "zebra", limit=3)] == ["a-1"]
+    bob_hits = projection.search("bob", "zebra", limit=10)
+    assert len(bob_hits) == 10 and all(h.memory_id.startswith("b-") for h in bob_hits)
+
+
+def test_memory_types_filter_to_a_closed_set(projection: MemoryProjection) -> None:
+    projection.apply(batch_of(*ALICE_FACTS))
+    projection.refresh_indexes()
+    hits = projection.search("alice", "Alice", limit=10, memory_types=["preference"])
+    assert [h.memory_id for h in hits] == ["m-aisle"]
+    hits = projection.search("alice", "Alice", limit=10, memory_types=("fact", "preference"))
+    assert len(hits) == 5
+    assert projection.search("alice", "Alice", memory_types=[]) == []
+    for bad in (["fact' OR '1'='1"], ["FACT"], ["fact", "%"]):
+        with pytest.raises(ValueError, match="unknown memory types"):
+            projection.search("alice", "Alice", memory_types=bad)
+    with pytest.raises(TypeError):
+        projection.search("alice", "Alice", memory_types="fact")
+
+
+def test_limit_is_checked(projection: MemoryProjection) -> None:
+    for bad in (0, -1, 1_001):
+        with pytest.raises(ValueError, match="limit"):
+            projection.search("alice", "Alice", limit=bad)
+
+
+# --- indexes ----------------------------------------------------------------------------
+
+
+def open_table(db_dir: Path) -> Any:
+    return lancedb.connect(db_dir, read_consistency_interval=timedelta(0)).open_table("memories")
+
+
+def fts_ids(db_dir: Path, user_id: str, text: str) -> list[str]:
+    """Full-text search alone, through LanceDB's own API, scoped like the projection scopes."""
+    rows = (
+        open_table(db_dir)
+        .search(text, query_type="fts")
+        .where(f"user_key = '{user_key(user_id)}'", prefilter=True)
+        .select(["memory_id", "_score"])
+        .limit(10)
+        .to_list()
+    )
+    return [r["memory_id"] for r in rows]
+
+
+def test_new_rows_are_full_text_searchable_after_refresh_indexes(
+    projection: MemoryProjection, tmp_path: Path
+) -> None:
+    db_dir = tmp_path / "lancedb"
+    projection.apply(batch_of(*ALICE_FACTS))
+    projection.refresh_indexes()
+    table = open_table(db_dir)
+    assert table.index_stats("content_idx").num_indexed_rows == 5
+
+    projection.apply([(memory("m-new", "Alice's dentist is Dr Quarrington"), at(5))])
+    # lancedb 0.40 scans rows the index has not seen yet, so the row is found even now ...
+    assert fts_ids(db_dir, "alice", "Quarrington") == ["m-new"]
+    stats = table.index_stats("content_idx")
+    assert stats is not None and stats.num_unindexed_rows == 1
+    # ... and refresh_indexes() folds it into the index.
+    projection.refresh_indexes()
+    stats = table.index_stats("content_idx")
+    assert stats is not None and (stats.num_indexed_rows, stats.num_unindexed_rows) == (6, 0)
+    assert fts_ids(db_dir, "alice", "Quarrington") == ["m-new"]
+    assert projection.search("alice", "Quarrington", limit=1)[0].memory_id == "m-new"
+
+
+def test_a_rewritten_memory_is_not_found_by_its_old_words(
+    projection: MemoryProjection, tmp_path: Path
+) -> None:
+    projection.apply([(memory("m-1", "Alice lives in Porto"), at(0))])
+    projection.refresh_indexes()
+    projection.apply([(memory("m-1", "Alice lives in Lisbon"), at(1))])
+    assert fts_ids(tmp_path / "lancedb", "alice", "Porto") == []
+    projection.refresh_indexes()
+    assert fts_ids(tmp_path / "lancedb", "alice", "Porto") == []
+    assert fts_ids(tmp_path / "lancedb", "alice", "Lisbon") == ["m-1"]
+
+
+def test_a_vector_index_is_built_once_the_table_is_large_enough(tmp_path: Path) -> None:
+    # The fake embedder keeps this fast; the index logic does not depend on the model.
+    projection = MemoryProjection(tmp_path, FakeEmbedder(), vector_index_min_rows=300)
+    users = ["alice", "bob", "carol"]
+    events = [
+        memory(f"m-{i}", f"note {i} about topic {i % 17}", user_id=users[i % 3]) for i in range(299)
+    ]
+    projection.apply(batch_of(*events))
+    projection.refresh_indexes()
+    table = open_table(tmp_path)
+    assert [i.columns for i in table.list_indices()] == [["content"]]
+    projection.apply([(memory("m-299", "note 299 about topic 10", user_id="alice"), at(299))])
+    projection.refresh_indexes()
+    assert sorted(i.columns[0] for i in table.list_indices()) == ["content", "vector"]
+    hits = projection.search("alice", "note 299 about topic 10", limit=5)
+    assert hits[0].memory_id == "m-299"
+    alices = {f"m-{i}" for i in range(0, 299, 3)} | {"m-299"}
+    assert len(hits) == 5 and {h.memory_id for h in hits} <= alices
+
+
+# --- failure modes ----------------------------------------------------------------------
+
+
+def test_a_short_write_raises(
+    projection: MemoryProjection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The seam: LanceDB's merge_insert itself, made to report one row fewer than it wrote
+    # (the silent failure of lancedb#3515).
+    real_merge = projection._merge
+
+    def short_merge(table: object, data: pa.Table) -> tuple[int, int]:
+        inserted, updated = real_merge(table, data)
+        return inserted - 1, updated
+
+    monkeypatch.setattr(projection, "_merge", short_merge)
+    with pytest.raises(ProjectionWriteError, match="1 new \\+ 0 updated rows for 2 memories"):
+        projection.apply(batch_of(*ALICE_FACTS[:2]))
+
+
+def test_a_commit_conflict_is_retried(
+    projection: MemoryProjection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_merge = projection._merge
+    attempts: list[int] = []
+
+    def conflicting_merge(table: object, data: pa.Table) -> tuple[int, int]:
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise RuntimeError("lance error: Retryable commit conflict for version 7: ...")
+        return real_merge(table, data)
+
+    monkeypatch.setattr(projection, "write_backoff_s", 0.001)
+    monkeypatch.setattr(projection, "_merge", conflicting_merge)
+    assert projection.apply(batch_of(*ALICE_FACTS[:2])) == 2
+    assert len(attempts) == 3 and projection.count() == 2
+
+
+def test_other_write_errors_are_not_retried(
+    projection: MemoryProjection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    attempts: list[int] = []
+
+    def failing_merge(table: object, data: pa.Table) -> tuple[int, int]:
+        attempts.append(1)
+        raise OSError("disk full")
+
+    monkeypatch.setattr(projection, "_merge", failing_merge)
+    with pytest.raises(OSError, match="disk full"):
+        projection.apply(batch_of(*ALICE_FACTS[:1]))
+    assert len(attempts) == 1
+
+
+def test_encrypted_content_is_refused_before_anything_is_written(
+    projection: MemoryProjection,
+) -> None:
+    sealed = memory("m-2", "base64-ciphertext").model_copy(
+        update={
+            "encryption": ContentEncryption(scheme="aes-256-gcm", key_id="k1", fields=("content",))
+        }
+    )
+    with pytest.raises(EncryptedContentError):
+        projection.apply([(ALICE_FACTS[0], at(0)), (sealed, at(1))])
+    assert projection.count() == 0
+
+
+def test_a_table_of_another_model_is_refused(tmp_path: Path, minilm: MiniLMOnnxEmbedder) -> None:
+    MemoryProjection(tmp_path, FakeEmbedder()).apply(batch_of(*ALICE_FACTS[:1]))
+    other = MemoryProjection(tmp_path, minilm)
+    with pytest.raises(EmbeddingModelMismatch):
+        other.search("alice", "peanuts")
+    with pytest.raises(EmbeddingModelMismatch):
+        other.apply(batch_of(*ALICE_FACTS[1:2]))
+
+
+def test_a_second_instance_sees_the_writers_rows(
+    projection: MemoryProjection, tmp_path: Path, minilm: MiniLMOnnxEmbedder
+) -> None:
+    reader = MemoryProjection(tmp_path / "lancedb", minilm)
+    assert reader.search("alice", "peanuts") == []  # opened before the table exists
+    projection.apply(batch_of(*ALICE_FACTS))
+    projection.refresh_indexes()
+    assert reader.search("alice", "peanut allergy", limit=1)[0].memory_id == "m-peanut"
+    assert reader.count("alice") == 5
+
+
+def test_refresh_indexes_does_nothing_when_nothing_was_written(
+    projection: MemoryProjection, tmp_path: Path
+) -> None:
+    projection.apply(batch_of(*ALICE_FACTS))
+    projection.refresh_indexes()
+    version = open_table(tmp_path / "lancedb").version
+    projection.refresh_indexes()
+    assert open_table(tmp_path / "lancedb").version == version
+    projection.apply([(memory("m-new", "Alice plays the cello"), at(5))])
+    projection.refresh_indexes()
+    stats = open_table(tmp_path / "lancedb").index_stats("content_idx")
+    assert stats is not None and stats.num_unindexed_rows == 0
