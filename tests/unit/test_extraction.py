@@ -1,0 +1,403 @@
+"""The offline extractor: what a finished conversation turns into, and what it must not."""
+
+from __future__ import annotations
+
+import doctest
+import json
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+import memstream.models.extraction as extraction_module
+from memstream.models.events import ConsolidationRequested, MemoryCandidate, TranscriptMessage
+from memstream.models.extraction import (
+    MAX_CONTENT_CHARS,
+    MIN_IMPORTANCE,
+    Extraction,
+    Extractor,
+    OfflineExtractor,
+)
+
+START = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+
+TRIP_PLANNING = (
+    (
+        "user",
+        (
+            "Hi! I'm planning a trip to Japan in April and need help with the itinerary. "
+            "My name is Maria and I work at Acme Robotics in Porto."
+        ),
+    ),
+    (
+        "assistant",
+        (
+            "Great to meet you, Maria! April is cherry blossom season. I recommend three days in "
+            "Kyoto and two in Tokyo. Would you like hotel suggestions?"
+        ),
+    ),
+    (
+        "user",
+        "Yes please. I prefer quiet ryokans over big hotels, and I hate crowded tourist spots.",
+    ),
+    (
+        "assistant",
+        (
+            "Noted. In Kyoto, the Arashiyama area has quiet ryokans. I suggest visiting Fushimi Inari "
+            "at sunrise to avoid the crowds."
+        ),
+    ),
+    ("user", "Actually, I live in Lisbon now, not Porto. Please always give prices in euros."),
+    ("user", "ok thanks!"),
+)
+
+
+def request(*turns: tuple[str, str], event_id: str = "c-1") -> ConsolidationRequested:
+    """A consolidation request whose messages are ``m1``, ``m2``, ... a minute apart."""
+    messages = tuple(
+        TranscriptMessage(
+            event_id=f"m{i + 1}",
+            role=role,
+            content=content,
+            occurred_at=START + timedelta(minutes=i),
+        )
+        for i, (role, content) in enumerate(turns)
+    )
+    return ConsolidationRequested(
+        event_id=event_id,
+        user_id="maria",
+        session_id="s-1",
+        occurred_at=START + timedelta(minutes=len(turns)),
+        reason="session_closed",
+        messages=messages,
+    )
+
+
+def extract(*turns: tuple[str, str]) -> tuple[MemoryCandidate, ...]:
+    return OfflineExtractor().extract(request(*turns)).candidates
+
+
+def of_type(candidates: Sequence[MemoryCandidate], memory_type: str) -> list[MemoryCandidate]:
+    return [c for c in candidates if c.memory_type == memory_type]
+
+
+def contents(candidates: Sequence[MemoryCandidate], memory_type: str) -> list[str]:
+    return [c.content for c in of_type(candidates, memory_type)]
+
+
+def find(candidates: Sequence[MemoryCandidate], content: str) -> MemoryCandidate:
+    matches = [c for c in candidates if c.content == content]
+    assert matches, f"{content!r} not among {[c.content for c in candidates]}"
+    return matches[0]
+
+
+# --- the port ------------------------------------------------------------------------------
+
+
+def test_offline_extractor_satisfies_the_extractor_protocol() -> None:
+    extractor = OfflineExtractor()
+    assert isinstance(extractor, Extractor)
+    assert (extractor.name, extractor.version) == ("offline", "1")
+
+
+def test_extraction_carries_no_model_and_a_json_dump_of_its_candidates() -> None:
+    result = OfflineExtractor().extract(request(*TRIP_PLANNING))
+    assert isinstance(result, Extraction)
+    assert (result.model, result.prompt_version, result.usage) == (None, None, None)
+    dumped = json.loads(result.raw_response)["candidates"]
+    assert [MemoryCandidate.model_validate(c) for c in dumped] == list(result.candidates)
+
+
+def test_the_same_request_always_gives_the_same_extraction() -> None:
+    first = OfflineExtractor().extract(request(*TRIP_PLANNING))
+    again = OfflineExtractor().extract(request(*TRIP_PLANNING))
+    assert first == again
+    assert first.raw_response == again.raw_response
+
+
+def test_module_docstring_examples_run() -> None:
+    failures, attempted = doctest.testmod(extraction_module)
+    assert attempted > 0 and failures == 0
+
+
+# --- what is kept --------------------------------------------------------------------------
+
+
+def test_a_realistic_conversation_yields_typed_candidates_with_sources() -> None:
+    candidates = extract(*TRIP_PLANNING)
+    assert find(candidates, "User's name is Maria").source_event_ids == ("m1",)
+    assert find(candidates, "User works at Acme Robotics in Porto").memory_type == "fact"
+    assert find(candidates, "User prefers quiet ryokans over big hotels").source_event_ids == (
+        "m3",
+    )
+    assert find(candidates, "User hates crowded tourist spots").memory_type == "preference"
+    correction = find(candidates, "Correction: User lives in Lisbon, not Porto")
+    assert correction.memory_type == "correction" and correction.source_event_ids == ("m5",)
+    assert find(candidates, "User lives in Lisbon").memory_type == "fact"
+    instruction = find(candidates, "User wants the assistant to always give prices in euros")
+    assert instruction.memory_type == "preference"
+
+
+def test_each_substantive_user_turn_is_kept_verbatim_as_an_episode() -> None:
+    episodes = of_type(extract(*TRIP_PLANNING), "episode")
+    assert [e.source_event_ids for e in episodes] == [("m1",), ("m3",), ("m5",)]
+    assert episodes[1].content == TRIP_PLANNING[2][1]
+    assert all(0.35 <= e.importance <= 0.5 for e in episodes)
+
+
+@pytest.mark.parametrize(
+    "trivial",
+    ["ok", "thanks!", "hi", "Thank you so much!", "great, got it", "👍", "merci", "Yes, Lisbon."],
+)
+def test_trivial_turns_are_not_episodes(trivial: str) -> None:
+    candidates = extract(("user", trivial), ("user", "Can you compare Kyoto and Osaka for a week?"))
+    assert [c.source_event_ids for c in of_type(candidates, "episode")] == [("m2",)]
+
+
+@pytest.mark.parametrize(
+    ("said", "stored"),
+    [
+        ("I prefer dark roast coffee.", "User prefers dark roast coffee"),
+        ("I really like hiking in the mountains!", "User likes hiking in the mountains"),
+        ("I love my morning runs.", "User loves their morning runs"),
+        ("I enjoy cooking Thai food.", "User enjoys cooking Thai food"),
+        ("I don't like long answers.", "User dislikes long answers"),
+        (
+            "I hate meetings that could have been emails.",
+            "User hates meetings that could have been emails",
+        ),
+        ("My favourite editor is Helix.", "User's favourite editor is Helix"),
+        ("My favorite band is Radiohead.", "User's favourite band is Radiohead"),
+        ("Please never use emojis.", "User wants the assistant to never use emojis"),
+        ("I think I prefer Vim over Emacs.", "User prefers Vim over Emacs"),
+    ],
+)
+def test_first_person_preferences_become_third_person_statements(said: str, stored: str) -> None:
+    preference = find(extract(("user", said)), stored)
+    assert preference.memory_type == "preference"
+    assert preference.source_event_ids == ("m1",)
+    assert 0.7 <= preference.importance <= 0.85
+
+
+@pytest.mark.parametrize(
+    ("said", "stored", "at_least"),
+    [
+        ("My name is Maria.", "User's name is Maria", 0.85),
+        ("I'm Maria, a data engineer at Acme.", "User's name is Maria", 0.85),
+        ("I work for Stripe.", "User works for Stripe", 0.85),
+        ("I live in Berlin with my partner.", "User lives in Berlin with their partner", 0.85),
+        ("I'm from Brazil.", "User is from Brazil", 0.8),
+        ("I'm allergic to peanuts.", "User is allergic to peanuts", 0.85),
+        ("I am a pediatric nurse.", "User is a pediatric nurse", 0.7),
+        ("I have a dog named Rex.", "User has a dog named Rex", 0.6),
+        ("My birthday is on May 3rd.", "User's birthday is on May 3rd", 0.7),
+        ("My laptop is a ThinkPad X1.", "User's laptop is a ThinkPad X1", 0.6),
+    ],
+)
+def test_first_person_facts_are_recognised(said: str, stored: str, at_least: float) -> None:
+    fact = find(extract(("user", said)), stored)
+    assert fact.memory_type == "fact"
+    assert fact.source_event_ids == ("m1",)
+    assert at_least <= fact.importance <= 0.9
+
+
+def test_names_employers_and_homes_outrank_incidental_facts() -> None:
+    candidates = extract(
+        ("user", "My name is Ana. I work at Globex. I live in Quito. I have a cat.")
+    )
+    high = [
+        find(candidates, s).importance
+        for s in ("User's name is Ana", "User works at Globex", "User lives in Quito")
+    ]
+    assert min(high) > find(candidates, "User has a cat").importance
+
+
+# --- corrections ---------------------------------------------------------------------------
+
+
+def test_no_i_meant_is_a_correction_carrying_the_corrected_statement() -> None:
+    candidates = extract(("user", "No, I meant the 3pm meeting, not the 5pm one."))
+    correction = find(candidates, "Correction: User meant the 3pm meeting, not the 5pm one")
+    assert correction.memory_type == "correction" and correction.importance >= 0.8
+
+
+def test_a_correction_prefix_quotes_an_unrecognised_statement() -> None:
+    candidates = extract(("user", "Correction: the launch is on Friday."))
+    assert contents(candidates, "correction") == ['Correction: User said "the launch is on Friday"']
+
+
+def test_not_x_but_y_corrects_and_drops_the_earlier_statement() -> None:
+    candidates = extract(("user", "My name is Jon."), ("user", "My name is not Jon but John."))
+    assert contents(candidates, "correction") == ["Correction: User's name is John, not Jon"]
+    assert contents(candidates, "fact") == ["User's name is John"]
+    assert find(candidates, "User's name is John").source_event_ids == ("m2",)
+
+
+def test_i_no_longer_is_a_correction_and_the_stale_fact_is_dropped() -> None:
+    candidates = extract(
+        ("user", "I work at Google."),
+        ("user", "I no longer work at Google; I work for Stripe now."),
+        ("user", "I don't eat meat anymore."),
+    )
+    assert contents(candidates, "correction") == [
+        "Correction: User no longer works at Google",
+        "Correction: User no longer eats meat",
+    ]
+    assert contents(candidates, "fact") == ["User works for Stripe"]
+    assert all(c.importance >= 0.8 for c in of_type(candidates, "correction"))
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "I'm not only a developer but also a designer.",
+        "I'm not sure but I think it works.",
+        "I do not like it but I'll manage.",
+        "Actually, can you make it shorter?",
+        "No problem at all, take your time.",
+    ],
+)
+def test_ordinary_negations_and_questions_are_not_corrections(said: str) -> None:
+    assert of_type(extract(("user", said)), "correction") == []
+
+
+# --- what is not kept ----------------------------------------------------------------------
+
+
+def test_assistant_statements_never_become_the_users_memories() -> None:
+    candidates = extract(
+        ("user", "Can you suggest a coffee for my espresso machine?"),
+        (
+            "assistant",
+            (
+                "I recommend the Ethiopian Yirgacheffe. I love light roasts. My name is Coffeebot. "
+                "I live in the cloud and I prefer pour-over myself."
+            ),
+        ),
+    )
+    assert of_type(candidates, "preference") == of_type(candidates, "fact") == []
+    assert of_type(candidates, "correction") == []
+    assert all(c.source_event_ids == ("m1",) for c in of_type(candidates, "episode"))
+
+
+def test_system_and_tool_messages_are_ignored() -> None:
+    candidates = extract(
+        ("system", "Known memories: User prefers tea. User lives in Porto."),
+        ("tool", '{"profile": "I live in Paris and I prefer cats."}'),
+        ("assistant", "Hello! How can I help you today?"),
+    )
+    assert candidates == ()
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "I like it.",
+        "I love your answer!",
+        "I have a quick question about Python.",
+        "My question is how to deploy this.",
+        "My flight is at 6pm tomorrow.",
+        "I'm a bit confused.",
+        "I prefer dark roast coffee?",
+    ],
+)
+def test_remarks_about_the_moment_are_not_stored_as_facts_or_preferences(said: str) -> None:
+    candidates = extract(("user", said))
+    assert of_type(candidates, "preference") == of_type(candidates, "fact") == []
+
+
+def test_empty_and_assistant_only_transcripts_give_no_candidates() -> None:
+    assert extract() == ()
+    assert extract(("assistant", "Welcome back! Shall we continue planning the Kyoto trip?")) == ()
+
+
+def test_duplicates_within_a_request_merge_and_keep_every_source() -> None:
+    candidates = extract(
+        ("user", "I prefer dark roast coffee."),
+        ("assistant", "Noted, dark roast it is."),
+        ("user", "i prefer dark roast coffee!!"),
+    )
+    assert contents(candidates, "preference") == ["User prefers dark roast coffee"]
+    assert find(candidates, "User prefers dark roast coffee").source_event_ids == ("m1", "m3")
+    assert [e.source_event_ids for e in of_type(candidates, "episode")] == [("m1", "m3")]
+
+
+def test_every_candidate_clears_the_importance_threshold() -> None:
+    candidates = extract(*TRIP_PLANNING, ("user", "cool"), ("user", "Yes, Lisbon."))
+    assert candidates
+    assert all(MIN_IMPORTANCE <= c.importance <= 1 for c in candidates)
+
+
+# --- summary -------------------------------------------------------------------------------
+
+
+def summary_of(candidates: Sequence[MemoryCandidate]) -> MemoryCandidate:
+    (summary,) = of_type(candidates, "summary")
+    return summary
+
+
+def test_the_summary_has_two_or_three_labelled_sentences_and_names_its_sources() -> None:
+    summary = summary_of(extract(*TRIP_PLANNING))
+    sentences = re.findall(r"(?:User|Assistant): ", summary.content)
+    assert 2 <= len(sentences) <= 3
+    assert summary.content.startswith(
+        "User: I'm planning a trip to Japan in April and need help with the itinerary."
+    )
+    assert "Assistant: " in summary.content
+    assert summary.source_event_ids[0] == "m1" and len(set(summary.source_event_ids)) >= 2
+    assert set(summary.source_event_ids) <= {"m1", "m2", "m3", "m4", "m5"}
+    assert 0.5 <= summary.importance <= 0.6
+    assert len(summary.content) <= MAX_CONTENT_CHARS
+
+
+def test_a_single_message_gets_no_summary() -> None:
+    assert (
+        of_type(
+            extract(("user", "I'm planning a trip to Japan. I prefer quiet ryokans.")), "summary"
+        )
+        == []
+    )
+
+
+# --- entities, bounds, other languages -----------------------------------------------------
+
+
+def test_entities_are_capitalised_names_not_sentence_starters() -> None:
+    candidates = extract(*TRIP_PLANNING)
+    assert find(candidates, "User works at Acme Robotics in Porto").entities == (
+        "Acme Robotics",
+        "Porto",
+    )
+    episode_entities = of_type(candidates, "episode")[0].entities
+    assert "Japan" in episode_entities and "Maria" in episode_entities
+    assert not {"Hi", "I'm", "My", "April"} & set(episode_entities)
+    assert of_type(candidates, "entity") == []
+
+
+def test_very_long_messages_are_bounded_but_still_read() -> None:
+    pasted = (
+        "I prefer concise answers. " + "lorem ipsum dolor sit amet " * 30_000
+    )  # 810k chars, near the event limit
+    candidates = extract(("user", pasted), ("assistant", "Understood."))
+    assert all(len(c.content) <= MAX_CONTENT_CHARS for c in candidates)
+    assert "User prefers concise answers" in contents(candidates, "preference")
+    assert of_type(candidates, "episode")[0].content.endswith("…")
+
+
+def test_other_languages_are_kept_as_said_never_translated() -> None:
+    turns = (
+        ("user", "Je préfère le café noir et j'habite à Lyon."),
+        ("assistant", "Très bien, c'est noté pour le café."),
+        ("user", "私はコーヒーが好きです。東京に住んでいます。"),
+    )
+    candidates = extract(*turns)
+    assert contents(candidates, "episode") == [turns[0][1], turns[2][1]]
+    assert "私はコーヒーが好きです。" in summary_of(candidates).content
+
+
+def test_code_blocks_are_not_read_as_statements() -> None:
+    candidates = extract(
+        ("user", "Why does this fail?\n```python\n# my name is Bob\nprint('I prefer tabs')\n```")
+    )
+    assert of_type(candidates, "fact") == of_type(candidates, "preference") == []
