@@ -80,6 +80,10 @@ async def broker_reachable(address: str, timeout_s: float = 2.0) -> bool:
     >>> await broker_reachable("127.0.0.1:1", timeout_s=0.5)  # doctest: +SKIP
     False
     """
+    host, _, port = address.split(",")[0].rpartition(":")
+    if not _port_accepts_connections(host, int(port)):
+        # Nothing listens: answer without a client, which would log a connection error.
+        return False
     admin = AIOKafkaAdminClient(
         bootstrap_servers=address, request_timeout_ms=max(int(timeout_s * 1000), 1)
     )

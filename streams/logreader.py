@@ -1,0 +1,48 @@
+"""Reading a whole topic as it stands now (dead letters, checks, replay tooling)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+
+from memstream.models.settings import Settings
+from memstream.streams.tansu import true_end_offsets
+
+
+async def read_topic(settings: Settings, topic: str, timeout_s: float = 30.0) -> list[ConsumerRecord]:
+    """Every record of ``topic`` up to its current end, ordered by partition then offset.
+
+    The end comes from a Fetch high watermark (exact on Tansu too), so the read stops once
+    it has everything that was in the log when it began.
+    """
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.broker, enable_auto_commit=False, auto_offset_reset="earliest"
+    )
+    await consumer.start()
+    try:
+        partitions = consumer.partitions_for_topic(topic) or set()
+        if not partitions:
+            await consumer._client.force_metadata_update()
+            partitions = consumer.partitions_for_topic(topic) or set()
+        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        if not tps:
+            return []
+        ends = await true_end_offsets(settings.broker, tps)
+        todo = {tp for tp in tps if ends[tp] > 0}
+        consumer.assign(tps)
+        for tp in tps:
+            consumer.seek(tp, 0)
+        records: dict[TopicPartition, list[ConsumerRecord]] = {tp: [] for tp in tps}
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while todo:
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(f"could not read {topic} to its end in {timeout_s:.0f} s")
+            fetched = await consumer.getmany(*todo, timeout_ms=500)
+            for tp, batch in fetched.items():
+                records[tp].extend(r for r in batch if r.offset < ends[tp])
+                if batch and batch[-1].offset >= ends[tp] - 1:
+                    todo.discard(tp)
+        return [record for tp in tps for record in records[tp]]
+    finally:
+        await consumer.stop()

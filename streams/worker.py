@@ -1,0 +1,126 @@
+"""Running the worker: in this process (``memstream worker``) or as a child process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import IO, Any, Self
+
+from memstream.models.settings import Settings
+
+
+def run_worker(settings: Settings) -> None:
+    """Run the Faust worker for ``settings`` until SIGINT/SIGTERM."""
+    # Imported here: Faust and the embedder are heavy, and the CLI's other commands
+    # (publish, search, schema) should start fast.
+    import faust
+
+    from memstream.streams.app import create_app
+    from memstream.streams.topics import ensure_topics
+
+    asyncio.run(ensure_topics(settings))
+    settings.faust_dir.mkdir(parents=True, exist_ok=True)
+    app = create_app(settings)
+    worker = faust.Worker(app, loglevel=settings.log_level, quiet=True)
+    worker.execute_from_commandline()
+
+
+def worker_url(settings: Settings, path: str) -> str:
+    """URL of ``path`` on the worker's web server."""
+    return f"http://{settings.web_host}:{settings.web_port}{path}"
+
+
+def fetch_json(settings: Settings, path: str, timeout_s: float = 2.0) -> Any:
+    """GET a JSON view of the worker; raises ``OSError`` when it does not answer."""
+    with urllib.request.urlopen(worker_url(settings, path), timeout=timeout_s) as reply:
+        return json.loads(reply.read())
+
+
+def worker_healthy(settings: Settings) -> bool:
+    """Whether a worker of this app answers on its web port."""
+    try:
+        return bool(fetch_json(settings, "/health/", timeout_s=1.0).get("ok"))
+    except (OSError, ValueError, urllib.error.URLError):
+        return False
+
+
+class WorkerProcess:
+    """A worker in a child process, for the demo and the integration tests."""
+
+    def __init__(self, settings: Settings, log_path: Path | None = None) -> None:
+        self.settings = settings
+        self.log_path = log_path
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    def start(self, timeout_s: float = 60.0) -> Self:
+        """Start the worker and wait until it answers on its web port."""
+        env = {**os.environ, **self.settings.to_env()}
+        out: IO[bytes] | int = subprocess.DEVNULL
+        if self.log_path is not None:
+            self._log = self.log_path.open("ab")
+            out = self._log
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "memstream.streams.cli", "worker"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise RuntimeError(f"worker exited with code {self._process.returncode}{self._tail()}")
+            if worker_healthy(self.settings):
+                return self
+            time.sleep(0.2)
+        self.kill()
+        raise TimeoutError(f"worker did not answer within {timeout_s:.0f} s{self._tail()}")
+
+    def stop(self, timeout_s: float = 30.0) -> int | None:
+        """Stop cleanly (SIGTERM); kill if it does not exit in time."""
+        if self._process is None:
+            return None
+        if self._process.poll() is None:
+            self._process.send_signal(signal.SIGTERM)
+            try:
+                self._process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        return self._finish()
+
+    def kill(self) -> int | None:
+        """SIGKILL the worker, as a crash would."""
+        if self._process is None:
+            return None
+        if self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+        return self._finish()
+
+    def _finish(self) -> int | None:
+        code = self._process.returncode if self._process else None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        self._process = None
+        return code
+
+    def _tail(self) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        return "\n--- worker log (tail) ---\n" + self.log_path.read_text(errors="replace")[-3000:]
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
