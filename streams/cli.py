@@ -1,0 +1,180 @@
+"""The ``memstream`` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import get_args
+
+from memstream.models.events import MemoryType, json_schemas
+from memstream.models.settings import Settings
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides = {}
+    if getattr(args, "broker", None):
+        overrides["broker"] = args.broker
+    return Settings(**overrides)
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    """Run the embedded broker (Tansu, memory storage) until Ctrl-C."""
+    from memstream.streams.broker import run_broker_forever
+
+    settings = _settings(args)
+    return run_broker_forever(settings, args.port or settings.broker_port)
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """Run the Faust worker: session state, consolidation, extraction, projection."""
+    from memstream.streams.worker import run_worker
+
+    run_worker(_settings(args))
+    return 0
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    """Publish chat events from JSONL (file or stdin) or the quick form."""
+    from memstream.streams.publish import publish_events, quick_events, read_events
+
+    settings = _settings(args)
+    if args.text is not None or args.close:
+        if not (args.user and args.session):
+            print("error: the quick form needs --user and --session", file=sys.stderr)
+            return 2
+        events = quick_events(
+            user_id=args.user,
+            session_id=args.session,
+            role=args.role,
+            text=args.text,
+            agent_id=args.agent,
+            close=args.close,
+        )
+        errors = []
+    else:
+        if args.file in (None, "-"):
+            events, errors = read_events(sys.stdin, settings.max_event_bytes)
+        else:
+            with Path(args.file).open(encoding="utf-8") as source:
+                events, errors = read_events(source, settings.max_event_bytes)
+    for error in errors:
+        print(f"line {error.line}: {error.reason}", file=sys.stderr)
+    published = asyncio.run(publish_events(settings, events)) if events else 0
+    print(f"published {published} event(s); {len(errors)} line(s) rejected")
+    return 1 if errors else 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    """Search one user's memories (hybrid: vectors + full text)."""
+    from memstream.projections.embedder import embedder_from_settings
+    from memstream.projections.memories import MemoryProjection
+
+    settings = _settings(args)
+    projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
+    hits = projection.search(args.user, args.query, limit=args.limit, memory_types=args.type)
+    if args.json:
+        print(json.dumps([hit.__dict__ for hit in hits], default=str, indent=2))
+        return 0
+    if not hits:
+        print(f"no memories found for user {args.user!r}")
+    for hit in hits:
+        print(f"{hit.score:7.4f}  [{hit.memory_type}] {hit.content}")
+        print(
+            f"         memory {hit.memory_id} · session {hit.session_id} · importance "
+            f"{hit.importance:.2f} · from {', '.join(hit.source_event_ids) or '-'} · "
+            f"{hit.source_topic}[{hit.source_partition}]@{hit.source_offset}"
+        )
+    return 0
+
+
+def cmd_memories_list(args: argparse.Namespace) -> int:
+    """List one user's memories, newest first."""
+    from memstream.projections.embedder import embedder_from_settings
+    from memstream.projections.memories import MemoryProjection
+
+    settings = _settings(args)
+    projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
+    records = projection.list_memories(args.user)
+    for record in records:
+        print(f"[{record.memory_type}] ({record.importance:.2f}) {record.content}")
+    print(f"{len(records)} memories")
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    """Write one JSON Schema file per event type."""
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for event_type, schema in json_schemas().items():
+        path = out / f"{event_type}.schema.json"
+        path.write_text(json.dumps(schema, indent=2) + "\n", encoding="utf-8")
+        print(path)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Run the whole path on the bundled sample and print what memory holds."""
+    from memstream.streams.demo import run_demo
+
+    return run_demo(_settings(args))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``memstream`` command."""
+    parser = argparse.ArgumentParser(
+        prog="memstream",
+        description="Event-sourced long-term memory for LLM agents. Settings come from "
+        "MEMSTREAM_* environment variables (see README).",
+    )
+    parser.add_argument("--broker", help="Kafka bootstrap address (overrides MEMSTREAM_BROKER)")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    broker = commands.add_parser("broker", help=cmd_broker.__doc__)
+    broker.add_argument("--port", type=int, help="port on 127.0.0.1 (default: the broker setting's)")
+    broker.set_defaults(run=cmd_broker)
+
+    commands.add_parser("worker", help=cmd_worker.__doc__).set_defaults(run=cmd_worker)
+
+    publish = commands.add_parser("publish", help=cmd_publish.__doc__)
+    publish.add_argument("file", nargs="?", help="JSONL file of events; '-' or none for stdin")
+    publish.add_argument("--user")
+    publish.add_argument("--session")
+    publish.add_argument("--agent")
+    publish.add_argument("--role", default="user", choices=["user", "assistant", "system", "tool"])
+    publish.add_argument("--text", help="quick form: publish one message with this text")
+    publish.add_argument("--close", action="store_true", help="quick form: then close the session")
+    publish.set_defaults(run=cmd_publish)
+
+    search = commands.add_parser("search", help=cmd_search.__doc__)
+    search.add_argument("query")
+    search.add_argument("--user", required=True)
+    search.add_argument("--limit", type=int, default=5)
+    search.add_argument("--type", action="append", choices=get_args(MemoryType))
+    search.add_argument("--json", action="store_true")
+    search.set_defaults(run=cmd_search)
+
+    memories = commands.add_parser("memories", help="inspect memories")
+    memory_commands = memories.add_subparsers(dest="memories_command", required=True)
+    listing = memory_commands.add_parser("list", help=cmd_memories_list.__doc__)
+    listing.add_argument("--user", required=True)
+    listing.set_defaults(run=cmd_memories_list)
+
+    schema = commands.add_parser("schema", help=cmd_schema.__doc__)
+    schema.add_argument("--out", default="schemas", help="directory to write into")
+    schema.set_defaults(run=cmd_schema)
+
+    commands.add_parser("demo", help=cmd_demo.__doc__).set_defaults(run=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``memstream`` console command."""
+    args = build_parser().parse_args(argv)
+    return int(args.run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

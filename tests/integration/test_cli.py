@@ -1,0 +1,98 @@
+"""The ``memstream`` command on the real broker: publish, search, schema, demo."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from memstream.models.codec import decode_event
+from memstream.streams.broker import free_port
+from memstream.streams.cli import main
+from memstream.streams.demo import run_demo
+from memstream.streams.logreader import read_topic
+from memstream.streams.topics import Topics
+from memstream.streams.worker import WorkerProcess
+
+
+@pytest.fixture
+def cli_env(settings_factory, monkeypatch: pytest.MonkeyPatch):
+    """Settings for this test, also exported the way a user would for the command."""
+    settings = settings_factory(web_port=free_port())
+    for name, value in settings.to_env().items():
+        monkeypatch.setenv(name, value)
+    return settings
+
+
+def test_publish_reports_bad_lines_by_number_and_publishes_the_valid_ones(
+    cli_env, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = {
+        "event_id": "g1", "type": "message_added", "user_id": "ann", "session_id": "s",
+        "occurred_at": "2026-11-02T09:00:00Z", "role": "user", "content": "I live in Oslo",
+    }
+    lines = [
+        json.dumps(good),
+        "{broken json",
+        json.dumps({**good, "event_id": "g2", "role": "robot"}),
+        "",
+        json.dumps({**good, "event_id": "g3", "content": "I work at Equinor"}),
+    ]
+    path = tmp_path / "events.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert main(["publish", str(path)]) == 1
+    out, err = capsys.readouterr()
+    assert "line 2: not JSON" in err
+    assert "line 3: message_added.role" in err
+    assert "published 2 event(s); 2 line(s) rejected" in out
+    records = asyncio.run(read_topic(cli_env, Topics.from_settings(cli_env).chat))
+    assert sorted(decode_event(r.value).event_id for r in records) == ["g1", "g3"]
+    assert {r.key for r in records} == {b"ann"}
+
+
+def test_quick_publish_then_search_prints_the_memory_with_its_source(
+    cli_env, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with WorkerProcess(cli_env, log_path=tmp_path / "worker.log"):
+        assert main(["publish", "--user", "ann", "--session", "s1", "--text",
+                     "My favourite colour is teal and I live in Oslo."]) == 0
+        assert main(["publish", "--user", "ann", "--session", "s1", "--close"]) == 0
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            capsys.readouterr()
+            main(["search", "--user", "ann", "which colour do I like"])
+            out = capsys.readouterr().out
+            if "teal" in out:
+                break
+            time.sleep(0.5)
+    assert "teal" in out
+    assert "session s1" in out and "memstream.chat" not in out
+    main(["search", "--user", "someone-else", "which colour do I like"])
+    assert "no memories found" in capsys.readouterr().out
+
+
+def test_schema_writes_one_json_schema_per_event(tmp_path: Path) -> None:
+    assert main(["schema", "--out", str(tmp_path)]) == 0
+    written = {p.name for p in tmp_path.glob("*.schema.json")}
+    assert "message_added.schema.json" in written and "session_closed.schema.json" in written
+    schema = json.loads((tmp_path / "message_added.schema.json").read_text())
+    assert schema["additionalProperties"] is False
+    assert "content" in schema["required"]
+
+
+def test_demo_starts_its_own_broker_and_worker_and_prints_memories(
+    settings_factory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An address nothing listens on: the demo must start the embedded broker there itself.
+    settings = settings_factory(broker=f"127.0.0.1:{free_port()}", web_port=free_port())
+    assert run_demo(settings) == 0
+    out = capsys.readouterr().out
+    assert "started the embedded broker" in out
+    for user in ("alice", "bob", "chen"):
+        assert f"== {user}:" in out
+    assert "User is allergic to peanuts" in out
+    assert "Berlin" in out.split("search --user bob 'where does bob live'")[1].split("search")[0]
+    assert "stopped the broker and worker the demo started" in out

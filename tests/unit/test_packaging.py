@@ -1,0 +1,27 @@
+"""What lands in site-packages: everything under memstream/, nothing bare at the top."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_wheel_installs_only_the_memstream_package_with_its_assets(tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = tmp_path.glob("memstream-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    top_level = {name.split("/")[0] for name in names if not name.startswith("memstream-")}
+    assert top_level == {"memstream"}
+    assert "memstream/models/events.py" in names
+    assert "memstream/projections/assets/tokenizer.json" in names
+    assert "memstream/streams/samples/demo.jsonl" in names
+    entry_points = next(n for n in names if n.endswith("entry_points.txt"))
+    assert "memstream = memstream.streams.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
