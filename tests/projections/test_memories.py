@@ -10,6 +10,7 @@ import lancedb
 import pyarrow as pa
 import pytest
 from fakes import FakeEmbedder
+
 from memstream.models.events import ContentEncryption, MemoryAdded
 from memstream.projections.embedder import MiniLMOnnxEmbedder
 from memstream.projections.memories import (
