@@ -37,6 +37,12 @@ def decode_event(
         if size > max_bytes:
             raise InvalidEvent(f"event is {size} bytes, over the limit of {max_bytes}")
         try:
+            # Fast path: a current-version event validates straight from bytes (in Rust).
+            # Old versions fail here (schema_version is pinned) and take the upcasting path.
+            return _ANY_EVENT.validate_json(raw)
+        except ValidationError:
+            pass
+        try:
             payload = json.loads(raw)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise InvalidEvent(f"not JSON: {exc}") from None

@@ -42,7 +42,8 @@ class Event(Frozen):
 
     event_id: Identifier
     type: str
-    schema_version: int = 1
+    #: Each event type pins the version it validates; older payloads are upcast first.
+    schema_version: Literal[1] = 1
     user_id: Identifier
     agent_id: Identifier | None = None
     session_id: Identifier
@@ -114,10 +115,15 @@ class EntityMentioned(Event):
 
 
 class SessionClosed(Event):
-    """A session ended: explicitly, or from a timer (idle, max age)."""
+    """A session ended: explicitly, or from a timer (idle, max age).
+
+    A timer's close names the last event it saw (``last_event_id``): if the session has
+    had another event by the time the close is processed, the close is stale and ignored.
+    """
 
     type: Literal["session_closed"] = "session_closed"
     reason: Literal["explicit", "idle", "max_age"] = "explicit"
+    last_event_id: Identifier | None = None
 
 
 ChatEvent = Annotated[

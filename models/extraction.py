@@ -1258,3 +1258,4 @@ class _Drafts:
             for draft in self._by_key.values()
             if draft.importance >= MIN_IMPORTANCE
         )
+

@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Annotated, Literal, TypeAlias
 
-from pydantic import AwareDatetime, Field, JsonValue
+from pydantic import AwareDatetime, Field, JsonValue, TypeAdapter
 
 from memstream.models.events import (
     ChatEvent,
@@ -35,6 +35,10 @@ from memstream.models.events import (
 TokenCounter = Callable[[str], int]
 
 _TOKENISH = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+_NAME_RUN = re.compile(r"(?<![\w'])([A-ZÀ-ÖØ-Þ][\w'’-]*(?:[ \t]+[A-ZÀ-ÖØ-Þ][\w'’-]*)*)")
+_NOT_NAMES = frozenset(
+    ["I", "I'm", "I've", "I'd", "I'll", "The", "A", "An", "My", "Our", "We", "You", "Your", "It", "It's", "This", "That", "These", "Those", "He", "She", "They", "Hi", "Hello", "Hey", "Thanks", "Thank", "Yes", "No", "Ok", "OK", "Okay", "Please", "What", "How", "Why", "When", "Where", "Who", "Which", "And", "But", "So", "Also", "Actually", "Maybe", "Sure", "Great", "Good", "Nice", "Well", "Then", "If", "Or", "Not", "Let", "Let's", "Can", "Could", "Would", "Should", "Will", "Do", "Does", "Is", "Are", "Was", "Were", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday", "January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"]
+)
 
 
 def estimate_tokens(text: str) -> int:
@@ -49,6 +53,35 @@ def estimate_tokens(text: str) -> int:
     return len(_TOKENISH.findall(text))
 
 
+def mentioned_names(text: str) -> list[str]:
+    """The light offline entity detector of short-term memory: capitalised runs of words.
+
+    It runs on every message, so it is a single regular expression (about 10 µs a message);
+    a one-word name at the start of a sentence is skipped, as are common capitalised words.
+    The extractor has the thorough detector for long-term memory.
+
+    Examples
+    --------
+    >>> mentioned_names("Hi! My sister Clara and I fly from Lisbon to New York in May.")
+    ['Clara', 'Lisbon', 'New York']
+    """
+    found: list[str] = []
+    for match in _NAME_RUN.finditer(text):
+        words = match.group(1).split()
+        before = text[: match.start()].rstrip()
+        sentence_start = not before or before[-1] in ".!?:;\n"
+        while words and words[0] in _NOT_NAMES:
+            words.pop(0)
+            sentence_start = False
+        words = [w for w in words if w not in _NOT_NAMES] if len(words) > 1 else words
+        if not words or (sentence_start and len(words) == 1):
+            continue
+        name = " ".join(words).rstrip("'’")
+        if name and name not in found:
+            found.append(name)
+    return found
+
+
 @dataclass(frozen=True)
 class WindowLimits:
     """Bounds of the short-term state."""
@@ -58,7 +91,7 @@ class WindowLimits:
     max_tool_calls: int = 20
     max_entities: int = 100
     #: Ids of recently applied events kept to drop client retries of the same event.
-    recent_ids: int = 64
+    recent_ids: int = 16
     count_tokens: TokenCounter = field(default=estimate_tokens)
 
 
@@ -86,6 +119,7 @@ class ToolCallRecord(Frozen):
 class SessionState(Frozen):
     """Everything the short-term memory holds for one open session."""
 
+    status: Literal["open"] = "open"
     user_id: Identifier
     agent_id: Identifier | None = None
     session_id: Identifier
@@ -102,8 +136,11 @@ class SessionState(Frozen):
     entities: tuple[str, ...] = ()
     scratchpad: str = ""
     evicted_chunks: int = 0
-    #: Offset of the last chat event applied; re-delivered events at or below it are skipped.
+    #: Log position of the last chat event applied: re-delivered events at or below it are
+    #: skipped (a session's events all live on one partition of the chat topic).
+    partition: int = 0
     last_offset: int = -1
+    last_event_id: str | None = None
     recent_event_ids: tuple[str, ...] = ()
 
     @property
@@ -112,13 +149,49 @@ class SessionState(Frozen):
         return (self.last_event_at - self.started_at).total_seconds()
 
 
+class ClosedSession(Frozen):
+    """What is kept of a session after its close: enough to recognise a second close, a
+    re-delivered event, or a late one."""
+
+    status: Literal["closed"] = "closed"
+    user_id: Identifier
+    session_id: Identifier
+    reason: str
+    closed_at: AwareDatetime
+    close_event_id: Identifier
+    partition: int = 0
+    last_offset: int
+
+
+#: A sessions-table value: an open session, or the marker a close leaves behind.
+SessionValue: TypeAlias = SessionState | ClosedSession
+_SESSION_VALUE: TypeAdapter[SessionValue] = TypeAdapter(
+    Annotated[SessionValue, Field(discriminator="status")]
+)
+
+
+def load_session(raw: bytes) -> SessionState | ClosedSession:
+    """A session table value from its stored bytes."""
+    return _SESSION_VALUE.validate_json(raw)
+
+
+def dump_session(value: SessionState | ClosedSession) -> bytes:
+    """The stored bytes of a session table value."""
+    return value.model_dump_json().encode()
+
+
 @dataclass(frozen=True)
 class Transition:
-    """What applying one event did: the new state (None once closed) and what to publish."""
+    """What applying one event did: the new value, what to publish, and what to report.
 
-    state: SessionState | None
+    ``skipped`` says why the event changed nothing; ``note`` reports something unusual that
+    was handled (a late event reopening a closed session).
+    """
+
+    state: SessionState | ClosedSession | None
     consolidations: tuple[ConsolidationRequested, ...] = ()
     skipped: str | None = None
+    note: str | None = None
 
 
 def session_key(user_id: str, session_id: str) -> str:
@@ -127,18 +200,40 @@ def session_key(user_id: str, session_id: str) -> str:
 
 
 def apply(
-    state: SessionState | None, event: ChatEvent, offset: int, limits: WindowLimits
+    previous: SessionState | ClosedSession | None,
+    event: ChatEvent,
+    offset: int,
+    limits: WindowLimits,
+    partition: int = 0,
 ) -> Transition:
-    """Fold one chat event into the session state.
+    """Fold one chat event into a session's table value.
 
-    ``offset`` is the event's position in its partition; an event at or below the state's
-    ``last_offset``, or with an id applied recently, is a re-delivery and changes nothing.
+    ``offset`` is the event's position in its partition: an event at or below the last
+    applied offset, or whose id was applied recently, is a re-delivery and changes nothing.
+    A close yields a :class:`ClosedSession` and the consolidation of the rest of the window;
+    a second close is reported and ignored; a late event after a close reopens the session
+    (reported), so no message is ever dropped.
     """
+    note = None
+    if isinstance(previous, ClosedSession):
+        if offset <= previous.last_offset:
+            return Transition(previous, skipped="re-delivered (offset already applied)")
+        if isinstance(event, SessionClosed):
+            return Transition(previous, skipped=f"session already closed ({previous.reason})")
+        note = f"event after the session was closed ({previous.reason}): session reopened"
+        previous = None
+    state = previous
     if state is not None:
         if offset <= state.last_offset:
             return Transition(state, skipped="re-delivered (offset already applied)")
         if event.event_id in state.recent_event_ids:
             return Transition(state, skipped="duplicate event id")
+        if (
+            isinstance(event, SessionClosed)
+            and event.last_event_id is not None
+            and event.last_event_id != state.last_event_id
+        ):
+            return Transition(state, skipped=f"stale {event.reason} close: the session moved on")
     if state is None:
         if isinstance(event, SessionClosed):
             return Transition(None, skipped="close for a session that is not open")
@@ -152,17 +247,29 @@ def apply(
     recent = (*state.recent_event_ids, event.event_id)[-limits.recent_ids :]
     state = state.model_copy(
         update={
+            "partition": partition,
             "last_offset": offset,
+            "last_event_id": event.event_id,
             "recent_event_ids": recent,
             "last_event_at": max(state.last_event_at, event.occurred_at),
             "agent_id": state.agent_id or event.agent_id,
         }
     )
     if isinstance(event, SessionClosed):
-        return Transition(None, consolidations=_closing(state))
+        closed = ClosedSession(
+            user_id=state.user_id,
+            session_id=state.session_id,
+            reason=event.reason,
+            closed_at=event.occurred_at,
+            close_event_id=event.event_id,
+            partition=partition,
+            last_offset=offset,
+        )
+        return Transition(closed, consolidations=_closing(state), note=note)
     if isinstance(event, MessageAdded):
-        return _add_message(state, event, limits)
-    return Transition(_apply_other(state, event, limits))
+        transition = _add_message(state, event, limits)
+        return Transition(transition.state, transition.consolidations, note=note)
+    return Transition(_apply_other(state, event, limits), note=note)
 
 
 def _apply_other(state: SessionState, event: ChatEvent, limits: WindowLimits) -> SessionState:
@@ -217,8 +324,12 @@ def _add_message(state: SessionState, event: MessageAdded, limits: WindowLimits)
     )
     messages = (*state.messages, message)
     tokens = state.window_tokens + message.tokens
+    entities = state.entities
+    for name in mentioned_names(event.content):
+        entities = _remember_entity(entities, name, limits)
     state = state.model_copy(
         update={
+            "entities": entities,
             "messages": messages,
             "window_tokens": tokens,
             "message_count": state.message_count + 1,
@@ -293,4 +404,87 @@ def _consolidation(
             for m in messages
         ),
         session_started_at=state.started_at,
+    )
+
+
+class WorkingContext(Frozen):
+    """What an agent's prompt should hold for one session right now."""
+
+    user_id: Identifier
+    session_id: Identifier
+    agent_id: Identifier | None = None
+    messages: tuple[WindowMessage, ...]
+    tokens: int
+    omitted_messages: int
+    task: str | None
+    task_progress: str | None
+    progress_percent: float | None
+    scratchpad: str
+    entities: tuple[str, ...]
+    tool_calls: tuple[ToolCallRecord, ...]
+    turn_count: int
+    started_at: AwareDatetime
+    duration_seconds: float
+
+    def render(self) -> str:
+        """The context as prompt text: task, scratchpad, entities, tools, then the messages."""
+        lines = [f"Session {self.session_id} · {self.turn_count} user turns"]
+        if self.task:
+            progress = f" ({self.progress_percent:g}%)" if self.progress_percent is not None else ""
+            lines.append(f"Task: {self.task}")
+            if self.task_progress:
+                lines.append(f"Progress{progress}: {self.task_progress}")
+        if self.scratchpad:
+            lines.append(f"Scratchpad: {self.scratchpad}")
+        if self.entities:
+            lines.append(f"Entities: {', '.join(self.entities)}")
+        for call in self.tool_calls:
+            lines.append(f"Tool {call.name}({_summary(call.arguments, 80)}) -> {call.result_summary}")
+        if self.omitted_messages:
+            lines.append(f"[{self.omitted_messages} earlier message(s) left out for the budget]")
+        lines += [f"{m.role}: {m.content}" for m in self.messages]
+        return "\n".join(lines)
+
+
+def working_context(
+    state: SessionState, token_budget: int, max_tool_calls: int = 5
+) -> WorkingContext:
+    """The working-memory context of a session: the newest messages that fit ``token_budget``
+    (in order), with task, progress, scratchpad, entities and the latest tool calls.
+
+    Examples
+    --------
+    >>> from datetime import UTC, datetime
+    >>> t = datetime(2026, 1, 1, tzinfo=UTC)
+    >>> m = [WindowMessage(event_id=str(i), role="user", content="x", occurred_at=t, tokens=40)
+    ...      for i in range(3)]
+    >>> s = SessionState(user_id="u", session_id="s", started_at=t, last_event_at=t,
+    ...                  messages=tuple(m), window_tokens=120)
+    >>> [m.event_id for m in working_context(s, token_budget=100).messages]
+    ['1', '2']
+    """
+    kept: list[WindowMessage] = []
+    tokens = 0
+    for message in reversed(state.messages):
+        if tokens + message.tokens > token_budget:
+            break
+        kept.append(message)
+        tokens += message.tokens
+    kept.reverse()
+    return WorkingContext(
+        user_id=state.user_id,
+        session_id=state.session_id,
+        agent_id=state.agent_id,
+        messages=tuple(kept),
+        tokens=tokens,
+        omitted_messages=len(state.messages) - len(kept),
+        task=state.task,
+        task_progress=state.task_progress,
+        progress_percent=state.progress_percent,
+        scratchpad=state.scratchpad,
+        entities=state.entities,
+        tool_calls=state.tool_calls[-max_tool_calls:] if max_tool_calls else (),
+        turn_count=state.turn_count,
+        started_at=state.started_at,
+        duration_seconds=state.duration_seconds,
     )

@@ -53,6 +53,21 @@ class Settings(BaseSettings):
     max_tokens: int = Field(100_000, ge=1)
     max_tool_calls: int = Field(20, ge=1)
     max_entities: int = Field(100, ge=1)
+    #: Close a session after this long without events (processing time, see README).
+    idle_timeout_s: float = Field(1800.0, gt=0)
+    #: Close a session whose events span longer than this (event time).
+    max_session_age_s: float = Field(86_400.0, gt=0)
+    #: How often the worker looks for idle and over-age sessions.
+    session_scan_interval_s: float = Field(10.0, gt=0)
+    #: How long a closed session's marker is kept to recognise late events and double closes.
+    closed_retention_s: float = Field(86_400.0, gt=0)
+    #: The session agent folds events in batches and writes each session once per batch.
+    session_batch_size: int = Field(1000, ge=1)
+    session_batch_wait_s: float = Field(0.05, gt=0)
+    #: Parsed session states kept in memory (the table itself holds compact bytes).
+    session_cache_size: int = Field(20_000, ge=0)
+    #: Default token budget of the working-memory context (`memstream session show`).
+    context_tokens: int = Field(4000, ge=1)
 
     # --- embeddings ---------------------------------------------------------------------
     embedder: Literal["minilm-onnx", "openai"] = "minilm-onnx"

@@ -23,16 +23,22 @@ import faust
 from memstream.models.codec import InvalidEvent, encode_event
 from memstream.models.events import ConsolidationRequested, Event
 from memstream.models.extraction import Extractor, OfflineExtractor
-from memstream.models.session import SessionState, WindowLimits, apply, session_key
+from memstream.models.session import (
+    ClosedSession,
+    SessionState,
+    WindowLimits,
+    session_key,
+    working_context,
+)
 from memstream.models.settings import Settings
 from memstream.streams.agents import (
-    CHAT_TYPES,
     CONSOLIDATION_TYPES,
     decode_checked,
     extract_memories,
 )
 from memstream.streams.deadletters import DeadLetter
 from memstream.streams.projector import run_memory_projector
+from memstream.streams.sessions import IdleTracker, SessionStore, fold_batch, utc_now
 from memstream.streams.tansu import faust_settings_for, prepare_for_broker
 from memstream.streams.topics import Topics
 
@@ -69,6 +75,8 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
         datadir=str(settings.faust_dir),
         web_host=settings.web_host,
         web_port=settings.web_port,
+        # Routed session reads go worker to worker by this address.
+        canonical_url=f"http://{settings.web_host}:{settings.web_port}",
         web_in_thread=False,
         topic_partitions=settings.partitions,
         topic_replication_factor=1,
@@ -90,7 +98,11 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
     consolidation = raw_topic(topics.consolidation)
     memories = raw_topic(topics.memories)
     deadletters = raw_topic(topics.deadletters)
-    sessions = app.Table("sessions", default=None, partitions=settings.partitions)
+    sessions = app.Table(
+        "sessions", default=None, partitions=settings.partitions, key_type=str, value_type=bytes
+    )
+    store = SessionStore(sessions, settings.session_cache_size)
+    idle = IdleTracker(settings.idle_timeout_s, settings.max_session_age_s)
 
     async def publish(topic: Any, event: Event) -> None:
         # Wait for the broker's ack: the state change that follows must never get ahead of it.
@@ -116,32 +128,47 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
 
     @app.agent(chat, name="sessions")
     async def session_agent(stream: Any) -> None:
-        """Keep one state per open session; hand transcripts to consolidation."""
-        async for event in stream.events():
-            message = event.message
-            try:
-                chat_event = decode_checked(
-                    message.value, message.key, CHAT_TYPES, settings.max_event_bytes
-                )
-                key = session_key(chat_event.user_id, chat_event.session_id)
-                current = sessions.get(key)
-                state = None if current is None else SessionState.model_validate(current)
-                transition = apply(state, chat_event, message.offset, limits)
-                if transition.skipped:
-                    log.info("sessions: %s: %s", chat_event.event_id, transition.skipped)
-                    continue
-                for request in transition.consolidations:
-                    await publish(consolidation, request)
-                if transition.state is None:
-                    if key in sessions:
-                        del sessions[key]
-                else:
-                    sessions[key] = transition.state.model_dump(mode="json")
-            except InvalidEvent as exc:
-                await dead_letter("sessions", message, f"invalid event: {exc}")
-            except Exception as exc:
-                log.exception("sessions: failed on %s@%s", message.partition, message.offset)
-                await dead_letter("sessions", message, f"{type(exc).__name__}: {exc}")
+        """Keep one state per open session; hand transcripts to consolidation.
+
+        Events come in batches; each touched session is written once per batch, after the
+        consolidation requests of the batch are acknowledged (so none can be lost).
+        """
+        async for events in stream.take_events(
+            settings.session_batch_size, within=settings.session_batch_wait_s
+        ):
+            batch = fold_batch(
+                store, [event.message for event in events], limits, settings.max_event_bytes
+            )
+            for message, reason in batch.dead:
+                await dead_letter("sessions", message, reason)
+            for request in batch.consolidations:
+                await publish(consolidation, request)
+            written = [
+                store.write(key, value, partition)
+                for key, (value, partition) in batch.writes.items()
+            ]
+            for future in written:
+                await future
+            for key, (value, _) in batch.writes.items():
+                idle.touch(key, value)
+
+    @app.timer(settings.session_scan_interval_s)
+    async def close_idle_sessions() -> None:
+        """Publish closes for idle and over-age sessions; drop old closed-session markers."""
+        now = utc_now()
+        for close in idle.closes_due(store, now):
+            log.info("sessions: closing %s/%s (%s)", close.user_id, close.session_id, close.reason)
+            await publish(chat, close)
+        for key, partition in idle.expired_markers(store, now, settings.closed_retention_s):
+            await store.write(key, None, partition)
+
+    async def forget_parsed_sessions(sender: Any, *args: Any, **kwargs: Any) -> None:
+        # Partitions moved or were recovered: parsed values may be stale; the table is not.
+        store.forget_cache()
+
+    # mode types receivers as sync callables with a keyword-only `signal`; async ones work.
+    app.on_partitions_revoked.connect(forget_parsed_sessions)  # type: ignore[arg-type]
+    app.on_partitions_assigned.connect(forget_parsed_sessions)  # type: ignore[arg-type]
 
     @app.agent(consolidation, name="extraction")
     async def extraction_agent(stream: Any) -> None:
@@ -174,18 +201,38 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
         return web.json({"ok": True, "app": app.conf.id})
 
     @app.page("/sessions/")
-    async def session_view(web: Any, request: Any) -> Any:
-        """Open sessions held by this worker, optionally filtered by user and session."""
+    async def local_sessions(web: Any, request: Any) -> Any:
+        """Open sessions held by this worker (its partitions only), optionally of one user."""
         user = request.query.get("user")
-        session = request.query.get("session")
-        if user is not None and session is not None:
-            value = sessions.get(session_key(user, session))
-            return web.json({"sessions": [] if value is None else [value]})
-        found = [
-            value
-            for value in sessions.values()
-            if value is not None and (user is None or value["user_id"] == user)
-        ]
+        found = []
+        for key in store.session_keys():
+            value = store.get(key)
+            if isinstance(value, SessionState) and (user is None or value.user_id == user):
+                found.append(value.model_dump(mode="json"))
         return web.json({"sessions": found})
+
+    @app.page("/session/")
+    @app.topic_route(topic=chat, query_param="user")
+    async def session_detail(web: Any, request: Any) -> Any:
+        """One session's state and working-memory context, answered by the worker that owns
+        the user's partition (requests to another worker are routed there)."""
+        user = request.query["user"]
+        session = request.query.get("session", "")
+        try:
+            budget = int(request.query.get("budget", settings.context_tokens))
+        except ValueError:
+            return web.json({"error": "budget must be a whole number"}, status=400)
+        value = store.get(session_key(user, session))
+        if not isinstance(value, SessionState):
+            closed = value.model_dump(mode="json") if isinstance(value, ClosedSession) else None
+            return web.json({"error": "no open session", "closed": closed}, status=404)
+        context = working_context(value, token_budget=budget)
+        return web.json(
+            {
+                "state": value.model_dump(mode="json"),
+                "context": context.model_dump(mode="json"),
+                "prompt": context.render(),
+            }
+        )
 
     return app

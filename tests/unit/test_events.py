@@ -102,9 +102,14 @@ def test_upcasters_rewrite_old_payloads_before_validation() -> None:
 
 def test_an_upcaster_that_does_not_raise_the_version_is_an_error() -> None:
     upcasters = Upcasters()
-    upcasters.register("message_added", 1)(lambda payload: payload)
+    upcasters.register("message_added", 0)(lambda payload: payload)
     with pytest.raises(InvalidEvent, match="did not raise the version"):
-        decode_event(json.dumps(message()), upcasters=upcasters)
+        decode_event(json.dumps(message(schema_version=0)), upcasters=upcasters)
+
+
+def test_a_version_newer_than_the_schema_is_rejected() -> None:
+    with pytest.raises(InvalidEvent, match="schema_version"):
+        decode_event(json.dumps(message(schema_version=2)))
 
 
 def test_every_event_type_has_a_json_schema_that_forbids_unknown_fields() -> None:

@@ -17,7 +17,17 @@ from memstream.models.events import (
     TaskSet,
     ToolCalled,
 )
-from memstream.models.session import SessionState, Transition, WindowLimits, apply
+from memstream.models.session import (
+    ClosedSession,
+    SessionState,
+    Transition,
+    WindowLimits,
+    apply,
+    dump_session,
+    load_session,
+    mentioned_names,
+    working_context,
+)
 
 T0 = datetime(2026, 11, 2, 23, 50, tzinfo=UTC)
 
@@ -27,7 +37,7 @@ class SessionDriver:
 
     def __init__(self, limits: WindowLimits | None = None) -> None:
         self.limits = limits or WindowLimits()
-        self.state: SessionState | None = None
+        self.state: SessionState | ClosedSession | None = None
         self.offsets = count()
         self.ids = count()
         self.transitions: list[Transition] = []
@@ -110,7 +120,8 @@ def test_close_hands_the_rest_of_the_window_to_consolidation_and_ends_the_state(
     driver.say("user", "I live in Porto")
     driver.say("assistant", "Nice city!")
     transition = driver.feed(SessionClosed(reason="explicit", **driver.common(5)))
-    assert transition.state is None
+    assert isinstance(transition.state, ClosedSession)
+    assert transition.state.reason == "explicit"
     (request,) = transition.consolidations
     assert request.reason == "session_closed"
     assert [m.content for m in request.messages] == ["I live in Porto", "Nice city!"]
@@ -121,9 +132,96 @@ def test_closing_twice_is_reported_not_raised() -> None:
     driver = SessionDriver()
     driver.say("user", "bye")
     driver.feed(SessionClosed(**driver.common(1)))
+    closed = driver.state
     again = driver.feed(SessionClosed(**driver.common(2)))
-    assert again.state is None and again.consolidations == ()
-    assert again.skipped and "not open" in again.skipped
+    assert again.state == closed and again.consolidations == ()
+    assert again.skipped and "already closed" in again.skipped
+
+
+def test_a_close_for_a_session_never_opened_is_reported() -> None:
+    driver = SessionDriver()
+    transition = driver.feed(SessionClosed(**driver.common(0)))
+    assert transition.state is None and transition.skipped and "not open" in transition.skipped
+
+
+def test_a_late_message_after_close_reopens_the_session_and_is_reported() -> None:
+    driver = SessionDriver()
+    driver.say("user", "first visit")
+    driver.feed(SessionClosed(**driver.common(1)))
+    late = driver.say("user", "one more thing", minutes=2)
+    assert late.note and "reopened" in late.note
+    assert isinstance(late.state, SessionState)
+    assert [m.content for m in late.state.messages] == ["one more thing"]
+    closing = driver.feed(SessionClosed(**driver.common(3)))
+    assert [m.content for m in closing.consolidations[0].messages] == ["one more thing"]
+
+
+def test_a_timer_close_is_ignored_when_the_session_moved_on() -> None:
+    driver = SessionDriver()
+    driver.say("user", "hello")
+    seen = driver.state.last_event_id  # type: ignore[union-attr]
+    driver.say("user", "still here")
+    stale = driver.feed(SessionClosed(reason="idle", last_event_id=seen, **driver.common(40)))
+    assert stale.skipped and "stale idle close" in stale.skipped
+    assert isinstance(driver.state, SessionState)
+    current = driver.state.last_event_id
+    fresh = driver.feed(SessionClosed(reason="idle", last_event_id=current, **driver.common(80)))
+    assert isinstance(fresh.state, ClosedSession) and fresh.state.reason == "idle"
+
+
+def test_redelivery_after_close_is_skipped_silently() -> None:
+    driver = SessionDriver()
+    message = MessageAdded(role="user", content="x", **driver.common(0))
+    driver.feed(message, offset=5)
+    driver.feed(SessionClosed(**driver.common(1)), offset=6)
+    again = driver.feed(message, offset=5)
+    assert again.skipped and "re-delivered" in again.skipped and again.note is None
+
+
+def test_table_values_round_trip_through_bytes() -> None:
+    driver = SessionDriver()
+    driver.say("user", "I fly to Lisbon with Clara")
+    assert load_session(dump_session(driver.state)) == driver.state  # type: ignore[arg-type]
+    driver.feed(SessionClosed(**driver.common(1)))
+    assert load_session(dump_session(driver.state)) == driver.state  # type: ignore[arg-type]
+
+
+def test_names_in_messages_become_mentioned_entities() -> None:
+    driver = SessionDriver()
+    driver.say("user", "Hi! My sister Clara and I fly from Lisbon to New York in May.")
+    driver.say("assistant", "Lisbon to New York is a long flight.")
+    assert driver.state.entities == ("Clara", "Lisbon", "New York")  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("I work at Acme Robotics in Porto.", ["Acme Robotics", "Porto"]),
+        ("Thanks! That helps.", []),
+        ("Lisbon is lovely. Porto too.", []),  # one word opening a sentence: not trusted
+        ("We met Ana on Monday in March.", ["Ana"]),
+    ],
+)
+def test_light_entity_detector(text: str, names: list[str]) -> None:
+    assert mentioned_names(text) == names
+
+
+def test_working_context_fits_the_budget_and_keeps_the_newest_messages() -> None:
+    driver = SessionDriver()
+    driver.feed(TaskSet(task="plan Lisbon trip", **driver.common(0)))
+    for i in range(10):
+        driver.say("user" if i % 2 == 0 else "assistant", f"message number {i} " + "word " * 10)
+    state = driver.state
+    assert isinstance(state, SessionState)
+    per_message = state.messages[-1].tokens
+    context = working_context(state, token_budget=per_message * 3 + 1)
+    assert [m.content.split()[2] for m in context.messages] == ["7", "8", "9"]
+    assert context.tokens <= per_message * 3 + 1
+    assert context.omitted_messages == 7
+    assert context.task == "plan Lisbon trip"
+    text = context.render()
+    assert "Task: plan Lisbon trip" in text and "7 earlier message(s) left out" in text
+    assert text.index("message number 7") < text.index("message number 9")
 
 
 def test_redelivered_events_change_nothing() -> None:
