@@ -185,7 +185,7 @@ class Transition:
     """What applying one event did: the new value, what to publish, and what to report.
 
     ``skipped`` says why the event changed nothing; ``note`` reports something unusual that
-    was handled (a late event reopening a closed session).
+    was handled (a second close, a late event reopening a closed session).
     """
 
     state: SessionState | ClosedSession | None
@@ -219,7 +219,8 @@ def apply(
         if offset <= previous.last_offset:
             return Transition(previous, skipped="re-delivered (offset already applied)")
         if isinstance(event, SessionClosed):
-            return Transition(previous, skipped=f"session already closed ({previous.reason})")
+            reason = f"session already closed ({previous.reason})"
+            return Transition(previous, skipped=reason, note=f"second close ignored: {reason}")
         note = f"event after the session was closed ({previous.reason}): session reopened"
         previous = None
     state = previous
@@ -236,7 +237,8 @@ def apply(
             return Transition(state, skipped=f"stale {event.reason} close: the session moved on")
     if state is None:
         if isinstance(event, SessionClosed):
-            return Transition(None, skipped="close for a session that is not open")
+            reason = "close for a session that is not open"
+            return Transition(None, skipped=reason, note=reason)
         state = SessionState(
             user_id=event.user_id,
             agent_id=event.agent_id,

@@ -104,6 +104,32 @@ def cmd_memories_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_session_show(args: argparse.Namespace) -> int:
+    """Show a session's working-memory context (asks the worker that owns it)."""
+    from urllib.parse import urlencode
+
+    from memstream.streams.worker import fetch_json
+
+    settings = _settings(args)
+    query = {"user": args.user, "session": args.session}
+    if args.budget is not None:
+        query["budget"] = str(args.budget)
+    try:
+        reply = fetch_json(settings, f"/session/?{urlencode(query)}", timeout_s=10)
+    except OSError as exc:
+        status = getattr(exc, "code", None)
+        if status == 404:
+            print(f"no open session {args.session!r} for user {args.user!r}", file=sys.stderr)
+            return 1
+        print(f"error: no worker answers on port {settings.web_port} ({exc})", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(reply, indent=2))
+    else:
+        print(reply["prompt"])
+    return 0
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     """Write one JSON Schema file per event type."""
     out = Path(args.out)
@@ -161,6 +187,15 @@ def build_parser() -> argparse.ArgumentParser:
     listing = memory_commands.add_parser("list", help=cmd_memories_list.__doc__)
     listing.add_argument("--user", required=True)
     listing.set_defaults(run=cmd_memories_list)
+
+    session = commands.add_parser("session", help="inspect short-term memory")
+    session_commands = session.add_subparsers(dest="session_command", required=True)
+    show = session_commands.add_parser("show", help=cmd_session_show.__doc__)
+    show.add_argument("session")
+    show.add_argument("--user", required=True)
+    show.add_argument("--budget", type=int, help="token budget of the message window")
+    show.add_argument("--json", action="store_true", help="state and context as JSON")
+    show.set_defaults(run=cmd_session_show)
 
     schema = commands.add_parser("schema", help=cmd_schema.__doc__)
     schema.add_argument("--out", default="schemas", help="directory to write into")

@@ -128,12 +128,12 @@ def fold_batch(
             log.exception("sessions: failed on %s@%s", message.partition, message.offset)
             result.dead.append((message, f"{type(exc).__name__}: {exc}"))
             continue
+        if transition.note:
+            log.warning("sessions: %s/%s: %s", event.user_id, event.session_id, transition.note)
         if transition.skipped:
             result.skipped += 1
             log.info("sessions: %s: %s", event.event_id, transition.skipped)
             continue
-        if transition.note:
-            log.warning("sessions: %s/%s: %s", event.user_id, event.session_id, transition.note)
         result.consolidations.extend(transition.consolidations)
         pending[key] = transition.state
         if transition.state is not None:

@@ -1,0 +1,183 @@
+"""Short-term memory on the real broker: eviction chunks, closes, routing, crash exactness."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from chat import conversation
+
+from memstream.models.codec import decode_event
+from memstream.models.events import ConsolidationRequested, MessageAdded, SessionClosed
+from memstream.models.session import SessionState, WindowLimits, apply, session_key
+from memstream.models.settings import Settings
+from memstream.streams.app import window_limits
+from memstream.streams.broker import free_port
+from memstream.streams.cli import main
+from memstream.streams.logreader import read_topic
+from memstream.streams.publish import publish_events
+from memstream.streams.topics import Topics
+from memstream.streams.worker import WorkerProcess, fetch_json
+
+
+def topic_events(settings: Settings, name: str) -> list[Any]:
+    return [decode_event(r.value) for r in asyncio.run(read_topic(settings, name))]
+
+
+def consolidations(settings: Settings) -> dict[str, ConsolidationRequested]:
+    """Consolidation requests by event id (re-deliveries repeat an id, never a span)."""
+    topic = Topics.from_settings(settings).consolidation
+    return {e.event_id: e for e in topic_events(settings, topic)}
+
+
+def wait_until(predicate: Any, timeout_s: float = 60, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def open_sessions(settings: Settings) -> dict[str, Any]:
+    found = fetch_json(settings, "/sessions/")["sessions"]
+    return {session_key(s["user_id"], s["session_id"]): s for s in found}
+
+
+def reference_states(settings: Settings, limits: WindowLimits) -> dict[str, Any]:
+    """The open sessions a crash-free worker holds: the pure fold of the chat topic."""
+    values: dict[str, Any] = {}
+    for record in asyncio.run(read_topic(settings, Topics.from_settings(settings).chat)):
+        event = decode_event(record.value)
+        key = session_key(event.user_id, event.session_id)
+        transition = apply(values.get(key), event, record.offset, limits, record.partition)  # type: ignore[arg-type]
+        if not transition.skipped:
+            values[key] = transition.state
+    return {k: v.model_dump(mode="json") for k, v in values.items() if isinstance(v, SessionState)}
+
+
+def turns(n: int, tag: str) -> list[tuple[str, str]]:
+    return [("user" if i % 2 == 0 else "assistant", f"{tag} message {i} about Lisbon") for i in range(n)]
+
+
+def test_long_sessions_consolidate_in_chunks_and_lose_no_message(settings_factory, tmp_path: Path) -> None:
+    settings = settings_factory(web_port=free_port(), max_messages=8)
+    events = conversation("ann", "long", turns(45, "long"))
+    with WorkerProcess(settings, log_path=tmp_path / "worker.log"):
+        asyncio.run(publish_events(settings, events))
+        wait_until(lambda: any(c.reason == "session_closed" for c in consolidations(settings).values()),
+                   what="the closing consolidation")
+    requests = sorted(consolidations(settings).values(), key=lambda c: c.chunk)
+    assert [c.reason for c in requests[:-1]] == ["evicted"] * (len(requests) - 1)
+    assert len(requests) >= 5  # bounded pieces, not one request per message
+    assert all(len(c.messages) <= 8 for c in requests)
+    consolidated = [m.event_id for c in requests for m in c.messages]
+    sent = [e.event_id for e in events if isinstance(e, MessageAdded)]
+    assert consolidated == sent  # every message exactly once, in order
+
+
+def test_idle_sessions_close_from_the_timer_and_the_close_is_an_event(
+    settings_factory, tmp_path: Path
+) -> None:
+    settings = settings_factory(web_port=free_port(), idle_timeout_s=2, session_scan_interval_s=0.5)
+    events = conversation("ann", "quiet", turns(4, "quiet"), close=False)
+    with WorkerProcess(settings, log_path=tmp_path / "worker.log"):
+        asyncio.run(publish_events(settings, events))
+        wait_until(lambda: any(c.session_id == "quiet" for c in consolidations(settings).values()),
+                   what="the idle close's consolidation")
+        assert open_sessions(settings) == {}
+    closes = [e for e in topic_events(settings, Topics.from_settings(settings).chat)
+              if isinstance(e, SessionClosed)]
+    assert len(closes) == 1
+    assert closes[0].reason == "idle" and closes[0].last_event_id == events[-1].event_id
+    (request,) = consolidations(settings).values()
+    assert [m.event_id for m in request.messages] == [e.event_id for e in events[1:]]
+
+
+def test_double_close_and_late_events_are_handled_and_nothing_is_lost(
+    settings_factory, tmp_path: Path
+) -> None:
+    settings = settings_factory(web_port=free_port(), idle_timeout_s=2, session_scan_interval_s=0.5)
+    first = conversation("ann", "s", turns(3, "first"))
+    again = conversation("ann", "s", [], close=True)[1:]  # a second close
+    late = conversation("ann", "s", [("user", "one more thing about Porto")], close=False, first=50)[1:]
+    for event_list, suffix in ((again, "again"), (late, "late")):
+        for i, event in enumerate(event_list):
+            event_list[i] = event.model_copy(update={"event_id": f"{event.event_id}-{suffix}"})
+    with WorkerProcess(settings, log_path=tmp_path / "worker.log") as worker:
+        asyncio.run(publish_events(settings, first + again + late))
+        wait_until(lambda: len(consolidations(settings)) == 2, what="two consolidations")
+        assert worker.stop() == 0
+    consolidated = sorted(m.content for c in consolidations(settings).values() for m in c.messages)
+    assert consolidated == sorted([t for _, t in turns(3, "first")] + ["one more thing about Porto"])
+    log = (tmp_path / "worker.log").read_text()
+    assert "session already closed" in log and "session reopened" in log
+    letters = asyncio.run(read_topic(settings, Topics.from_settings(settings).deadletters))
+    assert letters == []
+
+
+def test_session_show_is_routed_to_the_worker_that_owns_the_session(
+    settings_factory, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one = settings_factory(web_port=free_port())
+    two = one.model_copy(update={"web_port": free_port()})
+    users = [f"user{i}" for i in range(12)]
+    events = [e for u in users for e in conversation(u, "chat", turns(6, u), close=False)]
+    with WorkerProcess(one, log_path=tmp_path / "one.log"), WorkerProcess(two, log_path=tmp_path / "two.log"):
+        asyncio.run(publish_events(one, events))
+
+        def both_hold_all() -> bool:
+            held = [open_sessions(one), open_sessions(two)]
+            return all(held) and len(held[0]) + len(held[1]) == len(users)
+
+        wait_until(both_hold_all, timeout_s=90, what="both workers to hold sessions")
+        local_to_two = next(iter(open_sessions(two).values()))
+        for name, value in one.to_env().items():
+            monkeypatch.setenv(name, value)  # the CLI asks worker one for a session on worker two
+        assert main(["session", "show", "chat", "--user", local_to_two["user_id"], "--budget", "20"]) == 0
+        out = capsys.readouterr().out
+        assert f"{local_to_two['user_id']} message 5 about Lisbon" in out
+        assert "earlier message(s) left out" in out
+        for user in users:
+            reply = fetch_json(one, f"/session/?user={user}&session=chat")
+            assert reply["state"]["message_count"] == 6
+            assert "Lisbon" in reply["context"]["entities"]
+        assert main(["session", "show", "nope", "--user", users[0]]) == 1
+
+
+def test_state_after_kill_9_mid_stream_equals_the_crash_free_fold(settings_factory, tmp_path: Path) -> None:
+    settings = settings_factory(web_port=free_port(), max_messages=12, session_batch_size=50)
+    users = [f"user{i}" for i in range(20)]
+    batches = [
+        [
+            e
+            for u in users
+            for e in conversation(u, "s", turns(150, f"{u}-{r}"), close=False, first=r * 1000)[
+                (1 if r else 0) :
+            ]
+        ]
+        for r in range(3)
+    ]
+    worker = WorkerProcess(settings, log_path=tmp_path / "worker.log").start()
+    try:
+        for batch, delay in zip(batches, (0.2, 0.5, 0.9), strict=True):
+            publisher = threading.Thread(target=lambda b=batch: asyncio.run(publish_events(settings, b)))
+            publisher.start()
+            time.sleep(delay)
+            worker.kill()  # mid-stream: events are still arriving and being folded
+            publisher.join()
+            worker.start()
+        limits = window_limits(settings)
+        expected = reference_states(settings, limits)
+        assert len(expected) == len(users)
+        wait_until(lambda: open_sessions(settings) == expected, timeout_s=90,
+                   what="the recovered state to equal the crash-free fold")
+    finally:
+        worker.stop()
+    # Evicted spans reached consolidation exactly once each, despite three crashes.
+    spans = [m.event_id for c in consolidations(settings).values() for m in c.messages]
+    assert len(spans) == len(set(spans))
