@@ -8,11 +8,12 @@ carries. State values are small and bounded (the transcript itself lives in the 
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Literal, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import AwareDatetime, Field, JsonValue, TypeAdapter
+from pydantic import AwareDatetime, Field, JsonValue, PrivateAttr, TypeAdapter
 
 from memstream.models.events import (
     ChatEvent,
@@ -104,6 +105,26 @@ class WindowMessage(Frozen):
     name: str | None = None
     occurred_at: AwareDatetime
     tokens: int = Field(ge=0)
+    _json: bytes | None = PrivateAttr(default=None)
+
+    def json_bytes(self) -> bytes:
+        """This message as JSON, serialised once: a message never changes while the window
+        that holds it is written again and again."""
+        # Straight to pydantic's private-attribute dict: plain attribute access to a private
+        # attribute goes through __getattr__ and costs microseconds per message.
+        private = self.__pydantic_private__
+        cached: bytes | None = private.get("_json") if private else None
+        if cached is None:
+            cached = self.model_dump_json().encode()
+            self._json = cached
+        return cached
+
+    def __eq__(self, other: object) -> bool:
+        # Fields only: the serialisation cache is not part of a message's value.
+        return isinstance(other, WindowMessage) and self.__dict__ == other.__dict__
+
+    def __hash__(self) -> int:
+        return hash(self.event_id)
 
 
 class ToolCallRecord(Frozen):
@@ -170,14 +191,25 @@ _SESSION_VALUE: TypeAdapter[SessionValue] = TypeAdapter(
 )
 
 
-def load_session(raw: bytes) -> SessionState | ClosedSession:
+def load_session(raw: bytes) -> SessionValue:
     """A session table value from its stored bytes."""
+    if raw[:1] != b"{":
+        raw = zlib.decompress(raw)
     return _SESSION_VALUE.validate_json(raw)
 
 
-def dump_session(value: SessionState | ClosedSession) -> bytes:
-    """The stored bytes of a session table value."""
-    return value.model_dump_json().encode()
+def dump_session(value: SessionValue) -> bytes:
+    """The stored bytes of a session table value.
+
+    Open sessions are zlib-compressed (level 1): the window's JSON shrinks about 5x, which
+    is what the table holds in memory and what every changelog write carries. Closed-session
+    markers are small and stay plain JSON, status first, so a scan can spot them unparsed.
+    """
+    if isinstance(value, ClosedSession):
+        return value.model_dump_json().encode()
+    head = value.model_dump_json(exclude={"messages"}).encode()
+    messages = b",".join(message.json_bytes() for message in value.messages)
+    return zlib.compress(head[:-1] + b',"messages":[' + messages + b"]}", 1)
 
 
 @dataclass(frozen=True)
@@ -246,17 +278,19 @@ def apply(
             started_at=event.occurred_at,
             last_event_at=event.occurred_at,
         )
-    recent = (*state.recent_event_ids, event.event_id)[-limits.recent_ids :]
-    state = state.model_copy(
-        update={
-            "partition": partition,
-            "last_offset": offset,
-            "last_event_id": event.event_id,
-            "recent_event_ids": recent,
-            "last_event_at": max(state.last_event_at, event.occurred_at),
-            "agent_id": state.agent_id or event.agent_id,
-        }
-    )
+    position = {
+        "partition": partition,
+        "last_offset": offset,
+        "last_event_id": event.event_id,
+        "recent_event_ids": (*state.recent_event_ids, event.event_id)[-limits.recent_ids :],
+        "last_event_at": max(state.last_event_at, event.occurred_at),
+        "agent_id": state.agent_id or event.agent_id,
+    }
+    if isinstance(event, MessageAdded):
+        transition = _add_message(state, event, limits, position)
+        return Transition(transition.state, transition.consolidations, note=note)
+    # One copy per event: model_copy is most of the cost of a fold step.
+    state = state.model_copy(update={**position, **_apply_other(state, event, limits)})
     if isinstance(event, SessionClosed):
         closed = ClosedSession(
             user_id=state.user_id,
@@ -268,29 +302,23 @@ def apply(
             last_offset=offset,
         )
         return Transition(closed, consolidations=_closing(state), note=note)
-    if isinstance(event, MessageAdded):
-        transition = _add_message(state, event, limits)
-        return Transition(transition.state, transition.consolidations, note=note)
-    return Transition(_apply_other(state, event, limits), note=note)
+    return Transition(state, note=note)
 
 
-def _apply_other(state: SessionState, event: ChatEvent, limits: WindowLimits) -> SessionState:
+def _apply_other(state: SessionState, event: ChatEvent, limits: WindowLimits) -> dict[str, Any]:
+    """The fields a non-message event changes."""
+    if isinstance(event, SessionClosed):
+        return {}
     if isinstance(event, SessionStarted):
-        return state.model_copy(update={"started_at": min(state.started_at, event.occurred_at)})
+        return {"started_at": min(state.started_at, event.occurred_at)}
     if isinstance(event, TaskSet):
-        return state.model_copy(
-            update={"task": event.task, "task_progress": None, "progress_percent": None}
-        )
+        return {"task": event.task, "task_progress": None, "progress_percent": None}
     if isinstance(event, TaskProgress):
-        return state.model_copy(
-            update={"task_progress": event.progress, "progress_percent": event.percent}
-        )
+        return {"task_progress": event.progress, "progress_percent": event.percent}
     if isinstance(event, ScratchpadUpdated):
-        return state.model_copy(update={"scratchpad": event.content})
+        return {"scratchpad": event.content}
     if isinstance(event, EntityMentioned):
-        return state.model_copy(
-            update={"entities": _remember_entity(state.entities, event.name, limits)}
-        )
+        return {"entities": _remember_entities(state.entities, [event.name], limits)}
     if isinstance(event, ToolCalled):
         record = ToolCallRecord(
             event_id=event.event_id,
@@ -299,15 +327,25 @@ def _apply_other(state: SessionState, event: ChatEvent, limits: WindowLimits) ->
             result_summary=_summary(event.result),
             occurred_at=event.occurred_at,
         )
-        calls = (*state.tool_calls, record)[-limits.max_tool_calls :]
-        return state.model_copy(update={"tool_calls": calls})
+        return {"tool_calls": (*state.tool_calls, record)[-limits.max_tool_calls :]}
     raise TypeError(f"not a chat event: {type(event).__name__}")
 
 
-def _remember_entity(entities: tuple[str, ...], name: str, limits: WindowLimits) -> tuple[str, ...]:
-    # Most recently mentioned last; a re-mention moves the entity to the end.
-    kept = tuple(e for e in entities if e.casefold() != name.casefold())
-    return (*kept, name)[-limits.max_entities :]
+def _remember_entities(
+    entities: tuple[str, ...], names: list[str], limits: WindowLimits
+) -> tuple[str, ...]:
+    """Add newly mentioned names, most recent last, keeping at most ``max_entities``.
+
+    A name already held (ignoring case) keeps its place: it runs for every message, so the
+    common case (nothing new) must cost one set build, not a scan per name.
+    """
+    if not names:
+        return entities
+    held = {entity.casefold() for entity in entities}
+    new = [name for name in dict.fromkeys(names) if name.casefold() not in held]
+    if not new:
+        return entities
+    return (*entities, *new)[-limits.max_entities :]
 
 
 def _summary(result: JsonValue, limit: int = 200) -> str:
@@ -315,8 +353,11 @@ def _summary(result: JsonValue, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _add_message(state: SessionState, event: MessageAdded, limits: WindowLimits) -> Transition:
-    message = WindowMessage(
+def _add_message(
+    state: SessionState, event: MessageAdded, limits: WindowLimits, position: dict[str, Any]
+) -> Transition:
+    # Built from an already validated event: skip validating it a second time.
+    message = WindowMessage.model_construct(
         event_id=event.event_id,
         role=event.role,
         content=event.content,
@@ -326,11 +367,10 @@ def _add_message(state: SessionState, event: MessageAdded, limits: WindowLimits)
     )
     messages = (*state.messages, message)
     tokens = state.window_tokens + message.tokens
-    entities = state.entities
-    for name in mentioned_names(event.content):
-        entities = _remember_entity(entities, name, limits)
+    entities = _remember_entities(state.entities, mentioned_names(event.content), limits)
     state = state.model_copy(
         update={
+            **position,
             "entities": entities,
             "messages": messages,
             "window_tokens": tokens,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -48,6 +48,10 @@ class Settings(BaseSettings):
     max_event_bytes: int = Field(1_000_000, ge=1024)
     max_content_chars: int = Field(100_000, ge=1)
 
+    #: What this worker runs: any of sessions, extraction, projector (comma separated), so
+    #: the CPU-heavy embedding can run in its own process or on its own machine.
+    roles: str = Field("sessions,extraction,projector", pattern=r"^[a-z]+(,[a-z]+)*$")
+
     # --- short-term memory --------------------------------------------------------------
     max_messages: int = Field(50, ge=2)
     max_tokens: int = Field(100_000, ge=1)
@@ -62,10 +66,10 @@ class Settings(BaseSettings):
     #: How long a closed session's marker is kept to recognise late events and double closes.
     closed_retention_s: float = Field(86_400.0, gt=0)
     #: The session agent folds events in batches and writes each session once per batch.
-    session_batch_size: int = Field(1000, ge=1)
-    session_batch_wait_s: float = Field(0.05, gt=0)
+    session_batch_size: int = Field(10_000, ge=1)
+    session_batch_wait_s: float = Field(0.5, gt=0)
     #: Parsed session states kept in memory (the table itself holds compact bytes).
-    session_cache_size: int = Field(20_000, ge=0)
+    session_cache_size: int = Field(5_000, ge=0)
     #: Default token budget of the working-memory context (`memstream session show`).
     context_tokens: int = Field(4000, ge=1)
 
@@ -87,6 +91,19 @@ class Settings(BaseSettings):
     # --- projection ---------------------------------------------------------------------
     projection_batch_size: int = Field(256, ge=1)
     projection_batch_wait_s: float = Field(0.2, ge=0)
+
+    @field_validator("roles")
+    @classmethod
+    def _known_roles(cls, value: str) -> str:
+        unknown = set(value.split(",")) - {"sessions", "extraction", "projector"}
+        if unknown:
+            raise ValueError(f"unknown worker role(s): {', '.join(sorted(unknown))}")
+        return value
+
+    @property
+    def role_set(self) -> frozenset[str]:
+        """The roles this worker runs."""
+        return frozenset(self.roles.split(","))
 
     @property
     def broker_host(self) -> str:

@@ -104,10 +104,15 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
     store = SessionStore(sessions, settings.session_cache_size)
     idle = IdleTracker(settings.idle_timeout_s, settings.max_session_age_s)
 
-    async def publish(topic: Any, event: Event) -> None:
-        # Wait for the broker's ack: the state change that follows must never get ahead of it.
-        future = await topic.send(key=event.user_id.encode(), value=encode_event(event))
-        await future
+    async def publish(topic: Any, *events: Event) -> None:
+        # Send them all, then wait for the broker's acks: the state change that follows must
+        # never get ahead of what it announced.
+        futures = [
+            await topic.send(key=event.user_id.encode(), value=encode_event(event))
+            for event in events
+        ]
+        for future in futures:
+            await future
 
     async def dead_letter(agent: str, message: Any, reason: str) -> None:
         log.warning(
@@ -126,7 +131,8 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
         future = await deadletters.send(key=message.key, value=letter.model_dump_json().encode())
         await future
 
-    @app.agent(chat, name="sessions")
+    roles = settings.role_set
+
     async def session_agent(stream: Any) -> None:
         """Keep one state per open session; hand transcripts to consolidation.
 
@@ -141,24 +147,19 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
             )
             for message, reason in batch.dead:
                 await dead_letter("sessions", message, reason)
-            for request in batch.consolidations:
-                await publish(consolidation, request)
-            written = [
-                store.write(key, value, partition)
-                for key, (value, partition) in batch.writes.items()
-            ]
-            for future in written:
-                await future
-            for key, (value, _) in batch.writes.items():
+            await publish(consolidation, *batch.consolidations)
+            # Changelog writes are queued, not awaited (see SessionStore.write).
+            for key, (value, partition) in batch.writes.items():
+                await store.write(key, value, partition)
                 idle.touch(key, value)
 
-    @app.timer(settings.session_scan_interval_s)
     async def close_idle_sessions() -> None:
         """Publish closes for idle and over-age sessions; drop old closed-session markers."""
         now = utc_now()
-        for close in idle.closes_due(store, now):
+        closes = idle.closes_due(store, now)
+        for close in closes:
             log.info("sessions: closing %s/%s (%s)", close.user_id, close.session_id, close.reason)
-            await publish(chat, close)
+        await publish(chat, *closes)
         for key, partition in idle.expired_markers(store, now, settings.closed_retention_s):
             await store.write(key, None, partition)
 
@@ -166,11 +167,13 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
         # Partitions moved or were recovered: parsed values may be stale; the table is not.
         store.forget_cache()
 
-    # mode types receivers as sync callables with a keyword-only `signal`; async ones work.
-    app.on_partitions_revoked.connect(forget_parsed_sessions)  # type: ignore[arg-type]
-    app.on_partitions_assigned.connect(forget_parsed_sessions)  # type: ignore[arg-type]
+    if "sessions" in roles:
+        app.agent(chat, name="sessions")(session_agent)
+        app.timer(settings.session_scan_interval_s)(close_idle_sessions)
+        # mode types receivers as sync callables with a keyword-only `signal`; async ones work.
+        app.on_partitions_revoked.connect(forget_parsed_sessions)  # type: ignore[arg-type]
+        app.on_partitions_assigned.connect(forget_parsed_sessions)  # type: ignore[arg-type]
 
-    @app.agent(consolidation, name="extraction")
     async def extraction_agent(stream: Any) -> None:
         """Turn consolidation requests into recorded extractions and memory events."""
         async for event in stream.events():
@@ -182,19 +185,21 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
                 assert isinstance(request, ConsolidationRequested)
                 # Extraction may be slow (an LLM): keep it off the event loop.
                 recorded, added = await asyncio.to_thread(extract_memories, request, extractor)
-                await publish(memories, recorded)
-                for memory in added:
-                    await publish(memories, memory)
+                await publish(memories, recorded, *added)
             except InvalidEvent as exc:
                 await dead_letter("extraction", message, f"invalid event: {exc}")
             except Exception as exc:
                 log.exception("extraction: failed on %s@%s", message.partition, message.offset)
                 await dead_letter("extraction", message, f"{type(exc).__name__}: {exc}")
 
-    @app.task
     async def project_memories() -> None:
         """Project memory events into LanceDB (single writer, tracks its own offsets)."""
         await run_memory_projector(settings)
+
+    if "extraction" in roles:
+        app.agent(consolidation, name="extraction")(extraction_agent)
+    if "projector" in roles:
+        app.task(project_memories)
 
     @app.page("/health/")
     async def health(web: Any, request: Any) -> Any:

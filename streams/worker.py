@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import signal
@@ -28,6 +29,9 @@ def run_worker(settings: Settings) -> None:
 
     asyncio.run(ensure_topics(settings))
     settings.faust_dir.mkdir(parents=True, exist_ok=True)
+    # The session agent makes many short-lived objects and holds many long-lived ones (the
+    # open sessions): collecting less often cut the fold's cost by a fifth.
+    gc.set_threshold(50_000, 20, 20)
     app = create_app(settings)
     worker = faust.Worker(app, loglevel=settings.log_level, quiet=True)
     worker.execute_from_commandline()
