@@ -210,10 +210,56 @@ class MemoryAdded(Event):
     entities: tuple[str, ...] = ()
 
 
-MemoryEvent = Annotated[ExtractionRecorded | MemoryAdded, Field(discriminator="type")]
+class MemoryReinforced(Event):
+    """A candidate repeated a memory the user already has: it reinforces it, no new row."""
+
+    type: Literal["memory_reinforced"] = "memory_reinforced"
+    memory_id: Identifier
+    extraction_event_id: Identifier
+    source_event_ids: tuple[Identifier, ...] = ()
+    similarity: float = Field(ge=-1, le=1)
+
+
+class MemorySuperseded(Event):
+    """A newer memory replaces an older one: the old one leaves the current view, not history."""
+
+    type: Literal["memory_superseded"] = "memory_superseded"
+    memory_id: Identifier
+    superseded_by: Identifier
+    reason: Annotated[str, StringConstraints(max_length=500)]
+    similarity: float = Field(ge=-1, le=1)
+
+
+class MemoryDeleted(Event):
+    """A memory was deleted on request: out of every view; its history stays in the log."""
+
+    type: Literal["memory_deleted"] = "memory_deleted"
+    memory_id: Identifier
+    reason: Annotated[str, StringConstraints(max_length=500)] = "requested"
+
+
+MemoryChange = MemoryReinforced | MemorySuperseded | MemoryDeleted
+
+MemoryEvent = Annotated[
+    ExtractionRecorded | MemoryAdded | MemoryReinforced | MemorySuperseded | MemoryDeleted,
+    Field(discriminator="type"),
+]
 
 AnyEvent = Annotated[
-    SessionStarted | MessageAdded | ToolCalled | TaskSet | TaskProgress | ScratchpadUpdated | EntityMentioned | SessionClosed | ConsolidationRequested | ExtractionRecorded | MemoryAdded,
+    SessionStarted
+    | MessageAdded
+    | ToolCalled
+    | TaskSet
+    | TaskProgress
+    | ScratchpadUpdated
+    | EntityMentioned
+    | SessionClosed
+    | ConsolidationRequested
+    | ExtractionRecorded
+    | MemoryAdded
+    | MemoryReinforced
+    | MemorySuperseded
+    | MemoryDeleted,
     Field(discriminator="type"),
 ]
 
@@ -244,6 +290,9 @@ def json_schemas() -> dict[str, dict[str, Any]]:
         ConsolidationRequested,
         ExtractionRecorded,
         MemoryAdded,
+        MemoryReinforced,
+        MemorySuperseded,
+        MemoryDeleted,
     )
     return {
         model.model_fields["type"].default: model.model_json_schema(mode="validation")

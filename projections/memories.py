@@ -27,7 +27,7 @@ import re
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, get_args
@@ -38,7 +38,14 @@ import pyarrow as pa
 from lancedb.index import FTS, HnswSq
 from lancedb.rerankers import RRFReranker
 
-from memstream.models.events import MemoryAdded, MemoryType
+from memstream.models.events import (
+    MemoryAdded,
+    MemoryChange,
+    MemoryDeleted,
+    MemoryReinforced,
+    MemorySuperseded,
+    MemoryType,
+)
 from memstream.projections.embedder import Embedder
 
 log = logging.getLogger(__name__)
@@ -52,6 +59,9 @@ MAX_SEARCH_LIMIT = 1_000
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _TABLE_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _SCHEMA_MODEL_KEY = b"memstream.embedding_model"
+_SCHEMA_VERSION_KEY = b"memstream.schema_version"
+#: Bumped when the table's columns change; an older table must be rebuilt from the topic.
+SCHEMA_VERSION = "2"
 
 
 class ProjectionWriteError(RuntimeError):
@@ -62,8 +72,27 @@ class EmbeddingModelMismatch(RuntimeError):
     """The table holds vectors of another model: rebuild it from the topic."""
 
 
+class ProjectionOutdated(RuntimeError):
+    """The table was written by an older memstream: rebuild it from the topic."""
+
+
 class EncryptedContentError(ValueError):
     """An event's content is ciphertext; it must be decrypted before it is projected."""
+
+
+def _digest(text: str) -> str:
+    # surrogatepass: a lone surrogate (legal in a decoded JSON string) still maps to one key.
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def memory_key(memory_id: str) -> str:
+    """The filter key of a memory id (sha256 hex): ids come from clients too."""
+    return _digest(memory_id)
+
+
+def session_filter_key(session_id: str) -> str:
+    """The filter key of a session id (sha256 hex)."""
+    return _digest(session_id)
 
 
 def user_key(user_id: str) -> str:
@@ -74,8 +103,7 @@ def user_key(user_id: str) -> str:
     >>> len(user_key("x' OR '1'='1"))
     64
     """
-    # surrogatepass: a lone surrogate (legal in a decoded JSON string) still maps to one key.
-    return hashlib.sha256(user_id.encode("utf-8", "surrogatepass")).hexdigest()
+    return _digest(user_id)
 
 
 @dataclass(frozen=True)
@@ -85,6 +113,22 @@ class SourcePosition:
     topic: str
     partition: int
     offset: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchFilters:
+    """Optional narrowing of a search; every field is turned into SQL by code, never pasted.
+
+    ``session_id`` is matched through its digest; times are event times (``created_at``).
+    ``include_inactive`` also returns superseded and deleted memories (for history views).
+    """
+
+    memory_types: tuple[str, ...] | None = None
+    min_importance: float | None = None
+    session_id: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    include_inactive: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,6 +146,11 @@ class MemoryRecord:
     source_topic: str
     source_partition: int
     source_offset: int
+    tier: str = "long_term"
+    status: str = "active"
+    superseded_by: str | None = None
+    reinforcement_count: int = 0
+    entities: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,6 +172,11 @@ _RECORD_COLUMNS = [
     "source_topic",
     "source_partition",
     "source_offset",
+    "tier",
+    "status",
+    "superseded_by",
+    "reinforcement_count",
+    "entities",
 ]
 
 
@@ -151,10 +205,23 @@ def memory_schema(dimensions: int, embedding_model: str) -> pa.Schema:
             required("source_topic", pa.string()),
             required("source_partition", pa.int32()),
             required("source_offset", pa.int64()),
+            required("session_key", pa.string()),
+            required("memory_key", pa.string()),
+            # The current view: active, or superseded / deleted (kept for history).
+            required("status", pa.string()),
+            pa.field("superseded_by", pa.string(), nullable=True),
+            required("reinforcement_count", pa.int64()),
+            pa.field("last_reinforced_at", pa.timestamp("us", tz="UTC"), nullable=True),
+            # Offset (same topic and partition) of the last change event applied to the row:
+            # a re-delivered change at or below it is skipped.
+            required("changed_offset", pa.int64()),
             required("embedding_model", pa.string()),
             required("vector", pa.list_(pa.float32(), dimensions)),
         ],
-        metadata={_SCHEMA_MODEL_KEY: embedding_model.encode()},
+        metadata={
+            _SCHEMA_MODEL_KEY: embedding_model.encode(),
+            _SCHEMA_VERSION_KEY: SCHEMA_VERSION.encode(),
+        },
     )
 
 
@@ -224,12 +291,16 @@ class MemoryProjection:
 
     # --- writing --------------------------------------------------------------------
 
-    def apply(self, batch: Sequence[tuple[MemoryAdded, SourcePosition]]) -> int:
-        """Upsert the memories of ``batch`` in one write; return the number of rows written.
+    def apply(
+        self, batch: Sequence[tuple[MemoryAdded | MemoryChange, SourcePosition]]
+    ) -> int:
+        """Project a batch of memory events; return the number of rows written.
 
-        Events with the same ``memory_id`` collapse to the last one. Applying the same
-        events again leaves the table as it was (same rows, same values). Indexes are not
-        touched: see :meth:`refresh_indexes`.
+        New memories are upserted in one write (events with the same ``memory_id`` collapse
+        to the last one). Then the changes (reinforced, superseded, deleted) are applied in
+        order to the rows they name, in one more write. Applying the same events again
+        leaves the table as it was: a row records the offset of the last change it took.
+        Indexes are not touched: see :meth:`refresh_indexes`.
 
         Raises
         ------
@@ -238,6 +309,12 @@ class MemoryProjection:
         EncryptedContentError
             An event's content is encrypted; nothing of the batch is written.
         """
+        added = [(e, p) for e, p in batch if isinstance(e, MemoryAdded)]
+        changes = [(e, p) for e, p in batch if not isinstance(e, MemoryAdded)]
+        written = self._add(added)
+        return written + self._change(changes)
+
+    def _add(self, batch: Sequence[tuple[MemoryAdded, SourcePosition]]) -> int:
         latest: dict[str, tuple[MemoryAdded, SourcePosition]] = {}
         for event, position in batch:
             if event.encryption is not None and "content" in event.encryption.fields:
@@ -247,6 +324,13 @@ class MemoryProjection:
             latest[event.memory_id] = (event, position)
         if not latest:
             return 0
+        table = self._open()
+        if table is not None:
+            # A re-delivered add must not undo changes applied since (a supersession, say).
+            current = self._rows_by_key(table, [memory_key(m) for m in latest], ["memory_id"])
+            latest = {m: item for m, item in latest.items() if m not in current}
+            if not latest:
+                return 0
         items = list(latest.values())
         vectors = self.embedder.embed([event.content for event, _ in items])
         if vectors.shape[0] != len(items) or not np.isfinite(vectors).all():
@@ -254,15 +338,64 @@ class MemoryProjection:
         schema = memory_schema(vectors.shape[1], self.embedder.model_id)
         data = self._rows(items, vectors, schema)
         table = self._writable_table(schema)
+        self._write_checked(table, data, len(items))
+        return len(items)
+
+    def _change(self, changes: Sequence[tuple[MemoryChange, SourcePosition]]) -> int:
+        if not changes:
+            return 0
+        table = self._open()
+        if table is None:
+            log.warning("memories: %d change(s) before any memory exists; skipped", len(changes))
+            return 0
+        rows = self._rows_by_key(table, sorted({memory_key(e.memory_id) for e, _ in changes}))
+        touched: set[str] = set()
+        for event, position in changes:
+            row = rows.get(event.memory_id)
+            if row is None:
+                log.warning("memories: %s names unknown memory %s", event.type, event.memory_id)
+                continue
+            if row["user_key"] != user_key(event.user_id):
+                # Isolation: a change only ever applies to the memory of the same user.
+                log.warning("memories: %s for another user's memory refused", event.type)
+                continue
+            if position.offset <= row["changed_offset"]:
+                continue  # re-delivered
+            _apply_change(row, event)
+            row["changed_offset"] = position.offset
+            touched.add(event.memory_id)
+        if not touched:
+            return 0
+        schema = table.schema
+        data = pa.Table.from_pylist([rows[m] for m in sorted(touched)], schema=schema)
+        self._write_checked(table, data, len(touched))
+        return len(touched)
+
+    def _rows_by_key(
+        self, table: Any, keys: Sequence[str], columns: Sequence[str] | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """Rows (all columns, or ``columns``) whose ``memory_key`` is one of ``keys``."""
+        found: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(keys), 500):
+            chunk = keys[start : start + 500]
+            assert all(_HEX64.fullmatch(k) for k in chunk)
+            where = "memory_key IN (" + ", ".join(f"'{k}'" for k in chunk) + ")"
+            query = table.search().where(where).limit(None)
+            if columns is not None:
+                query = query.select(list(columns))
+            for row in query.to_arrow().to_pylist():
+                found[row["memory_id"]] = row
+        return found
+
+    def _write_checked(self, table: Any, data: pa.Table, expected: int) -> None:
         inserted, updated = self._merge_with_retry(table, data)
-        if inserted + updated != len(items):
+        if inserted + updated != expected:
             # lancedb has had silent merge_insert failures (lancedb#3177, #3515); a short
             # write must stop the consumer before it moves past these offsets.
             raise ProjectionWriteError(
                 f"merge_insert wrote {inserted} new + {updated} updated rows for "
-                f"{len(items)} memories"
+                f"{expected} memories"
             )
-        return len(items)
 
     def _rows(
         self,
@@ -289,6 +422,13 @@ class MemoryProjection:
             columns["source_topic"].append(position.topic)
             columns["source_partition"].append(position.partition)
             columns["source_offset"].append(position.offset)
+            columns["session_key"].append(session_filter_key(event.session_id))
+            columns["memory_key"].append(memory_key(event.memory_id))
+            columns["status"].append("active")
+            columns["superseded_by"].append(None)
+            columns["reinforcement_count"].append(0)
+            columns["last_reinforced_at"].append(None)
+            columns["changed_offset"].append(-1)
             columns["embedding_model"].append(self.embedder.model_id)
         arrays = [pa.array(columns[f.name], type=f.type) for f in schema if f.name != "vector"]
         flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).ravel(), pa.float32())
@@ -349,6 +489,13 @@ class MemoryProjection:
                     return None
                 table = self._db.open_table(self.table_name)
                 model = (table.schema.metadata or {}).get(_SCHEMA_MODEL_KEY, b"").decode()
+                version = (table.schema.metadata or {}).get(_SCHEMA_VERSION_KEY, b"1").decode()
+                if version != SCHEMA_VERSION:
+                    raise ProjectionOutdated(
+                        f"table {self.table_name!r} has schema version {version}, this "
+                        f"memstream writes {SCHEMA_VERSION}: delete it and let the projector "
+                        "rebuild it from the memories topic"
+                    )
                 if model != self.embedder.model_id:
                     raise EmbeddingModelMismatch(
                         f"table {self.table_name!r} holds vectors of {model!r}, the embedder "
@@ -425,17 +572,22 @@ class MemoryProjection:
             return {}
         rows = (
             table.search()
-            .select(["source_topic", "source_partition", "source_offset"])
+            .select(["source_topic", "source_partition", "source_offset", "changed_offset"])
             .limit(None)
             .to_arrow()
         )
         if rows.num_rows == 0:
             return {}
         grouped = rows.group_by(["source_topic", "source_partition"]).aggregate(
-            [("source_offset", "max")]
+            [("source_offset", "max"), ("changed_offset", "max")]
         )
+        # A memory's changes come from the same topic and partition as its add (one user's
+        # events share a partition), so the later of the two is this partition's position.
         return {
-            (row["source_topic"], int(row["source_partition"])): int(row["source_offset_max"]) + 1
+            (row["source_topic"], int(row["source_partition"])): max(
+                int(row["source_offset_max"]), int(row["changed_offset_max"])
+            )
+            + 1
             for row in grouped.to_pylist()
         }
 
@@ -446,6 +598,7 @@ class MemoryProjection:
         *,
         limit: int = 10,
         memory_types: Sequence[str] | None = None,
+        filters: SearchFilters | None = None,
     ) -> list[MemoryHit]:
         """The user's memories most relevant to ``query``, best first.
 
@@ -463,6 +616,8 @@ class MemoryProjection:
             At most this many hits (1 to 1,000).
         memory_types
             Only these types (values of ``MemoryType``); None means all.
+        filters
+            More narrowing (importance, session, time range, inactive memories).
 
         Raises
         ------
@@ -471,7 +626,11 @@ class MemoryProjection:
         """
         if not 1 <= limit <= MAX_SEARCH_LIMIT:
             raise ValueError(f"limit must be between 1 and {MAX_SEARCH_LIMIT}")
-        where = _user_filter(user_id, memory_types)
+        if memory_types is not None:
+            if isinstance(memory_types, str):
+                raise TypeError("memory_types must be a sequence of memory types, not a string")
+            filters = replace(filters or SearchFilters(), memory_types=tuple(memory_types))
+        where = _user_filter(user_id, filters or SearchFilters())
         table = self._open()
         if table is None or where is None or not query.strip():
             return []
@@ -506,9 +665,42 @@ class MemoryProjection:
             for row, score in zip(rows.select(_RECORD_COLUMNS).to_pylist(), scores, strict=True)
         ]
 
-    def list_memories(self, user_id: str) -> list[MemoryRecord]:
-        """All of the user's memories, newest first."""
-        where = _user_filter(user_id, None)
+    def neighbours(
+        self, user_id: str, vector: np.ndarray, *, limit: int = 5
+    ) -> list[tuple[MemoryRecord, float]]:
+        """The user's active memories nearest to ``vector``, with cosine similarity."""
+        where = _user_filter(user_id, SearchFilters())
+        table = self._open()
+        if table is None or where is None:
+            return []
+        rows = (
+            table.search(vector)
+            .distance_type("cosine")
+            .where(where, prefilter=True)
+            .select([*_RECORD_COLUMNS, "_distance"])
+            .limit(limit)
+            .to_arrow()
+        )
+        distances = rows.column("_distance").to_pylist()
+        return [
+            (MemoryRecord(**_record_fields(row)), 1.0 - float(distance))
+            for row, distance in zip(rows.select(_RECORD_COLUMNS).to_pylist(), distances, strict=True)
+        ]
+
+    def get(self, user_id: str, memory_id: str) -> MemoryRecord | None:
+        """One of the user's memories by id, active or not; None if it is not theirs."""
+        table = self._open()
+        if table is None:
+            return None
+        row = self._rows_by_key(table, [memory_key(memory_id)], _RECORD_COLUMNS + ["user_key"])
+        found = row.get(memory_id)
+        if found is None or found.pop("user_key") != user_key(user_id):
+            return None
+        return MemoryRecord(**_record_fields(found))
+
+    def list_memories(self, user_id: str, *, include_inactive: bool = False) -> list[MemoryRecord]:
+        """The user's memories (active ones unless asked otherwise), newest first."""
+        where = _user_filter(user_id, SearchFilters(include_inactive=include_inactive))
         table = self._open()
         if table is None or where is None:
             return []
@@ -523,19 +715,23 @@ class MemoryProjection:
             return 0
         if user_id is None:
             return int(table.count_rows())
-        return int(table.count_rows(_user_filter(user_id, None)))
+        return int(table.count_rows(_user_filter(user_id, SearchFilters())))
 
 
-def _user_filter(user_id: str, memory_types: Sequence[str] | None) -> str | None:
+def _user_filter(user_id: str, filters: SearchFilters) -> str | None:
     """The SQL filter for one user's rows; None if it can match nothing.
 
-    Only code-made text enters it: a 64-hex-digit key and members of a closed set.
+    Only code-made text enters it: 64-hex-digit keys, members of a closed set, numbers and
+    timestamps formatted here.
     """
     if not isinstance(user_id, str):
         raise TypeError("user_id must be a string")
     key = user_key(user_id)
     assert _HEX64.fullmatch(key)
     clauses = [f"user_key = '{key}'"]
+    if not filters.include_inactive:
+        clauses.append("status = 'active'")
+    memory_types = filters.memory_types
     if memory_types is not None:
         if isinstance(memory_types, str):
             raise TypeError("memory_types must be a sequence of memory types, not a string")
@@ -547,6 +743,16 @@ def _user_filter(user_id: str, memory_types: Sequence[str] | None) -> str | None
         # Rebuilt from the closed set, never from the caller's strings.
         chosen = sorted(t for t in MEMORY_TYPES if t in memory_types)
         clauses.append("memory_type IN (" + ", ".join(f"'{t}'" for t in chosen) + ")")
+    if filters.min_importance is not None:
+        clauses.append(f"importance >= {float(filters.min_importance)!r}")
+    if filters.session_id is not None:
+        clauses.append(f"session_key = '{session_filter_key(filters.session_id)}'")
+    for bound, operator in ((filters.since, ">="), (filters.until, "<")):
+        if bound is not None:
+            if bound.tzinfo is None:
+                raise ValueError("time filters need a timezone")
+            stamp = bound.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
+            clauses.append(f"created_at {operator} timestamp '{stamp}'")
     return " AND ".join(clauses)
 
 
@@ -555,4 +761,17 @@ def _record_fields(row: dict[str, Any]) -> dict[str, Any]:
         **row,
         "created_at": row["created_at"].astimezone(UTC),
         "source_event_ids": tuple(row["source_event_ids"]),
+        "entities": tuple(row["entities"]),
     }
+
+
+def _apply_change(row: dict[str, Any], event: MemoryChange) -> None:
+    """Fold one change event into a row (in place: the row is about to be rewritten)."""
+    if isinstance(event, MemoryReinforced):
+        row["reinforcement_count"] += 1
+        row["last_reinforced_at"] = event.occurred_at.astimezone(UTC)
+    elif isinstance(event, MemorySuperseded):
+        row["status"] = "superseded"
+        row["superseded_by"] = event.superseded_by
+    elif isinstance(event, MemoryDeleted):
+        row["status"] = "deleted"

@@ -4,16 +4,25 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
 
 from memstream.models.codec import InvalidEvent, decode_event
+from memstream.models.decisions import Decision, ExistingMemory, decide
 from memstream.models.events import (
     ConsolidationRequested,
     Event,
     ExtractionRecorded,
     MemoryAdded,
+    MemoryCandidate,
+    MemoryReinforced,
+    MemorySuperseded,
     derived_id,
 )
 from memstream.models.extraction import Extractor
+from memstream.projections.embedder import Embedder
+from memstream.projections.memories import MemoryProjection
 
 #: Importance at or above which a memory goes straight to the long-term tier (seed 2).
 LONG_TERM_IMPORTANCE = 0.8
@@ -29,7 +38,13 @@ CHAT_TYPES = (
     "session_closed",
 )
 CONSOLIDATION_TYPES = ("consolidation_requested",)
-MEMORY_TYPES = ("extraction_recorded", "memory_added")
+MEMORY_TYPES = (
+    "extraction_recorded",
+    "memory_added",
+    "memory_reinforced",
+    "memory_superseded",
+    "memory_deleted",
+)
 
 
 def decode_checked(
@@ -53,20 +68,19 @@ def decode_checked(
     return event
 
 
-def extract_memories(
+def record_extraction(
     request: ConsolidationRequested, extractor: Extractor
-) -> tuple[ExtractionRecorded, list[MemoryAdded]]:
-    """Run ``extractor`` on a consolidation request; record its output and the memories.
+) -> ExtractionRecorded:
+    """Run ``extractor`` on a consolidation request and record what it returned.
 
-    Ids derive from the request's id and the extractor, so a re-delivered request yields the
-    same events and the projection stays idempotent.
+    The id derives from the request's id and the extractor, so a re-delivered request yields
+    the same event; replay reads this record and never calls the extractor (or an LLM) again.
     """
     started = time.perf_counter()
     extraction = extractor.extract(request)
     latency_ms = (time.perf_counter() - started) * 1000
-    extraction_id = derived_id(request.event_id, "extraction", extractor.name, extractor.version)
-    recorded = ExtractionRecorded(
-        event_id=extraction_id,
+    return ExtractionRecorded(
+        event_id=derived_id(request.event_id, "extraction", extractor.name, extractor.version),
         user_id=request.user_id,
         agent_id=request.agent_id,
         session_id=request.session_id,
@@ -81,22 +95,111 @@ def extract_memories(
         latency_ms=round(latency_ms, 3),
         candidates=extraction.candidates,
     )
-    memories = [
-        MemoryAdded(
-            event_id=derived_id(extraction_id, "memory", str(index)),
-            user_id=request.user_id,
-            agent_id=request.agent_id,
-            session_id=request.session_id,
-            occurred_at=request.occurred_at,
-            memory_id=derived_id(extraction_id, "memory-id", str(index)),
-            memory_type=candidate.memory_type,
-            content=candidate.content,
-            importance=candidate.importance,
-            tier="long_term" if candidate.importance >= LONG_TERM_IMPORTANCE else "short_term",
-            extraction_event_id=extraction_id,
-            source_event_ids=candidate.source_event_ids,
-            entities=candidate.entities,
-        )
-        for index, candidate in enumerate(extraction.candidates)
-    ]
-    return recorded, memories
+
+
+@dataclass
+class MemoryDecider:
+    """Turns an extraction's candidates into memory decisions, recorded as events.
+
+    Each candidate is compared with the user's nearest active memories in the projection and
+    with the memories this decider announced recently (the projection may not show them yet)
+    and becomes :class:`MemoryAdded` (plus :class:`MemorySuperseded` for the memory it
+    replaces) or :class:`MemoryReinforced`. Event ids derive from the extraction, so a
+    re-delivered request repeats the same decisions' ids.
+    """
+
+    projection: MemoryProjection
+    embedder: Embedder
+    neighbours: int = 5
+    recent_per_user: int = 200
+    #: Per user: memories announced by this decider, with their vectors, newest last.
+    _recent: dict[str, list[tuple[ExistingMemory, np.ndarray]]] = field(default_factory=dict)
+    #: Memories this decider superseded (the projection may still show them as active).
+    _gone: set[str] = field(default_factory=set)
+
+    def decide(self, recorded: ExtractionRecorded) -> list[Event]:
+        """The memory events for ``recorded``'s candidates, in order."""
+        candidates = recorded.candidates
+        if not candidates:
+            return []
+        vectors = self.embedder.embed([c.content for c in candidates])
+        recent = self._recent.setdefault(recorded.user_id, [])
+        events: list[Event] = []
+        for index, (candidate, vector) in enumerate(zip(candidates, vectors, strict=True)):
+            decision = decide(candidate, self._nearby(recorded.user_id, vector, recent))
+            new = self._events(recorded, index, candidate, decision)
+            events += new
+            for event in new:
+                if isinstance(event, MemoryAdded):
+                    known = ExistingMemory(event.memory_id, event.memory_type, event.content, 0.0)
+                    recent.append((known, vector))
+                elif isinstance(event, MemorySuperseded):
+                    self._gone.add(event.memory_id)
+            del recent[: -self.recent_per_user]
+        return events
+
+    def _nearby(
+        self, user_id: str, vector: np.ndarray, recent: list[tuple[ExistingMemory, np.ndarray]]
+    ) -> list[ExistingMemory]:
+        found = {
+            record.memory_id: ExistingMemory(
+                record.memory_id, record.memory_type, record.content, similarity
+            )
+            for record, similarity in self.projection.neighbours(
+                user_id, vector, limit=self.neighbours
+            )
+        }
+        for known, other in recent:
+            if known.memory_id not in found:
+                similarity = float(np.dot(vector, other))  # both unit length: cosine
+                found[known.memory_id] = replace(known, similarity=similarity)
+        return [m for m in found.values() if m.memory_id not in self._gone]
+
+    @staticmethod
+    def _events(
+        recorded: ExtractionRecorded, index: int, candidate: MemoryCandidate, decision: Decision
+    ) -> list[Event]:
+        common = {
+            "user_id": recorded.user_id,
+            "agent_id": recorded.agent_id,
+            "session_id": recorded.session_id,
+            "occurred_at": recorded.occurred_at,
+        }
+        if decision.kind == "duplicate" and decision.target is not None:
+            return [
+                MemoryReinforced(
+                    event_id=derived_id(recorded.event_id, "reinforce", str(index)),
+                    memory_id=decision.target,
+                    extraction_event_id=recorded.event_id,
+                    source_event_ids=candidate.source_event_ids,
+                    similarity=round(max(-1.0, min(1.0, decision.similarity)), 6),
+                    **common,
+                )
+            ]
+        memory_id = derived_id(recorded.event_id, "memory-id", str(index))
+        events: list[Event] = [
+            MemoryAdded(
+                event_id=derived_id(recorded.event_id, "memory", str(index)),
+                memory_id=memory_id,
+                memory_type=candidate.memory_type,
+                content=candidate.content,
+                importance=candidate.importance,
+                tier="long_term" if candidate.importance >= LONG_TERM_IMPORTANCE else "short_term",
+                extraction_event_id=recorded.event_id,
+                source_event_ids=candidate.source_event_ids,
+                entities=candidate.entities,
+                **common,
+            )
+        ]
+        if decision.kind == "supersede" and decision.target is not None:
+            events.append(
+                MemorySuperseded(
+                    event_id=derived_id(recorded.event_id, "supersede", str(index)),
+                    memory_id=decision.target,
+                    superseded_by=memory_id,
+                    reason=decision.reason,
+                    similarity=round(max(-1.0, min(1.0, decision.similarity)), 6),
+                    **common,
+                )
+            )
+        return events

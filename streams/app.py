@@ -15,6 +15,7 @@ the projection tracks its source offsets in the rows it writes.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import Any
 
@@ -31,10 +32,13 @@ from memstream.models.session import (
     working_context,
 )
 from memstream.models.settings import Settings
+from memstream.projections.embedder import embedder_from_settings
+from memstream.projections.memories import MemoryProjection
 from memstream.streams.agents import (
     CONSOLIDATION_TYPES,
+    MemoryDecider,
     decode_checked,
-    extract_memories,
+    record_extraction,
 )
 from memstream.streams.deadletters import DeadLetter
 from memstream.streams.projector import run_memory_projector
@@ -174,6 +178,12 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
         app.on_partitions_revoked.connect(forget_parsed_sessions)  # type: ignore[arg-type]
         app.on_partitions_assigned.connect(forget_parsed_sessions)  # type: ignore[arg-type]
 
+    @functools.cache
+    def memory_decider() -> MemoryDecider:
+        # Built on first use, so a worker without the extraction role never loads a model.
+        embedder = embedder_from_settings(settings)
+        return MemoryDecider(MemoryProjection(settings.lancedb_dir, embedder), embedder)
+
     async def extraction_agent(stream: Any) -> None:
         """Turn consolidation requests into recorded extractions and memory events."""
         async for event in stream.events():
@@ -183,9 +193,11 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
                     message.value, message.key, CONSOLIDATION_TYPES, settings.max_event_bytes
                 )
                 assert isinstance(request, ConsolidationRequested)
-                # Extraction may be slow (an LLM): keep it off the event loop.
-                recorded, added = await asyncio.to_thread(extract_memories, request, extractor)
-                await publish(memories, recorded, *added)
+                # Extraction (maybe an LLM) and decisions (embedding, LanceDB lookups) are
+                # slow: keep them off the event loop.
+                recorded = await asyncio.to_thread(record_extraction, request, extractor)
+                decisions = await asyncio.to_thread(memory_decider().decide, recorded)
+                await publish(memories, recorded, *decisions)
             except InvalidEvent as exc:
                 await dead_letter("extraction", message, f"invalid event: {exc}")
             except Exception as exc:

@@ -19,7 +19,13 @@ from typing import IO
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from memstream.models.codec import InvalidEvent
-from memstream.models.events import MemoryAdded
+from memstream.models.events import (
+    MemoryAdded,
+    MemoryChange,
+    MemoryDeleted,
+    MemoryReinforced,
+    MemorySuperseded,
+)
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection, SourcePosition
@@ -137,7 +143,7 @@ async def _project(
             timeout_ms=int(settings.projection_batch_wait_s * 1000),
             max_records=settings.projection_batch_size,
         )
-        batch: list[tuple[MemoryAdded, SourcePosition]] = []
+        batch: list[tuple[MemoryAdded | MemoryChange, SourcePosition]] = []
         for records in fetched.values():
             for record in records:
                 try:
@@ -161,7 +167,7 @@ async def _project(
                         value=letter.model_dump_json().encode(),
                     )
                     continue
-                if isinstance(event, MemoryAdded):
+                if isinstance(event, MemoryAdded | MemoryReinforced | MemorySuperseded | MemoryDeleted):
                     position = SourcePosition(record.topic, record.partition, record.offset)
                     batch.append((event, position))
         if batch:

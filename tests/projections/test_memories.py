@@ -11,7 +11,13 @@ import pyarrow as pa
 import pytest
 from fakes import FakeEmbedder
 
-from memstream.models.events import ContentEncryption, MemoryAdded
+from memstream.models.events import (
+    ContentEncryption,
+    MemoryAdded,
+    MemoryDeleted,
+    MemoryReinforced,
+    MemorySuperseded,
+)
 from memstream.projections.embedder import MiniLMOnnxEmbedder
 from memstream.projections.memories import (
     EmbeddingModelMismatch,
@@ -20,6 +26,7 @@ from memstream.projections.memories import (
     MemoryProjection,
     MemoryRecord,
     ProjectionWriteError,
+    SearchFilters,
     SourcePosition,
     user_key,
 )
@@ -147,7 +154,7 @@ def test_applying_the_same_events_twice_changes_nothing(
     batch = batch_of(*ALICE_FACTS)
     assert projection.apply(batch) == 5
     before = table_snapshot(tmp_path / "lancedb")
-    assert projection.apply(batch) == 5  # re-delivered: rewritten with the same values
+    assert projection.apply(batch) == 0  # re-delivered: already projected, left as it is
     after = table_snapshot(tmp_path / "lancedb")
     assert after.equals(before)
     assert projection.count() == projection.count("alice") == 5
@@ -326,16 +333,16 @@ def test_new_rows_are_full_text_searchable_after_refresh_indexes(
     assert projection.search("alice", "Quarrington", limit=1)[0].memory_id == "m-new"
 
 
-def test_a_rewritten_memory_is_not_found_by_its_old_words(
+def test_an_add_never_overwrites_an_existing_memory(
     projection: MemoryProjection, tmp_path: Path
 ) -> None:
+    # Changes are new events (superseded, deleted), never a rewrite of the same id.
     projection.apply([(memory("m-1", "Alice lives in Porto"), at(0))])
     projection.refresh_indexes()
-    projection.apply([(memory("m-1", "Alice lives in Lisbon"), at(1))])
-    assert fts_ids(tmp_path / "lancedb", "alice", "Porto") == []
+    assert projection.apply([(memory("m-1", "Alice lives in Lisbon"), at(1))]) == 0
     projection.refresh_indexes()
-    assert fts_ids(tmp_path / "lancedb", "alice", "Porto") == []
-    assert fts_ids(tmp_path / "lancedb", "alice", "Lisbon") == ["m-1"]
+    assert fts_ids(tmp_path / "lancedb", "alice", "Porto") == ["m-1"]
+    assert fts_ids(tmp_path / "lancedb", "alice", "Lisbon") == []
 
 
 def test_a_vector_index_is_built_once_the_table_is_large_enough(tmp_path: Path) -> None:
@@ -455,3 +462,82 @@ def test_refresh_indexes_does_nothing_when_nothing_was_written(
     projection.refresh_indexes()
     stats = open_table(tmp_path / "lancedb").index_stats("content_idx")
     assert stats is not None and stats.num_unindexed_rows == 0
+
+
+# --- changes: reinforced, superseded, deleted -------------------------------------------
+
+
+def change(kind: str, memory_id: str, *, user_id: str = "alice", **fields: Any) -> Any:
+    common = {
+        "event_id": f"{kind}-{memory_id}-{fields.get('superseded_by', '')}",
+        "user_id": user_id,
+        "session_id": "s2",
+        "occurred_at": T0 + timedelta(days=1),
+        "memory_id": memory_id,
+    }
+    if kind == "reinforced":
+        return MemoryReinforced(extraction_event_id="ext-2", similarity=0.97, **common)
+    if kind == "superseded":
+        return MemorySuperseded(reason="new value", similarity=0.8, **common, **fields)
+    return MemoryDeleted(**common)
+
+
+def test_a_superseded_memory_leaves_the_current_view_but_not_history(
+    projection: MemoryProjection,
+) -> None:
+    projection.apply([(memory("m-old", "Alice's budget is 1500 euros"), at(0))])
+    projection.apply(
+        [
+            (memory("m-new", "Alice's budget is now 2000 euros"), at(1)),
+            (change("superseded", "m-old", superseded_by="m-new"), at(2)),
+        ]
+    )
+    hits = projection.search("alice", "what is Alice's budget", limit=5)
+    assert [h.memory_id for h in hits] == ["m-new"]
+    assert [m.memory_id for m in projection.list_memories("alice")] == ["m-new"]
+    old = projection.get("alice", "m-old")
+    assert old is not None and old.status == "superseded" and old.superseded_by == "m-new"
+    everything = projection.list_memories("alice", include_inactive=True)
+    assert {m.memory_id for m in everything} == {"m-old", "m-new"}
+    assert projection.positions() == {(TOPIC, 0): 3}
+
+
+def test_reinforcement_counts_once_per_event_even_when_re_delivered(
+    projection: MemoryProjection,
+) -> None:
+    projection.apply([(memory("m-1", "Alice likes tea"), at(0))])
+    reinforce = (change("reinforced", "m-1"), at(5))
+    assert projection.apply([reinforce]) == 1
+    assert projection.apply([reinforce]) == 0  # re-delivered
+    record = projection.get("alice", "m-1")
+    assert record is not None and record.reinforcement_count == 1
+    assert projection.count("alice") == 1  # no new row
+
+
+def test_a_change_for_another_users_memory_is_refused(projection: MemoryProjection) -> None:
+    projection.apply([(memory("m-1", "Alice likes tea"), at(0))])
+    assert projection.apply([(change("deleted", "m-1", user_id="mallory"), at(1))]) == 0
+    assert projection.get("alice", "m-1").status == "active"  # type: ignore[union-attr]
+    assert projection.get("mallory", "m-1") is None
+
+
+def test_deleted_memories_are_out_of_search_and_listing(projection: MemoryProjection) -> None:
+    projection.apply([(memory("m-1", "Alice likes tea"), at(0)), (memory("m-2", "Alice likes jazz"), at(1))])
+    projection.apply([(change("deleted", "m-1"), at(2))])
+    assert [m.memory_id for m in projection.list_memories("alice")] == ["m-2"]
+    assert all(h.memory_id != "m-1" for h in projection.search("alice", "tea", limit=5))
+
+
+def test_filters_by_importance_session_and_time(projection: MemoryProjection) -> None:
+    projection.apply(
+        [
+            (memory("m-early", "Alice visited Rome", minutes=0, importance=0.9), at(0)),
+            (memory("m-late", "Alice visited Oslo", minutes=120, importance=0.4), at(1)),
+        ]
+    )
+    ids = lambda **kw: {h.memory_id for h in projection.search("alice", "Alice visited", limit=5, filters=SearchFilters(**kw))}
+    assert ids(min_importance=0.5) == {"m-early"}
+    assert ids(since=T0 + timedelta(minutes=60)) == {"m-late"}
+    assert ids(until=T0 + timedelta(minutes=60)) == {"m-early"}
+    assert ids(session_id="s1") == {"m-early", "m-late"}
+    assert ids(session_id="x' OR '1'='1") == set()

@@ -1,0 +1,62 @@
+"""Memory decisions on the real broker and LanceDB: duplicates reinforce, new values supersede."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from chat import conversation
+
+from memstream.models.codec import decode_event
+from memstream.models.events import MemoryReinforced, MemorySuperseded
+from memstream.projections.embedder import embedder_from_settings
+from memstream.projections.memories import MemoryProjection
+from memstream.streams.broker import free_port
+from memstream.streams.logreader import read_topic
+from memstream.streams.publish import publish_events
+from memstream.streams.topics import Topics
+from memstream.streams.worker import WorkerProcess
+
+
+def test_repeats_reinforce_and_corrections_supersede(settings_factory, tmp_path: Path) -> None:
+    settings = settings_factory(web_port=free_port())
+    first = conversation(
+        "ann", "one",
+        [("user", "My budget is about 1500 euros."), ("assistant", "Noted."),
+         ("user", "I prefer walking tours over bus tours.")],
+    )
+    second = conversation(
+        "ann", "two",
+        [("user", "Actually, my budget is now 2000 euros."), ("assistant", "Great."),
+         ("user", "I prefer walking tours over bus tours.")],
+        start=datetime(2026, 11, 9, 9, 0, tzinfo=UTC),
+    )
+    projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
+    with WorkerProcess(settings, log_path=tmp_path / "worker.log"):
+        asyncio.run(publish_events(settings, first))
+        deadline = time.monotonic() + 60
+        while not projection.list_memories("ann") and time.monotonic() < deadline:
+            time.sleep(0.3)
+        asyncio.run(publish_events(settings, second))
+        while time.monotonic() < deadline:
+            if any(m.status == "superseded" for m in projection.list_memories("ann", include_inactive=True)):
+                break
+            time.sleep(0.3)
+        time.sleep(1.0)  # let the reinforcement land too
+    events = [decode_event(r.value) for r in asyncio.run(read_topic(settings, Topics.from_settings(settings).memories))]
+    superseded = [e for e in events if isinstance(e, MemorySuperseded)]
+    assert len(superseded) == 1
+    old = projection.get("ann", superseded[0].memory_id)
+    new = projection.get("ann", superseded[0].superseded_by)
+    assert old is not None and "1500" in old.content and old.status == "superseded"
+    assert new is not None and "2000" in new.content and new.status == "active"
+    current = projection.list_memories("ann")
+    assert not any("1500" in m.content and m.memory_type == "fact" for m in current)
+    reinforced = [e for e in events if isinstance(e, MemoryReinforced)]
+    assert reinforced, "the repeated preference reinforces the existing memory"
+    preferences = [m for m in current if m.memory_type == "preference"]
+    assert len(preferences) == 1 and preferences[0].reinforcement_count >= 1
+    hits = projection.search("ann", "how much can I spend?", limit=3)
+    assert "2000" in hits[0].content or any("2000" in h.content for h in hits[:2])
