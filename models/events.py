@@ -238,10 +238,50 @@ class MemoryDeleted(Event):
     reason: Annotated[str, StringConstraints(max_length=500)] = "requested"
 
 
-MemoryChange = MemoryReinforced | MemorySuperseded | MemoryDeleted
+class MemoryPromoted(Event):
+    """A short-term memory moved to the long-term tier (retrieved often enough)."""
+
+    type: Literal["memory_promoted"] = "memory_promoted"
+    memory_id: Identifier
+    reason: Annotated[str, StringConstraints(max_length=500)]
+
+
+class MemoryExpired(Event):
+    """A short-term memory's time ran out: it leaves the ranked view; episodes stay findable."""
+
+    type: Literal["memory_expired"] = "memory_expired"
+    memory_id: Identifier
+    reason: Annotated[str, StringConstraints(max_length=500)] = "ttl"
+
+
+class RetrievedMemory(Frozen):
+    """One memory a retrieval returned, with its rank score."""
+
+    memory_id: Identifier
+    score: float
+
+
+class MemoriesRetrieved(Event):
+    """A retrieval happened (topic: accesses): it updates use counts off the read path."""
+
+    content_fields: ClassVar[tuple[str, ...]] = ("query",)
+    type: Literal["memories_retrieved"] = "memories_retrieved"
+    query: Annotated[str, StringConstraints(max_length=20_000)]
+    memories: tuple[RetrievedMemory, ...]
+
+
+MemoryChange = (
+    MemoryReinforced | MemorySuperseded | MemoryDeleted | MemoryPromoted | MemoryExpired
+)
 
 MemoryEvent = Annotated[
-    ExtractionRecorded | MemoryAdded | MemoryReinforced | MemorySuperseded | MemoryDeleted,
+    ExtractionRecorded
+    | MemoryAdded
+    | MemoryReinforced
+    | MemorySuperseded
+    | MemoryDeleted
+    | MemoryPromoted
+    | MemoryExpired,
     Field(discriminator="type"),
 ]
 
@@ -259,7 +299,10 @@ AnyEvent = Annotated[
     | MemoryAdded
     | MemoryReinforced
     | MemorySuperseded
-    | MemoryDeleted,
+    | MemoryDeleted
+    | MemoryPromoted
+    | MemoryExpired
+    | MemoriesRetrieved,
     Field(discriminator="type"),
 ]
 
@@ -293,6 +336,9 @@ def json_schemas() -> dict[str, dict[str, Any]]:
         MemoryReinforced,
         MemorySuperseded,
         MemoryDeleted,
+        MemoryPromoted,
+        MemoryExpired,
+        MemoriesRetrieved,
     )
     return {
         model.model_fields["type"].default: model.model_json_schema(mode="validation")

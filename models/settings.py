@@ -88,6 +88,29 @@ class Settings(BaseSettings):
     llm_timeout_s: float = Field(60.0, gt=0)
     llm_max_retries: int = Field(2, ge=0)
 
+    # --- long-term memory ---------------------------------------------------------------
+    #: Memories at or above this importance go straight to long-term; below, short-term.
+    long_term_importance: float = Field(0.8, ge=0, le=1)
+    #: A short-term memory expires this long after memstream learned it (see README)...
+    short_term_ttl_s: float = Field(86_400.0, gt=0)
+    #: ...unless it was retrieved this many times, which promotes it to long-term.
+    promote_after_retrievals: int = Field(3, ge=1)
+    #: Retrieval: memories per type in a context (the seed's 3 / 5 / 2, plus episodes).
+    quota_preference: int = Field(3, ge=0)
+    quota_fact: int = Field(5, ge=0)
+    quota_summary: int = Field(2, ge=0)
+    quota_episode: int = Field(3, ge=0)
+    quota_correction: int = Field(2, ge=0)
+    #: Composite rank weights: relevance dominates; recency uses event time.
+    weight_relevance: float = Field(0.6, ge=0)
+    weight_importance: float = Field(0.2, ge=0)
+    weight_recency: float = Field(0.15, ge=0)
+    weight_use: float = Field(0.05, ge=0)
+    #: Half-life of the recency term, days (event time of the memory).
+    recency_half_life_days: float = Field(30.0, gt=0)
+    #: Token budget of a retrieved memory context.
+    memory_context_tokens: int = Field(1500, ge=1)
+
     # --- projection ---------------------------------------------------------------------
     projection_batch_size: int = Field(256, ge=1)
     projection_batch_wait_s: float = Field(0.2, ge=0)

@@ -39,9 +39,12 @@ from lancedb.index import FTS, HnswSq
 from lancedb.rerankers import RRFReranker
 
 from memstream.models.events import (
+    MemoriesRetrieved,
     MemoryAdded,
     MemoryChange,
     MemoryDeleted,
+    MemoryExpired,
+    MemoryPromoted,
     MemoryReinforced,
     MemorySuperseded,
     MemoryType,
@@ -61,7 +64,7 @@ _TABLE_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _SCHEMA_MODEL_KEY = b"memstream.embedding_model"
 _SCHEMA_VERSION_KEY = b"memstream.schema_version"
 #: Bumped when the table's columns change; an older table must be rebuilt from the topic.
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 
 
 class ProjectionWriteError(RuntimeError):
@@ -113,6 +116,8 @@ class SourcePosition:
     topic: str
     partition: int
     offset: int
+    #: The broker timestamp of the record, when known.
+    timestamp: datetime | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,6 +156,9 @@ class MemoryRecord:
     superseded_by: str | None = None
     reinforcement_count: int = 0
     entities: tuple[str, ...] = ()
+    access_count: int = 0
+    last_accessed_at: datetime | None = None
+    learned_at: datetime | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -177,6 +185,9 @@ _RECORD_COLUMNS = [
     "superseded_by",
     "reinforcement_count",
     "entities",
+    "access_count",
+    "last_accessed_at",
+    "learned_at",
 ]
 
 
@@ -215,6 +226,13 @@ def memory_schema(dimensions: int, embedding_model: str) -> pa.Schema:
             # Offset (same topic and partition) of the last change event applied to the row:
             # a re-delivered change at or below it is skipped.
             required("changed_offset", pa.int64()),
+            # When memstream learned the memory: the broker timestamp of its event (in the log,
+            # so a replay finds the same); short-term TTLs run from it.
+            pa.field("learned_at", pa.timestamp("us", tz="UTC"), nullable=True),
+            # Use: retrievals counted from the accesses topic, off the read path.
+            required("access_count", pa.int64()),
+            pa.field("last_accessed_at", pa.timestamp("us", tz="UTC"), nullable=True),
+            required("access_offset", pa.int64()),
             required("embedding_model", pa.string()),
             required("vector", pa.list_(pa.float32(), dimensions)),
         ],
@@ -371,6 +389,71 @@ class MemoryProjection:
         self._write_checked(table, data, len(touched))
         return len(touched)
 
+    def apply_accesses(self, batch: Sequence[tuple[MemoriesRetrieved, SourcePosition]]) -> int:
+        """Count retrievals (events of the accesses topic); return the rows updated.
+
+        Each row records the offset of the last access event it counted, so a re-delivered
+        event counts once. Only the retrieving user's own memories are touched.
+        """
+        wanted = sorted({memory_key(m.memory_id) for e, _ in batch for m in e.memories})
+        table = self._open()
+        if table is None or not wanted:
+            return 0
+        rows = self._rows_by_key(table, wanted)
+        touched: set[str] = set()
+        for event, position in batch:
+            for memory in event.memories:
+                row = rows.get(memory.memory_id)
+                if row is None or row["user_key"] != user_key(event.user_id):
+                    continue
+                if position.offset <= row["access_offset"]:
+                    continue  # re-delivered (or the same memory twice in one retrieval)
+                row["access_count"] += 1
+                row["last_accessed_at"] = event.occurred_at.astimezone(UTC)
+                row["access_offset"] = position.offset
+                touched.add(memory.memory_id)
+        if not touched:
+            return 0
+        data = pa.Table.from_pylist([rows[m] for m in sorted(touched)], schema=table.schema)
+        self._write_checked(table, data, len(touched))
+        return len(touched)
+
+    def access_positions(self) -> dict[int, int]:
+        """Next offset of the accesses topic to read, per partition (a user's memories and
+        accesses share the partition number: both topics are keyed by user id)."""
+        table = self._open()
+        if table is None:
+            return {}
+        rows = table.search().select(["source_partition", "access_offset"]).limit(None).to_arrow()
+        if rows.num_rows == 0:
+            return {}
+        grouped = rows.group_by(["source_partition"]).aggregate([("access_offset", "max")])
+        return {
+            int(row["source_partition"]): int(row["access_offset_max"]) + 1
+            for row in grouped.to_pylist()
+            if row["access_offset_max"] >= 0
+        }
+
+    def short_term_due(
+        self, now: datetime, ttl: timedelta, limit: int = 10_000
+    ) -> list[tuple[str, MemoryRecord]]:
+        """Active short-term memories (episodes excepted: they are the raw record and stay)
+        learned more than ``ttl`` before ``now``, with their user ids: due to expire."""
+        table = self._open()
+        if table is None:
+            return []
+        horizon = (now - ttl).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
+        where = (
+            "status = 'active' AND tier = 'short_term' AND memory_type != 'episode' "
+            f"AND learned_at < timestamp '{horizon}'"
+        )
+        query = table.search().where(where).select([*_RECORD_COLUMNS, "user_id"]).limit(limit)
+        due = []
+        for row in query.to_arrow().to_pylist():
+            user_id = row.pop("user_id")
+            due.append((user_id, MemoryRecord(**_record_fields(row))))
+        return due
+
     def _rows_by_key(
         self, table: Any, keys: Sequence[str], columns: Sequence[str] | None = None
     ) -> dict[str, dict[str, Any]]:
@@ -429,6 +512,10 @@ class MemoryProjection:
             columns["reinforcement_count"].append(0)
             columns["last_reinforced_at"].append(None)
             columns["changed_offset"].append(-1)
+            columns["learned_at"].append(position.timestamp)
+            columns["access_count"].append(0)
+            columns["last_accessed_at"].append(None)
+            columns["access_offset"].append(-1)
             columns["embedding_model"].append(self.embedder.model_id)
         arrays = [pa.array(columns[f.name], type=f.type) for f in schema if f.name != "vector"]
         flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).ravel(), pa.float32())
@@ -775,3 +862,7 @@ def _apply_change(row: dict[str, Any], event: MemoryChange) -> None:
         row["superseded_by"] = event.superseded_by
     elif isinstance(event, MemoryDeleted):
         row["status"] = "deleted"
+    elif isinstance(event, MemoryPromoted):
+        row["tier"] = "long_term"
+    elif isinstance(event, MemoryExpired) and row["status"] == "active":
+        row["status"] = "expired"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -24,7 +25,7 @@ from memstream.models.extraction import Extractor
 from memstream.projections.embedder import Embedder
 from memstream.projections.memories import MemoryProjection
 
-#: Importance at or above which a memory goes straight to the long-term tier (seed 2).
+#: Default importance at or above which a memory goes straight to long-term (seed 2).
 LONG_TERM_IMPORTANCE = 0.8
 
 CHAT_TYPES = (
@@ -44,7 +45,10 @@ MEMORY_TYPES = (
     "memory_reinforced",
     "memory_superseded",
     "memory_deleted",
+    "memory_promoted",
+    "memory_expired",
 )
+ACCESS_TYPES = ("memories_retrieved",)
 
 
 def decode_checked(
@@ -110,6 +114,7 @@ class MemoryDecider:
 
     projection: MemoryProjection
     embedder: Embedder
+    long_term_importance: float = LONG_TERM_IMPORTANCE
     neighbours: int = 5
     recent_per_user: int = 200
     #: Per user: memories announced by this decider, with their vectors, newest last.
@@ -155,11 +160,11 @@ class MemoryDecider:
                 found[known.memory_id] = replace(known, similarity=similarity)
         return [m for m in found.values() if m.memory_id not in self._gone]
 
-    @staticmethod
     def _events(
+        self,
         recorded: ExtractionRecorded, index: int, candidate: MemoryCandidate, decision: Decision
     ) -> list[Event]:
-        common = {
+        common: dict[str, Any] = {
             "user_id": recorded.user_id,
             "agent_id": recorded.agent_id,
             "session_id": recorded.session_id,
@@ -184,7 +189,9 @@ class MemoryDecider:
                 memory_type=candidate.memory_type,
                 content=candidate.content,
                 importance=candidate.importance,
-                tier="long_term" if candidate.importance >= LONG_TERM_IMPORTANCE else "short_term",
+                tier="long_term"
+                if candidate.importance >= self.long_term_importance
+                else "short_term",
                 extraction_event_id=recorded.event_id,
                 source_event_ids=candidate.source_event_ids,
                 entities=candidate.entities,

@@ -182,7 +182,8 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
     def memory_decider() -> MemoryDecider:
         # Built on first use, so a worker without the extraction role never loads a model.
         embedder = embedder_from_settings(settings)
-        return MemoryDecider(MemoryProjection(settings.lancedb_dir, embedder), embedder)
+        projection = MemoryProjection(settings.lancedb_dir, embedder)
+        return MemoryDecider(projection, embedder, settings.long_term_importance)
 
     async def extraction_agent(stream: Any) -> None:
         """Turn consolidation requests into recorded extractions and memory events."""

@@ -15,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal, cast
 
 from memstream.models.codec import InvalidEvent
 from memstream.models.events import ChatEvent, ConsolidationRequested, SessionClosed, derived_id
@@ -68,11 +68,12 @@ class SessionStore:
         rate). It is not awaited: Faust flushes the producer before it commits any offset,
         so no event is committed before the state it produced is in the changelog.
         """
-        raw = None if value is None else dump_session(value)
-        if raw is None:
+        raw = None
+        if value is None:
             self.table.data.pop(key, None)
             self._cache.pop(key, None)
         else:
+            raw = dump_session(value)
             self.table.data[key] = raw
             self._remember(key, value)
         changelog = self.table.changelog_topic
@@ -123,8 +124,8 @@ def fold_batch(
     pending: dict[str, SessionValue | None] = {}
     for message in messages:
         try:
-            event: ChatEvent = decode_checked(
-                message.value, message.key, CHAT_TYPES, max_event_bytes
+            event = cast(
+                ChatEvent, decode_checked(message.value, message.key, CHAT_TYPES, max_event_bytes)
             )
         except InvalidEvent as exc:
             result.dead.append((message, f"invalid event: {exc}"))
@@ -197,7 +198,7 @@ class IdleTracker:
             if not isinstance(value, SessionState) or self.requested.get(key) == value.last_event_id:
                 continue
             self.requested[key] = value.last_event_id
-            reason = "idle" if idle else "max_age"
+            reason: Literal["idle", "max_age"] = "idle" if idle else "max_age"
             closes.append(
                 SessionClosed(
                     event_id=derived_id(key, reason, value.last_event_id or ""),

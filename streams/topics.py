@@ -36,13 +36,18 @@ class Topics:
         return f"{self.prefix}.memories"
 
     @property
+    def accesses(self) -> str:
+        """Retrievals: which memories were returned for which query (use counts, promotion)."""
+        return f"{self.prefix}.accesses"
+
+    @property
     def deadletters(self) -> str:
         """Events an agent could not process, with the original bytes and the reason."""
         return f"{self.prefix}.deadletters"
 
     def all(self) -> tuple[str, ...]:
         """Every topic memstream creates."""
-        return (self.chat, self.consolidation, self.memories, self.deadletters)
+        return (self.chat, self.consolidation, self.memories, self.accesses, self.deadletters)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Topics:
