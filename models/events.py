@@ -152,6 +152,8 @@ class ConsolidationRequested(Event):
     type: Literal["consolidation_requested"] = "consolidation_requested"
     reason: Literal["session_closed", "evicted"]
     chunk: int = Field(0, ge=0)
+    #: Extraction attempts already failed for this span (a retry carries the next number).
+    attempt: int = Field(0, ge=0)
     messages: tuple[TranscriptMessage, ...]
     session_started_at: AwareDatetime | None = None
 
@@ -193,6 +195,24 @@ class ExtractionRecorded(Event):
     usage: TokenUsage | None = None
     latency_ms: float = Field(0, ge=0)
     candidates: tuple[MemoryCandidate, ...] = ()
+
+
+class ExtractionFailure(Event):
+    """An extractor gave up on a consolidation request; the raw reply is kept, never dropped."""
+
+    content_fields: ClassVar[tuple[str, ...]] = ("raw_response",)
+    type: Literal["extraction_failed"] = "extraction_failed"
+    consolidation_event_id: Identifier
+    extractor: Identifier
+    extractor_version: Identifier
+    model: Identifier | None = None
+    prompt_version: Identifier | None = None
+    reason: Annotated[str, StringConstraints(max_length=5_000)]
+    raw_response: Text = ""
+    attempts: int = Field(0, ge=0)
+    usage: TokenUsage | None = None
+    latency_ms: float = Field(0, ge=0)
+    retry_scheduled: bool = False
 
 
 class MemoryAdded(Event):
@@ -276,6 +296,7 @@ MemoryChange = (
 
 MemoryEvent = Annotated[
     ExtractionRecorded
+    | ExtractionFailure
     | MemoryAdded
     | MemoryReinforced
     | MemorySuperseded
@@ -296,6 +317,7 @@ AnyEvent = Annotated[
     | SessionClosed
     | ConsolidationRequested
     | ExtractionRecorded
+    | ExtractionFailure
     | MemoryAdded
     | MemoryReinforced
     | MemorySuperseded
@@ -332,6 +354,7 @@ def json_schemas() -> dict[str, dict[str, Any]]:
         SessionClosed,
         ConsolidationRequested,
         ExtractionRecorded,
+        ExtractionFailure,
         MemoryAdded,
         MemoryReinforced,
         MemorySuperseded,

@@ -87,6 +87,10 @@ class Settings(BaseSettings):
     llm_model: str = "gpt-4o-mini"
     llm_timeout_s: float = Field(60.0, gt=0)
     llm_max_retries: int = Field(2, ge=0)
+    #: A span whose extraction failed is tried again after this delay, up to this many times
+    #: in all; every failure is recorded and dead-lettered with the raw reply.
+    llm_retry_delay_s: float = Field(60.0, ge=0)
+    llm_attempts_per_span: int = Field(3, ge=1)
 
     # --- long-term memory ---------------------------------------------------------------
     #: Memories at or above this importance go straight to long-term; below, short-term.

@@ -41,6 +41,7 @@ CHAT_TYPES = (
 CONSOLIDATION_TYPES = ("consolidation_requested",)
 MEMORY_TYPES = (
     "extraction_recorded",
+    "extraction_failed",
     "memory_added",
     "memory_reinforced",
     "memory_superseded",

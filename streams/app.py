@@ -17,12 +17,18 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from typing import Any
 
 import faust
 
 from memstream.models.codec import InvalidEvent, encode_event
-from memstream.models.events import ConsolidationRequested, Event
+from memstream.models.events import (
+    ConsolidationRequested,
+    Event,
+    ExtractionFailure,
+    derived_id,
+)
 from memstream.models.extraction import Extractor, OfflineExtractor
 from memstream.models.session import (
     ClosedSession,
@@ -41,6 +47,7 @@ from memstream.streams.agents import (
     record_extraction,
 )
 from memstream.streams.deadletters import DeadLetter
+from memstream.streams.llm_extractor import ExtractionFailed, LLMExtractor
 from memstream.streams.projector import run_memory_projector
 from memstream.streams.sessions import IdleTracker, SessionStore, fold_batch, utc_now
 from memstream.streams.tansu import faust_settings_for, prepare_for_broker
@@ -59,6 +66,13 @@ def window_limits(settings: Settings) -> WindowLimits:
     )
 
 
+def extractor_from_settings(settings: Settings) -> Extractor:
+    """The extractor ``settings`` choose: the offline one, or an LLM behind the openai client."""
+    if settings.extractor == "llm":
+        return LLMExtractor.from_settings(settings)
+    return OfflineExtractor()
+
+
 def create_app(settings: Settings, *, extractor: Extractor | None = None) -> faust.App:
     """Build the memstream Faust app for ``settings``; nothing starts until a worker runs it.
 
@@ -70,7 +84,7 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
     """
     prepare_for_broker(settings)
     topics = Topics.from_settings(settings)
-    extractor = extractor or OfflineExtractor()
+    extractor = extractor or extractor_from_settings(settings)
     limits = window_limits(settings)
     app = faust.App(
         f"{settings.topic_prefix}.{settings.app_id}",
@@ -185,6 +199,49 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
         projection = MemoryProjection(settings.lancedb_dir, embedder)
         return MemoryDecider(projection, embedder, settings.long_term_importance)
 
+    retries: set[asyncio.Task[None]] = set()
+
+    async def retry_later(request: ConsolidationRequested) -> None:
+        await asyncio.sleep(settings.llm_retry_delay_s)
+        await publish(consolidation, request)
+
+    async def extraction_failed(
+        message: Any, request: ConsolidationRequested, failure: ExtractionFailed, latency_ms: float
+    ) -> None:
+        """Record the failure, dead-letter the request with the raw reply, and retry the span
+        later while attempts remain: nothing is dropped silently."""
+        retry = request.attempt + 1 < settings.llm_attempts_per_span
+        await publish(
+            memories,
+            ExtractionFailure(
+                event_id=derived_id(request.event_id, "failed", str(request.attempt)),
+                user_id=request.user_id,
+                agent_id=request.agent_id,
+                session_id=request.session_id,
+                occurred_at=request.occurred_at,
+                consolidation_event_id=request.event_id,
+                extractor=extractor.name,
+                extractor_version=extractor.version,
+                model=getattr(extractor, "model", None),
+                prompt_version=getattr(extractor, "prompt_version", None),
+                reason=failure.reason[:5000],
+                raw_response=failure.raw_response,
+                attempts=failure.attempts,
+                usage=failure.usage,
+                latency_ms=round(latency_ms, 3),
+                retry_scheduled=retry,
+            ),
+        )
+        await dead_letter(
+            "extraction", message, f"{failure}; raw reply: {failure.raw_response[:1500]!r}"
+        )
+        if retry:
+            task = asyncio.create_task(
+                retry_later(request.model_copy(update={"attempt": request.attempt + 1}))
+            )
+            retries.add(task)  # keep a reference until it is done
+            task.add_done_callback(retries.discard)
+
     async def extraction_agent(stream: Any) -> None:
         """Turn consolidation requests into recorded extractions and memory events."""
         async for event in stream.events():
@@ -196,7 +253,13 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
                 assert isinstance(request, ConsolidationRequested)
                 # Extraction (maybe an LLM) and decisions (embedding, LanceDB lookups) are
                 # slow: keep them off the event loop.
-                recorded = await asyncio.to_thread(record_extraction, request, extractor)
+                started = time.perf_counter()
+                try:
+                    recorded = await asyncio.to_thread(record_extraction, request, extractor)
+                except ExtractionFailed as failure:
+                    latency_ms = (time.perf_counter() - started) * 1000
+                    await extraction_failed(message, request, failure, latency_ms)
+                    continue
                 decisions = await asyncio.to_thread(memory_decider().decide, recorded)
                 await publish(memories, recorded, *decisions)
             except InvalidEvent as exc:
