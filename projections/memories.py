@@ -439,14 +439,20 @@ class MemoryProjection:
     ) -> list[tuple[str, MemoryRecord]]:
         """Active short-term memories (episodes excepted: they are the raw record and stay)
         learned more than ``ttl`` before ``now``, with their user ids: due to expire."""
+        horizon = (now - ttl).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
+        return self._short_term(
+            f"memory_type != 'episode' AND learned_at < timestamp '{horizon}'", limit
+        )
+
+    def promotion_due(self, min_accesses: int, limit: int = 10_000) -> list[tuple[str, MemoryRecord]]:
+        """Active short-term memories retrieved at least ``min_accesses`` times, with user ids."""
+        return self._short_term(f"access_count >= {int(min_accesses)}", limit)
+
+    def _short_term(self, condition: str, limit: int) -> list[tuple[str, MemoryRecord]]:
         table = self._open()
         if table is None:
             return []
-        horizon = (now - ttl).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
-        where = (
-            "status = 'active' AND tier = 'short_term' AND memory_type != 'episode' "
-            f"AND learned_at < timestamp '{horizon}'"
-        )
+        where = f"status = 'active' AND tier = 'short_term' AND {condition}"
         query = table.search().where(where).select([*_RECORD_COLUMNS, "user_id"]).limit(limit)
         due = []
         for row in query.to_arrow().to_pylist():
@@ -864,5 +870,9 @@ def _apply_change(row: dict[str, Any], event: MemoryChange) -> None:
         row["status"] = "deleted"
     elif isinstance(event, MemoryPromoted):
         row["tier"] = "long_term"
-    elif isinstance(event, MemoryExpired) and row["status"] == "active":
+    elif (
+        isinstance(event, MemoryExpired)
+        and row["status"] == "active"
+        and row["tier"] == "short_term"
+    ):
         row["status"] = "expired"

@@ -1,37 +1,51 @@
-"""The memory projector: the single writer that projects the memories topic into LanceDB.
+"""The memory projector: the single writer that projects the memories and accesses topics
+into LanceDB, and runs the tier keeper beside it.
 
-It is a plain consumer with no consumer group: it reads every partition and resumes from the
-source offsets stored in the LanceDB rows themselves (the projection's tracking record), so
-a crash between a write and a commit cannot lose or double anything, and every data
-directory holds a complete projection. An advisory lock on the data directory keeps it to
-one writer per table when several workers share a machine.
+It is a plain consumer with no consumer group: it reads every partition of both topics and
+resumes from the source offsets stored in the LanceDB rows themselves (the projection's
+tracking records: :meth:`MemoryProjection.positions` for memory events,
+:meth:`MemoryProjection.access_positions` for retrievals), so a crash between a write and a
+commit cannot lose or double anything, and every data directory holds a complete projection.
+An advisory lock on the data directory keeps it to one writer per table when several workers
+share a machine. Every write goes through the one loop below, so memory changes and access
+counts never race on a row.
+
+A retrieval names memories the retriever found in a projection, so they are earlier in the
+memories log than the retrieval is in the accesses log. A replay reads both topics at once and
+the cheap access events would outrun the embedded memories; so access events of a partition
+are held until the same partition of the memories topic is read to its end (both topics are
+keyed by user id, so a user's memories and retrievals share the partition number). A replay
+therefore counts exactly the retrievals the live projection counted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import logging
 import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 
-from memstream.models.codec import InvalidEvent
+from memstream.models.codec import InvalidEvent, encode_event
 from memstream.models.events import (
+    Event,
+    MemoriesRetrieved,
     MemoryAdded,
     MemoryChange,
-    MemoryDeleted,
-    MemoryReinforced,
-    MemorySuperseded,
 )
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection, SourcePosition
-from memstream.streams.agents import MEMORY_TYPES, decode_checked
+from memstream.streams.agents import ACCESS_TYPES, MEMORY_TYPES, decode_checked
 from memstream.streams.deadletters import DeadLetter
 from memstream.streams.tansu import true_end_offsets
+from memstream.streams.tiers import run_tier_keeper, scan_interval
 from memstream.streams.topics import Topics
 
 log = logging.getLogger(__name__)
@@ -39,6 +53,8 @@ log = logging.getLogger(__name__)
 #: How long the projection may lag behind the full-text index before it is refreshed.
 INDEX_REFRESH_IDLE_S = 0.3
 INDEX_REFRESH_BUSY_S = 5.0
+
+AccessItem = tuple[MemoriesRetrieved, SourcePosition]
 
 
 class WriterLock:
@@ -77,108 +93,246 @@ async def _assigned_partitions(consumer: AIOKafkaConsumer, topic: str) -> list[T
         await asyncio.sleep(0.5)
 
 
-async def run_memory_projector(settings: Settings, stop: asyncio.Event | None = None) -> None:
-    """Project memory events into LanceDB until cancelled (or ``stop`` is set)."""
+async def run_memory_projector(
+    settings: Settings, stop: asyncio.Event | None = None, *, tiers: bool = True
+) -> None:
+    """Project memory and access events into LanceDB until cancelled (or ``stop`` is set).
+
+    With ``tiers`` (the default) the tier keeper (:mod:`memstream.streams.tiers`) runs in
+    the same process, on the projection this writes, and publishes its promotions and
+    expiries with the projector's producer. It scans only while the projection is caught up
+    with the log, so a replay or a restart never acts on a half-built projection.
+    """
     stop = stop or asyncio.Event()
     lock = WriterLock(settings.lancedb_dir / ".projector.lock")
     while not lock.try_acquire():
         log.info("projector: another process writes %s; waiting", settings.lancedb_dir)
         await asyncio.sleep(5)
-    topic = Topics.from_settings(settings).memories
+    topics = Topics.from_settings(settings)
     consumer = AIOKafkaConsumer(
         bootstrap_servers=settings.broker,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
     )
     producer = AIOKafkaProducer(bootstrap_servers=settings.broker, acks="all")
+    keeper: asyncio.Task[None] | None = None
     try:
         embedder = await asyncio.to_thread(embedder_from_settings, settings)
         projection = MemoryProjection(settings.lancedb_dir, embedder)
         await consumer.start()
         await producer.start()
-        partitions = await _assigned_partitions(consumer, topic)
-        consumer.assign(partitions)
-        await _seek_to_positions(settings, consumer, projection, partitions)
-        await _project(settings, consumer, producer, projection, stop)
+        memory_partitions = await _assigned_partitions(consumer, topics.memories)
+        access_partitions = await _assigned_partitions(consumer, topics.accesses)
+        consumer.assign(memory_partitions + access_partitions)
+        starts = await _seek_to_positions(
+            settings, consumer, projection, memory_partitions, access_partitions
+        )
+        caught_up = asyncio.Event()
+        if tiers:
+
+            async def publish(topic: Any, *events: Event) -> None:
+                await _send_all(producer, topic, events)
+
+            keeper = asyncio.create_task(
+                run_tier_keeper(
+                    settings,
+                    projection,
+                    publish,
+                    interval_s=scan_interval(settings),
+                    ready=caught_up,
+                    stop=stop,
+                ),
+                name="tier-keeper",
+            )
+        projector = _Projector(settings, consumer, producer, projection, starts, caught_up)
+        await projector.run(stop)
     finally:
+        if keeper is not None:
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
         await consumer.stop()
         await producer.stop()
         lock.release()
+
+
+async def _send_all(producer: AIOKafkaProducer, topic: str, events: tuple[Event, ...]) -> None:
+    """Send events keyed by user id, then wait for every ack."""
+    futures = [
+        await producer.send(topic, key=event.user_id.encode(), value=encode_event(event))
+        for event in events
+    ]
+    for future in futures:
+        await future
 
 
 async def _seek_to_positions(
     settings: Settings,
     consumer: AIOKafkaConsumer,
     projection: MemoryProjection,
-    partitions: list[TopicPartition],
-) -> None:
+    memory_partitions: list[TopicPartition],
+    access_partitions: list[TopicPartition],
+) -> dict[TopicPartition, int]:
+    """Seek every partition to where the projection left it; return the offsets chosen."""
     positions = await asyncio.to_thread(projection.positions)
-    ends = await true_end_offsets(settings.broker, partitions)
-    for tp in partitions:
-        position = positions.get((tp.topic, tp.partition), 0)
+    access_positions = await asyncio.to_thread(projection.access_positions)
+    ends = await true_end_offsets(settings.broker, memory_partitions + access_partitions)
+    wanted = {tp: positions.get((tp.topic, tp.partition), 0) for tp in memory_partitions}
+    wanted |= {tp: access_positions.get(tp.partition, 0) for tp in access_partitions}
+    starts: dict[TopicPartition, int] = {}
+    for tp, position in wanted.items():
         if position > ends[tp]:
             # The log is shorter than what the projection has seen: the broker lost its
             # storage (the embedded broker keeps the log in memory only). Say so plainly.
             log.error(
                 "projector: %s[%d] ends at offset %d but the projection already holds offset "
-                "%d: the broker lost its log. Memories already projected stay; the partition "
+                "%d: the broker lost its log. What is already projected stays; the partition "
                 "is read again from its start.",
                 tp.topic, tp.partition, ends[tp], position - 1,
             )
             position = 0
         consumer.seek(tp, position)
+        starts[tp] = position
+    return starts
 
 
-async def _project(
-    settings: Settings,
-    consumer: AIOKafkaConsumer,
-    producer: AIOKafkaProducer,
-    projection: MemoryProjection,
-    stop: asyncio.Event,
-) -> None:
-    dirty = False
-    last_refresh = time.monotonic()
-    while not stop.is_set():
-        fetched = await consumer.getmany(
-            timeout_ms=int(settings.projection_batch_wait_s * 1000),
-            max_records=settings.projection_batch_size,
+def _broker_time(record: ConsumerRecord) -> datetime | None:
+    """The record's timestamp (when the log got it, unless the producer set one)."""
+    if record.timestamp is None or record.timestamp < 0:
+        return None
+    return datetime.fromtimestamp(record.timestamp / 1000, UTC)
+
+
+class _Projector:
+    """The projector's loop: one consumer, one writer, both topics."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        consumer: AIOKafkaConsumer,
+        producer: AIOKafkaProducer,
+        projection: MemoryProjection,
+        starts: Mapping[TopicPartition, int],
+        caught_up: asyncio.Event,
+    ) -> None:
+        self.settings = settings
+        self.topics = Topics.from_settings(settings)
+        self.consumer = consumer
+        self.producer = producer
+        self.projection = projection
+        self.caught_up = caught_up
+        #: Next offset to read per partition (what has been fetched and handled or held).
+        self.read_to = dict(starts)
+        #: Access events held per partition until that memories partition is read to its end.
+        self.held: dict[int, list[AccessItem]] = {}
+        self._paused: set[TopicPartition] = set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Fetch, project and refresh indexes until ``stop`` is set."""
+        dirty = False
+        last_refresh = time.monotonic()
+        while not stop.is_set():
+            fetched = await self.consumer.getmany(
+                timeout_ms=int(self.settings.projection_batch_wait_s * 1000),
+                max_records=self.settings.projection_batch_size,
+            )
+            memory_batch: list[tuple[MemoryAdded | MemoryChange, SourcePosition]] = []
+            for tp, records in fetched.items():
+                for record in records:
+                    await self._take(record, memory_batch)
+                if records:
+                    self.read_to[tp] = records[-1].offset + 1
+            if memory_batch:
+                await asyncio.to_thread(self.projection.apply, memory_batch)
+                dirty = True
+            if await self._apply_released_accesses():
+                dirty = True
+            self._update_caught_up()
+            idle = not fetched
+            since = time.monotonic() - last_refresh
+            if dirty and (
+                (idle and since >= INDEX_REFRESH_IDLE_S) or since >= INDEX_REFRESH_BUSY_S
+            ):
+                # Index maintenance stays off the ingest and read paths: it runs here, batched.
+                await asyncio.to_thread(self.projection.refresh_indexes)
+                dirty = False
+                last_refresh = time.monotonic()
+
+    async def _take(
+        self,
+        record: ConsumerRecord,
+        memory_batch: list[tuple[MemoryAdded | MemoryChange, SourcePosition]],
+    ) -> None:
+        """Decode one record into the memory batch or the held accesses; dead-letter it if
+        it is not a valid event of its topic."""
+        is_memory = record.topic == self.topics.memories
+        allowed = MEMORY_TYPES if is_memory else ACCESS_TYPES
+        try:
+            event = decode_checked(record.value, record.key, allowed, self.settings.max_event_bytes)
+        except InvalidEvent as exc:
+            await self._dead_letter(record, f"invalid event: {exc}")
+            return
+        if isinstance(event, MemoryAdded | MemoryChange):
+            # The broker timestamp is processing time recorded in the log: the projection
+            # keeps it as learned_at, the start of a short-term memory's TTL.
+            position = SourcePosition(
+                record.topic, record.partition, record.offset, timestamp=_broker_time(record)
+            )
+            memory_batch.append((event, position))
+        elif isinstance(event, MemoriesRetrieved):
+            position = SourcePosition(record.topic, record.partition, record.offset)
+            self.held.setdefault(record.partition, []).append((event, position))
+
+    async def _dead_letter(self, record: ConsumerRecord, reason: str) -> None:
+        letter = DeadLetter.of(
+            agent="projector",
+            reason=reason,
+            topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+            key=record.key,
+            value=record.value,
         )
-        batch: list[tuple[MemoryAdded | MemoryChange, SourcePosition]] = []
-        for records in fetched.values():
-            for record in records:
-                try:
-                    event = decode_checked(
-                        record.value, record.key, MEMORY_TYPES, settings.max_event_bytes
-                    )
-                except InvalidEvent as exc:
-                    letter = DeadLetter.of(
-                        agent="projector",
-                        reason=f"invalid event: {exc}",
-                        topic=record.topic,
-                        partition=record.partition,
-                        offset=record.offset,
-                        key=record.key,
-                        value=record.value,
-                    )
-                    log.warning("projector: dead-lettered offset %d: %s", record.offset, exc)
-                    await producer.send_and_wait(
-                        Topics.from_settings(settings).deadletters,
-                        key=record.key,
-                        value=letter.model_dump_json().encode(),
-                    )
-                    continue
-                if isinstance(event, MemoryAdded | MemoryReinforced | MemorySuperseded | MemoryDeleted):
-                    position = SourcePosition(record.topic, record.partition, record.offset)
-                    batch.append((event, position))
-        if batch:
-            await asyncio.to_thread(projection.apply, batch)
-            dirty = True
-        idle = not fetched
-        since = time.monotonic() - last_refresh
-        if dirty and (
-            (idle and since >= INDEX_REFRESH_IDLE_S) or since >= INDEX_REFRESH_BUSY_S
-        ):
-            # Index maintenance stays off the ingest and read paths: it runs here, batched.
-            await asyncio.to_thread(projection.refresh_indexes)
-            dirty = False
-            last_refresh = time.monotonic()
+        log.warning(
+            "projector: dead-lettered %s[%d]@%d: %s",
+            record.topic, record.partition, record.offset, reason,
+        )
+        await self.producer.send_and_wait(
+            self.topics.deadletters, key=record.key, value=letter.model_dump_json().encode()
+        )
+
+    def _read_to_end(self, tp: TopicPartition) -> bool:
+        """Whether ``tp`` is read up to the high watermark of the latest fetch (a partition
+        this projector does not read has nothing to wait for)."""
+        if tp not in self.read_to:
+            return True
+        highwater = self.consumer.highwater(tp)
+        return highwater is not None and self.read_to[tp] >= highwater
+
+    async def _apply_released_accesses(self) -> bool:
+        """Apply the held accesses whose memories partition is read to its end; pause the
+        accesses partitions that still hold events, so what is held stays bounded."""
+        released: list[AccessItem] = []
+        for partition, items in self.held.items():
+            if items and self._read_to_end(TopicPartition(self.topics.memories, partition)):
+                released += items
+                items.clear()
+        if released:
+            await asyncio.to_thread(self.projection.apply_accesses, released)
+        holding = {
+            TopicPartition(self.topics.accesses, p) for p, items in self.held.items() if items
+        }
+        if holding != self._paused:
+            if holding - self._paused:
+                self.consumer.pause(*(holding - self._paused))
+            if self._paused - holding:
+                self.consumer.resume(*(self._paused - holding))
+            self._paused = holding
+        return bool(released)
+
+    def _update_caught_up(self) -> None:
+        """Set ``caught_up`` while everything fetched is applied and nothing is behind."""
+        if not self._paused and all(self._read_to_end(tp) for tp in self.read_to):
+            self.caught_up.set()
+        else:
+            self.caught_up.clear()
