@@ -6,8 +6,10 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import get_args
+from typing import Any, get_args
 
 from memstream.models.events import MemoryType, json_schemas
 from memstream.models.settings import Settings
@@ -18,6 +20,15 @@ def _settings(args: argparse.Namespace) -> Settings:
     if getattr(args, "broker", None):
         overrides["broker"] = args.broker
     return Settings(**overrides)
+
+
+def _timestamp(text: str) -> datetime:
+    """An ISO 8601 time for a filter; one without a zone is taken as UTC."""
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r}") from None
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
@@ -38,7 +49,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def cmd_publish(args: argparse.Namespace) -> int:
     """Publish chat events from JSONL (file or stdin) or the quick form."""
-    from memstream.streams.publish import publish_events, quick_events, read_events
+    from memstream.streams.publish import LineError, publish_events, quick_events, read_events
 
     settings = _settings(args)
     if args.text is not None or args.close:
@@ -53,7 +64,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
             agent_id=args.agent,
             close=args.close,
         )
-        errors = []
+        errors: list[LineError] = []
     else:
         if args.file in (None, "-"):
             events, errors = read_events(sys.stdin, settings.max_event_bytes)
@@ -70,11 +81,19 @@ def cmd_publish(args: argparse.Namespace) -> int:
 def cmd_search(args: argparse.Namespace) -> int:
     """Search one user's memories (hybrid: vectors + full text)."""
     from memstream.projections.embedder import embedder_from_settings
-    from memstream.projections.memories import MemoryProjection
+    from memstream.projections.memories import MemoryProjection, SearchFilters
 
     settings = _settings(args)
     projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
-    hits = projection.search(args.user, args.query, limit=args.limit, memory_types=args.type)
+    filters = SearchFilters(
+        session_id=args.session,
+        min_importance=args.min_importance,
+        since=args.since,
+        until=args.until,
+    )
+    hits = projection.search(
+        args.user, args.query, limit=args.limit, memory_types=args.type, filters=filters
+    )
     if args.json:
         print(json.dumps([hit.__dict__ for hit in hits], default=str, indent=2))
         return 0
@@ -91,16 +110,79 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_memories_list(args: argparse.Namespace) -> int:
-    """List one user's memories, newest first."""
-    from memstream.projections.embedder import embedder_from_settings
-    from memstream.projections.memories import MemoryProjection
+    """List one user's memories, newest first (--all: every status)."""
+    from memstream.streams.client import MemoryClient
 
-    settings = _settings(args)
-    projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
-    records = projection.list_memories(args.user)
-    for record in records:
-        print(f"[{record.memory_type}] ({record.importance:.2f}) {record.content}")
-    print(f"{len(records)} memories")
+    with MemoryClient(_settings(args)) as client:
+        memories = client.get_all(user_id=args.user, include_inactive=args.all)
+    for memory in memories:
+        status = "" if memory["status"] == "active" else f"  <{_status(memory)}>"
+        print(f"[{memory['type']}] ({memory['importance']:.2f}) {memory['memory']}{status}")
+        print(f"         memory {memory['memory_id']} · session {memory['session_id']}")
+    print(f"{len(memories)} memories")
+    return 0
+
+
+def _status(memory: Mapping[str, Any]) -> str:
+    if memory["status"] == "superseded" and memory.get("superseded_by"):
+        return f"superseded by {memory['superseded_by']}"
+    return str(memory["status"])
+
+
+def cmd_memories_get(args: argparse.Namespace) -> int:
+    """Show one of a user's memories, whatever its status."""
+    from memstream.streams.client import MemoryClient
+
+    with MemoryClient(_settings(args)) as client:
+        memory = client.get(args.memory_id, user_id=args.user)
+    if memory is None:
+        print(f"no memory {args.memory_id!r} for user {args.user!r}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(memory, indent=2))
+        return 0
+    print(f"[{memory['type']}] ({memory['importance']:.2f}) {memory['memory']}")
+    print(f"  memory   {memory['memory_id']}")
+    print(f"  status   {_status(memory)} · tier {memory['tier']}")
+    print(f"  session  {memory['session_id']} · created {memory['created_at']}")
+    print(f"  from     {', '.join(memory['source_event_ids']) or '-'}")
+    print(f"  reinforced {memory['reinforcement_count']}× · retrieved {memory['access_count']}×")
+    return 0
+
+
+def cmd_memories_history(args: argparse.Namespace) -> int:
+    """Show the life of a memory from the memories topic: each event, its time and sources."""
+    from memstream.streams.client import MemoryClient
+
+    with MemoryClient(_settings(args)) as client:
+        entries = client.history(args.memory_id, user_id=args.user)
+    if args.json:
+        print(json.dumps(entries, indent=2))
+        return 0
+    if not entries:
+        print(f"no history for memory {args.memory_id!r} of user {args.user!r}", file=sys.stderr)
+        return 1
+    for entry in entries:
+        details = " · ".join(f"{name} {value}" for name, value in entry["details"].items())
+        print(f"{entry['occurred_at']}  {entry['type']:<18} {details}")
+        print(
+            f"    event {entry['event_id']} at [{entry['partition']}]@{entry['offset']} · from "
+            f"{', '.join(entry['source_event_ids']) or '-'}"
+        )
+    return 0
+
+
+def cmd_memories_delete(args: argparse.Namespace) -> int:
+    """Delete one of a user's memories (publishes a memory_deleted event)."""
+    from memstream.streams.client import MemoryClient
+
+    with MemoryClient(_settings(args)) as client:
+        try:
+            event_id = client.delete(args.memory_id, user_id=args.user, reason=args.reason)
+        except KeyError:
+            print(f"no memory {args.memory_id!r} for user {args.user!r}", file=sys.stderr)
+            return 1
+    print(f"published memory_deleted {event_id}; the memory leaves search once projected")
     return 0
 
 
@@ -180,13 +262,39 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--limit", type=int, default=5)
     search.add_argument("--type", action="append", choices=get_args(MemoryType))
     search.add_argument("--json", action="store_true")
+    search.add_argument("--session", help="only memories from this session")
+    search.add_argument(
+        "--min-importance", type=float, help="only memories at least this important"
+    )
+    search.add_argument(
+        "--since", type=_timestamp, help="created at or after (ISO 8601; UTC if no zone)"
+    )
+    search.add_argument(
+        "--until", type=_timestamp, help="created before (ISO 8601; UTC if no zone)"
+    )
     search.set_defaults(run=cmd_search)
 
-    memories = commands.add_parser("memories", help="inspect memories")
+    memories = commands.add_parser("memories", help="inspect and delete memories")
     memory_commands = memories.add_subparsers(dest="memories_command", required=True)
     listing = memory_commands.add_parser("list", help=cmd_memories_list.__doc__)
     listing.add_argument("--user", required=True)
+    listing.add_argument("--all", action="store_true", help="also superseded, expired, deleted")
     listing.set_defaults(run=cmd_memories_list)
+    get = memory_commands.add_parser("get", help=cmd_memories_get.__doc__)
+    get.add_argument("memory_id")
+    get.add_argument("--user", required=True)
+    get.add_argument("--json", action="store_true")
+    get.set_defaults(run=cmd_memories_get)
+    history = memory_commands.add_parser("history", help=cmd_memories_history.__doc__)
+    history.add_argument("memory_id")
+    history.add_argument("--user", required=True)
+    history.add_argument("--json", action="store_true")
+    history.set_defaults(run=cmd_memories_history)
+    delete = memory_commands.add_parser("delete", help=cmd_memories_delete.__doc__)
+    delete.add_argument("memory_id")
+    delete.add_argument("--user", required=True)
+    delete.add_argument("--reason", default="requested", help="recorded in the event")
+    delete.set_defaults(run=cmd_memories_delete)
 
     session = commands.add_parser("session", help="inspect short-term memory")
     session_commands = session.add_subparsers(dest="session_command", required=True)

@@ -1,0 +1,498 @@
+"""Retrieval: the long-term memory context of one conversation turn.
+
+:class:`Retriever` turns the current message (and the last few turns) into one hybrid search
+of the user's memories, ranks the candidates by a composite score, fills a quota per memory
+type, and renders the winners as prompt text cut to a token budget.
+
+What it does differently from the seed's retriever, on purpose:
+
+* **One search per call.** All types come from a single hybrid search (vector + full text,
+  fused by the projection) asking for a few candidates per slot; filters run inside LanceDB
+  before ranking, never on fetched rows, and no row is looked up a second time.
+* **Relevance dominates.** ``w_rel * relevance + w_imp * importance + w_rec * recency +
+  w_use * use`` with the weights of :class:`~memstream.models.settings.Settings` (0.6, 0.2,
+  0.15, 0.05 by default). Relevance is the fused search score rescaled to 0..1 within the
+  candidate set; recency is ``0.5 ** (age_days / half_life)`` of the memory's **event time**
+  (``created_at``), so being retrieved never makes a memory "recent"; use is
+  ``log1p(access_count)`` over the candidate set's maximum.
+* **Read-only.** Nothing is written on the read path. The retrieval's
+  :class:`~memstream.models.events.MemoriesRetrieved` event is returned for the caller to
+  publish on the accesses topic; the projector counts it later (``apply_accesses``).
+* **Any memory type, a real budget.** A type without a quota gets no slot (no ``KeyError``);
+  a type without a known header gets a generic one. The budget is checked on the final text
+  with the same token counter the caller uses.
+
+Examples
+--------
+>>> retriever = Retriever(projection, Settings())  # doctest: +SKIP
+>>> found = retriever.retrieve("alice", "Where does my sister live?")  # doctest: +SKIP
+>>> print(found.context)  # doctest: +SKIP
+## Facts
+- User's sister Maria lives in Lisbon (2026-03-01)
+>>> publish(accesses_topic, found.access_event)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+from memstream.models.events import MemoriesRetrieved, RetrievedMemory
+from memstream.models.session import TokenCounter, estimate_tokens
+from memstream.models.settings import Settings
+from memstream.projections.memories import (
+    MEMORY_TYPES,
+    MemoryHit,
+    MemoryProjection,
+    SearchFilters,
+)
+
+#: Recent turns (newest first) that join the query after the current message.
+QUERY_RECENT_TURNS = 2
+#: Characters kept of the current message and of each recent turn. The message comes first
+#: and gets the most room: the embedder truncates at 256 tokens and mean-pools, so what is
+#: first and longest weighs most.
+QUERY_MESSAGE_CHARS = 1_000
+QUERY_TURN_CHARS = 200
+#: Candidates asked of the one search per slot of the quotas, and their cap: enough that a
+#: type ranked low by relevance still meets its quota, few enough to keep the search fast.
+CANDIDATES_PER_SLOT = 4
+MAX_CANDIDATES = 200
+#: ``session_id`` of the access event when the caller names no session.
+NO_SESSION = "-"
+
+#: Section headers of the context; a type missing here gets a header made from its name.
+SECTION_HEADERS: Mapping[str, str] = {
+    "correction": "Corrections",
+    "preference": "Preferences",
+    "fact": "Facts",
+    "summary": "Earlier conversations",
+    "episode": "What the user said",
+    "entity": "People, places and things",
+}
+
+SECONDS_PER_DAY = 86_400.0
+
+
+def default_quotas(settings: Settings) -> dict[str, int]:
+    """The per-type slots of a context, from ``settings`` (the seed's 3 / 5 / 2, plus more).
+
+    Examples
+    --------
+    >>> default_quotas(Settings())
+    {'preference': 3, 'fact': 5, 'summary': 2, 'episode': 3, 'correction': 2}
+    """
+    return {
+        "preference": settings.quota_preference,
+        "fact": settings.quota_fact,
+        "summary": settings.quota_summary,
+        "episode": settings.quota_episode,
+        "correction": settings.quota_correction,
+    }
+
+
+@dataclass(frozen=True)
+class RankWeights:
+    """Weights of the composite rank score, and the recency half-life in days."""
+
+    relevance: float
+    importance: float
+    recency: float
+    use: float
+    half_life_days: float
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RankWeights:
+        """The weights ``settings`` hold (``weight_*``, ``recency_half_life_days``)."""
+        return cls(
+            relevance=settings.weight_relevance,
+            importance=settings.weight_importance,
+            recency=settings.weight_recency,
+            use=settings.weight_use,
+            half_life_days=settings.recency_half_life_days,
+        )
+
+
+@dataclass(frozen=True)
+class RankedMemory:
+    """A memory as ranked for a context: the search hit, its score and why.
+
+    Each component is on 0..1; ``rank_score`` is their weighted sum under ``weights``.
+    ``in_context`` says whether the memory made it into the context text (a memory can win
+    its type's slot and still be left out by the token budget).
+    """
+
+    memory: MemoryHit
+    rank_score: float
+    relevance: float
+    importance: float
+    recency: float
+    use: float
+    weights: RankWeights
+    in_context: bool = False
+
+    def explain(self) -> str:
+        """One line: the score as the sum of its weighted components.
+
+        Examples
+        --------
+        >>> ranked.explain()  # doctest: +SKIP
+        '0.742 = rel 0.600 (1.00) + imp 0.170 (0.85) + rec 0.075 (0.50) + use 0.000 (0.00)'
+        """
+        w = self.weights
+        return (
+            f"{self.rank_score:.3f} = rel {w.relevance * self.relevance:.3f} "
+            f"({self.relevance:.2f}) + imp {w.importance * self.importance:.3f} "
+            f"({self.importance:.2f}) + rec {w.recency * self.recency:.3f} "
+            f"({self.recency:.2f}) + use {w.use * self.use:.3f} ({self.use:.2f})"
+        )
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """What one retrieval found and what goes into the prompt.
+
+    Attributes
+    ----------
+    query
+        The text searched for (the current message, then recent turns).
+    items
+        The memories that won a slot of their type, best first; ``in_context`` marks those
+        the token budget let into ``context``.
+    context
+        Prompt text: one section per type (short header, then one line per memory), the
+        section of the best-ranked memory first; empty when nothing fits or nothing matched.
+    tokens
+        ``context``'s size by the retriever's token counter; never above the budget.
+    access_event
+        The access event naming exactly the memories in ``context`` with their rank
+        scores, for the caller to publish on the accesses topic; None if ``context`` is
+        empty.
+    """
+
+    query: str
+    items: tuple[RankedMemory, ...]
+    context: str
+    tokens: int
+    access_event: MemoriesRetrieved | None
+
+    @property
+    def in_context(self) -> tuple[RankedMemory, ...]:
+        """The items placed in ``context``, best first."""
+        return tuple(item for item in self.items if item.in_context)
+
+    def explain(self) -> str:
+        """A "why ranked" view: one line per item, best first, with what made its score."""
+        lines = []
+        for position, item in enumerate(self.items, start=1):
+            mark = "*" if item.in_context else " "
+            lines.append(
+                f"{position:>2} {mark} [{item.memory.memory_type}] {item.explain()}  "
+                f"{_one_line(item.memory.content)[:80]}"
+            )
+        return "\n".join(lines)
+
+
+def build_query(
+    message: str,
+    recent_turns: Sequence[str] = (),
+    *,
+    turns: int = QUERY_RECENT_TURNS,
+    message_chars: int = QUERY_MESSAGE_CHARS,
+    turn_chars: int = QUERY_TURN_CHARS,
+) -> str:
+    """The search text: the current message, then the last ``turns`` turns, newest first.
+
+    Every part is whitespace-collapsed and clipped, so the query stays short whatever the
+    conversation holds; lone surrogates become ``?``.
+
+    Examples
+    --------
+    >>> build_query("And her name?", ["Hi", "I want to visit my sister"])
+    'And her name?\\nI want to visit my sister\\nHi'
+    """
+    if isinstance(recent_turns, str):
+        raise TypeError("recent_turns must be a sequence of turns, not a string")
+    parts = [_one_line(message)[:message_chars]]
+    if turns > 0:
+        parts += [_one_line(turn)[:turn_chars] for turn in reversed(recent_turns[-turns:])]
+    return _valid_unicode("\n".join(part for part in parts if part))
+
+
+class Retriever:
+    """Assembles the long-term memory context for a turn of conversation.
+
+    Parameters
+    ----------
+    projection
+        The LanceDB memory projection searched (read-only here).
+    settings
+        Quotas (``quota_*``), rank weights (``weight_*``), recency half-life and the default
+        token budget (``memory_context_tokens``).
+    count_tokens
+        The token counter the budget is measured with; use the caller's own tokenizer for
+        an exact fit.
+    clock
+        "Now" for recency and the access event's time; must return an aware datetime.
+
+    Examples
+    --------
+    >>> retriever = Retriever(projection, Settings(), clock=lambda: now)  # doctest: +SKIP
+    >>> found = retriever.retrieve("alice", "any pets?", quotas={"fact": 2})  # doctest: +SKIP
+    >>> [item.memory.memory_id for item in found.in_context]  # doctest: +SKIP
+    ['m-cat']
+    """
+
+    def __init__(
+        self,
+        projection: MemoryProjection,
+        settings: Settings,
+        *,
+        count_tokens: TokenCounter = estimate_tokens,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.projection = projection
+        self.settings = settings
+        self.weights = RankWeights.from_settings(settings)
+        self.count_tokens = count_tokens
+        self.clock = clock
+
+    def retrieve(
+        self,
+        user_id: str,
+        message: str,
+        *,
+        recent_turns: Sequence[str] = (),
+        filters: SearchFilters | None = None,
+        token_budget: int | None = None,
+        quotas: Mapping[str, int] | None = None,
+        session_id: str | None = None,
+    ) -> Retrieval:
+        """The memory context for ``message`` from ``user_id``'s memories.
+
+        Parameters
+        ----------
+        user_id
+            Whose memories; any string (it only ever reaches a filter as a digest).
+        message
+            The current message; it leads the query.
+        recent_turns
+            The conversation so far, oldest first; the last few join the query.
+        filters
+            Narrowing (types, minimum importance, session, event-time range).
+            ``include_inactive`` is ignored: superseded, deleted and expired memories never
+            enter a context. Types outside the quotas, and unknown types, match nothing.
+        token_budget
+            Most tokens of ``context``; defaults to ``settings.memory_context_tokens``.
+        quotas
+            Slots per memory type, laid over the settings' defaults (preference 3, fact 5,
+            summary 2, episode 3, correction 2); 0 removes a type. Any other type, e.g.
+            ``entity``, gets slots only when named here.
+        session_id
+            The session the retrieval serves, recorded in the access event; defaults to
+            ``filters.session_id``, then to ``"-"`` (no session).
+
+        Returns
+        -------
+        Retrieval
+            The ranked items, the context text, its size and the access event to publish.
+
+        Raises
+        ------
+        ValueError
+            A negative budget or quota, or a clock without a timezone.
+        """
+        budget = self.settings.memory_context_tokens if token_budget is None else token_budget
+        if budget < 0:
+            raise ValueError("token_budget must be >= 0")
+        slots = self._quotas(quotas)
+        now = self.clock()
+        if now.tzinfo is None:
+            raise ValueError("the clock must return an aware datetime")
+        query = build_query(message, recent_turns)
+        search_filters = self._search_filters(filters, slots)
+        if search_filters is None or not query:
+            return Retrieval(query, (), "", self.count_tokens(""), None)
+
+        # Slots of types no row can have (unknown names) ask for no candidates.
+        wanted = sum(slots[t] for t in search_filters.memory_types or ())
+
+        limit = min(MAX_CANDIDATES, wanted * CANDIDATES_PER_SLOT)
+        hits = self.projection.search(user_id, query, limit=limit, filters=search_filters)
+        ranked = rank(hits, self.weights, now)
+        chosen = fill_quotas(ranked, slots)
+        placed, context = self._fit(chosen, budget)
+        items = tuple(replace(item, in_context=item.memory.memory_id in placed) for item in chosen)
+        in_context = [item for item in items if item.in_context]
+        event = None
+        if in_context:
+            if session_id is None and filters is not None:
+                session_id = filters.session_id
+            event = MemoriesRetrieved(
+                event_id=str(uuid.uuid4()),
+                user_id=user_id,
+                session_id=session_id or NO_SESSION,
+                occurred_at=now,
+                query=query,
+                memories=tuple(
+                    RetrievedMemory(
+                        memory_id=item.memory.memory_id, score=round(item.rank_score, 6)
+                    )
+                    for item in in_context
+                ),
+            )
+        return Retrieval(query, items, context, self.count_tokens(context), event)
+
+    def _quotas(self, quotas: Mapping[str, int] | None) -> dict[str, int]:
+        slots = {**default_quotas(self.settings), **(quotas or {})}
+        negative = sorted(t for t, n in slots.items() if n < 0)
+        if negative:
+            raise ValueError(f"quotas must be >= 0 (got a negative one for {negative})")
+        return {t: n for t, n in slots.items() if n > 0}
+
+    @staticmethod
+    def _search_filters(
+        filters: SearchFilters | None, slots: Mapping[str, int]
+    ) -> SearchFilters | None:
+        """The filters of the one search: only types with a slot; None if none is left."""
+        filters = filters or SearchFilters()
+        if isinstance(filters.memory_types, str):
+            raise TypeError("memory_types must be a sequence of memory types, not a string")
+        allowed = set(slots) & MEMORY_TYPES
+        if filters.memory_types is not None:
+            allowed &= set(filters.memory_types)
+        if not allowed:
+            return None
+        # Candidates of a type without a slot would only crowd out those with one.
+        return replace(filters, memory_types=tuple(sorted(allowed)), include_inactive=False)
+
+    def _fit(self, chosen: Sequence[RankedMemory], budget: int) -> tuple[set[str], str]:
+        """Admit memories best first while the rendered text fits ``budget``.
+
+        The whole text is re-rendered and counted for each admission, so the budget holds for
+        any token counter (headers and separators included), not for an estimate of parts. A
+        memory that does not fit is skipped and smaller ones after it still get their turn.
+        """
+        admitted: list[RankedMemory] = []
+        text = ""
+        for item in chosen:
+            trial = render_context([*admitted, item])
+            if self.count_tokens(trial) <= budget:
+                admitted.append(item)
+                text = trial
+        return {item.memory.memory_id for item in admitted}, text
+
+
+def rank(hits: Sequence[MemoryHit], weights: RankWeights, now: datetime) -> list[RankedMemory]:
+    """Score ``hits`` by the composite rank score, best first.
+
+    Relevance is min-max rescaled within ``hits`` (fused search scores have no fixed
+    scale); use is ``log1p(access_count)`` over the largest in ``hits``. Ties keep the search
+    order.
+    """
+    if not hits:
+        return []
+    scores = [hit.score for hit in hits]
+    low, high = min(scores), max(scores)
+    most_used = max(math.log1p(max(hit.access_count, 0)) for hit in hits)
+    ranked = []
+    for hit in hits:
+        relevance = (hit.score - low) / (high - low) if high > low else 1.0
+        importance = min(max(hit.importance, 0.0), 1.0)
+        recency = recency_weight(hit.created_at, now, weights.half_life_days)
+        use = math.log1p(max(hit.access_count, 0)) / most_used if most_used > 0 else 0.0
+        score = (
+            weights.relevance * relevance
+            + weights.importance * importance
+            + weights.recency * recency
+            + weights.use * use
+        )
+        ranked.append(
+            RankedMemory(
+                memory=hit,
+                rank_score=score,
+                relevance=relevance,
+                importance=importance,
+                recency=recency,
+                use=use,
+                weights=weights,
+            )
+        )
+    # sorted() is stable: equal scores keep the search's order.
+    return sorted(ranked, key=lambda item: -item.rank_score)
+
+
+def recency_weight(created_at: datetime, now: datetime, half_life_days: float) -> float:
+    """``0.5 ** (age_days / half_life_days)`` of an event time; 1.0 for future times.
+
+    Examples
+    --------
+    >>> from datetime import timedelta
+    >>> now = datetime(2026, 3, 31, tzinfo=UTC)
+    >>> recency_weight(now - timedelta(days=30), now, 30.0)
+    0.5
+    """
+    age_days = max((now - created_at).total_seconds(), 0.0) / SECONDS_PER_DAY
+    return float(0.5 ** (age_days / half_life_days))
+
+
+def fill_quotas(ranked: Sequence[RankedMemory], quotas: Mapping[str, int]) -> list[RankedMemory]:
+    """The best ``quotas[type]`` memories of each type, in rank order; other types get none."""
+    taken: dict[str, int] = {}
+    chosen = []
+    for item in ranked:
+        memory_type = item.memory.memory_type
+        if taken.get(memory_type, 0) < quotas.get(memory_type, 0):
+            taken[memory_type] = taken.get(memory_type, 0) + 1
+            chosen.append(item)
+    return chosen
+
+
+def render_context(items: Sequence[RankedMemory]) -> str:
+    """Prompt text for ``items`` (best first): a section per type, best section first.
+
+    Each memory is one line with its event date, so the model can tell old from new.
+
+    Examples
+    --------
+    >>> print(render_context(found.in_context))  # doctest: +SKIP
+    ## Corrections
+    - Correction: User lives in Munich (2026-02-10)
+    <BLANKLINE>
+    ## Facts
+    - User works at Siemens (2026-01-05)
+    """
+    sections: dict[str, list[str]] = {}
+    for item in items:
+        memory = item.memory
+        line = f"- {_one_line(memory.content)} ({memory.created_at.astimezone(UTC):%Y-%m-%d})"
+        sections.setdefault(memory.memory_type, []).append(line)
+    return "\n\n".join(
+        "\n".join([f"## {section_header(memory_type)}", *lines])
+        for memory_type, lines in sections.items()
+    )
+
+
+def section_header(memory_type: str) -> str:
+    """The header of a type's section; unknown types get one made from their name.
+
+    Examples
+    --------
+    >>> section_header("fact"), section_header("learned_pattern")
+    ('Facts', 'Learned pattern')
+    """
+    return SECTION_HEADERS.get(memory_type) or memory_type.replace("_", " ").capitalize()
+
+
+def _one_line(text: str) -> str:
+    # One memory per line: a newline inside a memory could otherwise open a fake section.
+    return " ".join(text.split())
+
+
+def _valid_unicode(text: str) -> str:
+    # A JSON-decoded message may hold a lone surrogate ("\ud800"); the tokenizer refuses
+    # such strings, so they become "?" rather than failing the whole retrieval.
+    return text.encode("utf-8", "replace").decode("utf-8")

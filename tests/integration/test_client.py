@@ -1,0 +1,218 @@
+"""The client and the ``memstream memories`` commands on the real broker, with a worker."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from memstream.models.settings import Settings
+from memstream.streams.broker import free_port
+from memstream.streams.cli import main
+from memstream.streams.client import AsyncMemoryClient, MemoryClient
+from memstream.streams.worker import WorkerProcess
+
+T = TypeVar("T")
+
+BERLIN = [
+    {"role": "user", "content": "I live in Berlin and I work at Siemens as a data engineer."},
+    {"role": "assistant", "content": "Nice. How can I help?"},
+    {"role": "user", "content": "I prefer type hints everywhere and small functions."},
+]
+HOSTILE = ["x' OR '1'='1", "ann' --", "%", "*", "ann\\", '"; DROP TABLE memories; --']
+
+
+def eventually(probe: Callable[[], T], done: Callable[[T], bool], timeout_s: float = 90) -> T:
+    """Call ``probe`` until ``done`` accepts its result; fail with the last result."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = probe()
+        if done(result):
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met in {timeout_s:.0f} s; last: {result!r}")
+        time.sleep(0.5)
+
+
+@pytest.fixture
+def worker_settings(
+    settings_factory: Callable[..., Settings], tmp_path: Path
+) -> Iterator[Settings]:
+    """Settings of a running worker (its own topics, data directory and web port)."""
+    settings = settings_factory(web_port=free_port())
+    with WorkerProcess(settings, log_path=tmp_path / "worker.log"):
+        yield settings
+
+
+def test_add_search_get_history_delete_scoped_to_one_user(worker_settings: Settings) -> None:
+    with MemoryClient(worker_settings) as memory:
+        added = memory.add(BERLIN, user_id="ann", agent_id="helper")
+        assert added["session_id"].startswith("session-") and len(added["event_ids"]) == 5
+
+        memories = eventually(
+            lambda: memory.get_all(user_id="ann"),
+            lambda found: any("Berlin" in m["memory"] for m in found),
+        )
+        berlin = next(m for m in memories if "Berlin" in m["memory"])
+        assert berlin["session_id"] == added["session_id"] and berlin["status"] == "active"
+        assert set(berlin["source_event_ids"]) <= set(added["event_ids"])
+
+        hits = memory.search("where does the user live", user_id="ann")
+        assert hits and any("Berlin" in hit["memory"] for hit in hits)
+        assert set(hits[0]) == {
+            "memory_id",
+            "memory",
+            "type",
+            "score",
+            "importance",
+            "created_at",
+            "session_id",
+            "source_event_ids",
+        }
+        json.dumps(hits)  # plain data
+
+        # Scoped: another user, and ids written to break a filter, see nothing of ann's.
+        for other in ["bob", *HOSTILE]:
+            assert memory.search("where does the user live", user_id=other) == []
+            assert memory.get_all(user_id=other, include_inactive=True) == []
+            assert memory.get(berlin["memory_id"], user_id=other) is None
+            assert memory.history(berlin["memory_id"], user_id=other) == []
+            with pytest.raises(KeyError):
+                memory.delete(berlin["memory_id"], user_id=other)
+        for hostile in HOSTILE:
+            assert memory.get(hostile, user_id="ann") is None
+            assert memory.history(hostile, user_id="ann") == []
+
+        # The search published an access event in the background; the projector counts it.
+        seen = eventually(
+            lambda: memory.get(berlin["memory_id"], user_id="ann"),
+            lambda found: found is not None and found["access_count"] >= 1,
+        )
+        assert seen == {**berlin, "access_count": seen["access_count"]}  # type: ignore[index]
+        (born,) = memory.history(berlin["memory_id"], user_id="ann")
+        assert born["type"] == "memory_added" and born["details"]["content"] == berlin["memory"]
+        assert born["source_event_ids"] == berlin["source_event_ids"] and born["occurred_at"]
+
+        deletion = memory.delete(berlin["memory_id"], user_id="ann", reason="user asked")
+        eventually(
+            lambda: memory.get_all(user_id="ann"),
+            lambda found: berlin["memory_id"] not in {m["memory_id"] for m in found},
+        )
+        assert all(
+            hit["memory_id"] != berlin["memory_id"]
+            for hit in memory.search("where does the user live", user_id="ann", limit=50)
+        )
+        gone = memory.get(berlin["memory_id"], user_id="ann")
+        assert gone is not None and gone["status"] == "deleted"
+        assert berlin["memory_id"] in {
+            m["memory_id"] for m in memory.get_all(user_id="ann", include_inactive=True)
+        }
+        life = memory.history(berlin["memory_id"], user_id="ann")
+        assert [entry["type"] for entry in life] == ["memory_added", "memory_deleted"]
+        assert life[1]["event_id"] == deletion and life[1]["details"]["reason"] == "user asked"
+
+        remaining = memory.get_all(user_id="ann")
+        assert len(memory.delete_all(user_id="ann")) == len(remaining)
+        eventually(lambda: memory.get_all(user_id="ann"), lambda found: found == [])
+
+
+async def test_the_async_client_does_the_same(worker_settings: Settings) -> None:
+    async with AsyncMemoryClient(worker_settings) as memory:
+        added = await memory.add(
+            BERLIN, user_id="cy", session_id="intro", event_ids=["a", "b", "c"]
+        )
+        assert added == {"session_id": "intro", "event_ids": ["a", "b", "c", added["event_ids"][3]]}
+        deadline = time.monotonic() + 90
+        while not (memories := await memory.get_all(user_id="cy")):
+            assert time.monotonic() < deadline, "no memories arrived"
+            await asyncio.sleep(0.5)
+        hits = await memory.search("which city", user_id="cy")
+        assert any("Berlin" in hit["memory"] for hit in hits)
+        assert await memory.search("which city", user_id="dee") == []
+        target = memories[0]["memory_id"]
+        await memory.delete(target, user_id="cy")
+        while target in {m["memory_id"] for m in await memory.get_all(user_id="cy")}:
+            assert time.monotonic() < deadline, "the delete was not projected"
+            await asyncio.sleep(0.5)
+        life = await memory.history(target, user_id="cy")
+        assert [entry["type"] for entry in life] == ["memory_added", "memory_deleted"]
+
+
+@pytest.fixture
+def cli_env(worker_settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """The worker's settings, exported the way a user would for the command."""
+    for name, value in worker_settings.to_env().items():
+        monkeypatch.setenv(name, value)
+    return worker_settings
+
+
+def test_memories_commands_get_history_delete_and_list_all(
+    cli_env: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def listing(*extra: str) -> str:
+        capsys.readouterr()
+        assert main(["memories", "list", "--user", "ann", *extra]) == 0
+        return capsys.readouterr().out
+
+    with MemoryClient(cli_env) as memory:
+        memory.add(BERLIN, user_id="ann")
+        found = eventually(
+            lambda: memory.get_all(user_id="ann"),
+            lambda memories: any("Berlin" in m["memory"] for m in memories),
+        )
+    berlin = next(m for m in found if "Berlin" in m["memory"])
+    memory_id = berlin["memory_id"]
+    assert f"memory {memory_id}" in listing()
+
+    capsys.readouterr()
+    assert main(["memories", "get", memory_id, "--user", "ann", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["memory"] == berlin["memory"]
+    assert main(["memories", "get", memory_id, "--user", "bob"]) == 1
+    assert "no memory" in capsys.readouterr().err
+
+    assert main(["memories", "delete", memory_id, "--user", "bob"]) == 1
+    assert main(["memories", "delete", "x' OR '1'='1", "--user", "ann"]) == 1
+    capsys.readouterr()
+    assert main(["memories", "delete", memory_id, "--user", "ann"]) == 0
+    assert "published memory_deleted" in capsys.readouterr().out
+
+    eventually(listing, lambda out: f"memory {memory_id}" not in out)
+    everything = listing("--all")
+    assert f"memory {memory_id}" in everything and "<deleted>" in everything
+
+    capsys.readouterr()
+    assert main(["memories", "history", memory_id, "--user", "ann"]) == 0
+    out = capsys.readouterr().out
+    assert out.index("memory_added") < out.index("memory_deleted")
+    assert ", ".join(berlin["source_event_ids"]) in out
+    assert main(["memories", "history", memory_id, "--user", "ann", "--json"]) == 0
+    life = json.loads(capsys.readouterr().out)
+    assert [entry["type"] for entry in life] == ["memory_added", "memory_deleted"]
+    assert main(["memories", "history", memory_id, "--user", "bob"]) == 1
+
+
+def test_search_filters_on_the_command_line(
+    cli_env: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with MemoryClient(cli_env) as memory:
+        memory.add(BERLIN, user_id="ann", session_id="work")
+        eventually(lambda: memory.get_all(user_id="ann"), lambda found: len(found) > 0)
+
+    def search(*options: str) -> list[dict[str, Any]]:
+        capsys.readouterr()
+        assert main(["search", "--user", "ann", "where do I live", "--json", *options]) == 0
+        hits: list[dict[str, Any]] = json.loads(capsys.readouterr().out)
+        return hits
+
+    assert search() and search("--session", "work")
+    assert search("--session", "elsewhere") == []
+    assert search("--min-importance", "1.01") == []
+    assert search("--since", "2000-01-01") and search("--until", "2000-01-01T00:00:00+00:00") == []
+    assert search("--since", "2999-01-01") == []
+    with pytest.raises(SystemExit):
+        main(["search", "--user", "ann", "x", "--since", "yesterday"])

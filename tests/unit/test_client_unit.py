@@ -1,0 +1,252 @@
+"""The client without a broker: message forms, event building, history, user scoping."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes import FakeEmbedder
+
+from memstream.models.codec import decode_event
+from memstream.models.events import (
+    MemoriesRetrieved,
+    MemoryAdded,
+    MemoryDeleted,
+    MemoryReinforced,
+    MemorySuperseded,
+    MessageAdded,
+    SessionClosed,
+    SessionStarted,
+)
+from memstream.models.settings import Settings
+from memstream.projections.memories import MemoryProjection, SourcePosition
+from memstream.streams.client import (
+    AsyncMemoryClient,
+    MemoryClient,
+    chat_events_for_add,
+    history_entry,
+    normalise_messages,
+)
+
+T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+
+
+def memory(
+    memory_id: str, user: str, content: str, offset: int
+) -> tuple[MemoryAdded, SourcePosition]:
+    event = MemoryAdded(
+        event_id=f"add-{memory_id}",
+        user_id=user,
+        session_id="s1",
+        occurred_at=T0,
+        memory_id=memory_id,
+        memory_type="fact",
+        content=content,
+        importance=0.7,
+        extraction_event_id="x1",
+        source_event_ids=(f"m-{memory_id}",),
+    )
+    return event, SourcePosition("t.memories", 0, offset)
+
+
+class RecordingProducer:
+    """Stands in for the aiokafka producer: keeps what was sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bytes, bytes]] = []
+
+    async def send(self, topic: str, *, key: bytes, value: bytes) -> asyncio.Future[None]:
+        self.sent.append((topic, key, value))
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
+
+    async def stop(self) -> None:
+        """Nothing to stop."""
+
+
+@pytest.fixture
+def projection(tmp_path: Path) -> MemoryProjection:
+    projection = MemoryProjection(tmp_path / "lancedb", FakeEmbedder())
+    projection.apply(
+        [
+            memory("ann-1", "ann", "Ann lives in Oslo", 0),
+            memory("ann-2", "ann", "Ann prefers green tea", 1),
+            memory("bob-1", "bob", "Bob lives in Berlin", 2),
+        ]
+    )
+    return projection
+
+
+def client_with(
+    projection: MemoryProjection, tmp_path: Path
+) -> tuple[AsyncMemoryClient, RecordingProducer]:
+    client = AsyncMemoryClient(Settings(data_dir=tmp_path, topic_prefix="t"), projection=projection)
+    producer = RecordingProducer()
+
+    async def ready() -> Any:
+        return producer
+
+    client._producer_ready = ready  # type: ignore[method-assign]
+    return client, producer
+
+
+def test_a_string_is_one_user_message_and_bad_messages_are_refused() -> None:
+    assert normalise_messages("hi") == [{"role": "user", "content": "hi"}]
+    assert normalise_messages([{"role": "assistant", "content": "ok", "tool_call_id": "x"}]) == [
+        {"role": "assistant", "content": "ok"}
+    ]
+    with pytest.raises(ValueError):
+        normalise_messages([])
+    with pytest.raises(ValueError):
+        normalise_messages([{"role": "robot", "content": "x"}])
+    with pytest.raises(TypeError):
+        normalise_messages([{"role": "user", "content": [{"type": "image"}]}])
+
+
+def test_add_without_a_session_starts_one_and_closes_it() -> None:
+    session, events = chat_events_for_add(
+        normalise_messages(
+            [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+        ),
+        user_id="ann",
+        occurred_at=T0,
+    )
+    assert [type(e) for e in events] == [SessionStarted, MessageAdded, MessageAdded, SessionClosed]
+    assert {e.session_id for e in events} == {session} and {e.user_id for e in events} == {"ann"}
+    assert len({e.event_id for e in events}) == 4
+    assert [e.occurred_at for e in events] == sorted(e.occurred_at for e in events)
+
+
+def test_add_to_a_named_session_without_close_publishes_only_the_messages() -> None:
+    session, events = chat_events_for_add(
+        normalise_messages("a"), user_id="ann", session_id="s9", close=False
+    )
+    assert session == "s9" and [type(e) for e in events] == [MessageAdded]
+
+
+def test_caller_event_ids_make_the_whole_add_deterministic() -> None:
+    def build() -> tuple[str, list[str]]:
+        session, events = chat_events_for_add(
+            normalise_messages("a"), user_id="ann", event_ids=["e1"], occurred_at=T0
+        )
+        return session, [e.event_id for e in events]
+
+    first, again = build(), build()
+    assert first == again and first[1][1] == "e1"
+    with pytest.raises(ValueError):
+        chat_events_for_add(normalise_messages("a"), user_id="ann", event_ids=["e1", "e2"])
+
+
+def test_history_entries_name_the_memory_on_both_sides_of_a_supersession() -> None:
+    added, _ = memory("m1", "ann", "Ann lives in Oslo", 0)
+    superseded = MemorySuperseded(
+        event_id="sup",
+        user_id="ann",
+        session_id="s2",
+        occurred_at=T0,
+        memory_id="m1",
+        superseded_by="m2",
+        reason="moved",
+        similarity=0.8,
+    )
+    reinforced = MemoryReinforced(
+        event_id="r",
+        user_id="ann",
+        session_id="s3",
+        occurred_at=T0,
+        memory_id="m1",
+        extraction_event_id="x2",
+        source_event_ids=("m-9",),
+        similarity=0.95,
+    )
+    assert history_entry(added, "m1", 0, 0)["source_event_ids"] == ["m-m1"]  # type: ignore[index]
+    assert history_entry(reinforced, "m1", 0, 1)["source_event_ids"] == ["m-9"]  # type: ignore[index]
+    assert history_entry(superseded, "m1", 0, 2)["details"]["superseded_by"] == "m2"  # type: ignore[index]
+    assert history_entry(superseded, "m2", 0, 2)["details"]["supersedes"] == "m1"  # type: ignore[index]
+    assert history_entry(added, "other", 0, 0) is None
+
+
+async def test_reads_are_scoped_to_the_user(projection: MemoryProjection, tmp_path: Path) -> None:
+    client, _ = client_with(projection, tmp_path)
+    assert {m["memory_id"] for m in await client.get_all(user_id="ann")} == {"ann-1", "ann-2"}
+    assert await client.get("bob-1", user_id="ann") is None
+    assert (await client.get("bob-1", user_id="bob"))["memory"] == "Bob lives in Berlin"  # type: ignore[index]
+    hits = await client.search("lives in", user_id="ann", limit=5)
+    assert hits and {h["memory_id"] for h in hits} <= {"ann-1", "ann-2"}
+    for hostile in ("x' OR '1'='1", "ann' --", "%", ""):
+        assert await client.search("lives", user_id=hostile) == []
+        assert await client.get_all(user_id=hostile) == []
+        assert await client.get("ann-1", user_id=hostile) is None
+    with pytest.raises(NotImplementedError):
+        await client.search("x", user_id="ann", as_of=T0)
+
+
+async def test_delete_checks_ownership_and_publishes_an_event(
+    projection: MemoryProjection, tmp_path: Path
+) -> None:
+    client, producer = client_with(projection, tmp_path)
+    for foreign in ("bob-1", "nope", "x' OR '1'='1"):
+        with pytest.raises(KeyError):
+            await client.delete(foreign, user_id="ann")
+    assert producer.sent == []
+    event_id = await client.delete("ann-1", user_id="ann")
+    ((topic, key, value),) = producer.sent
+    event = decode_event(value)
+    assert topic == "t.memories" and key == b"ann"
+    assert isinstance(event, MemoryDeleted) and event.memory_id == "ann-1"
+    assert event.event_id == event_id and event.user_id == "ann"
+    assert projection.get("ann", "ann-1").status == "active"  # type: ignore[union-attr]  # the projector writes
+
+
+async def test_delete_all_deletes_only_that_users_active_memories(
+    projection: MemoryProjection, tmp_path: Path
+) -> None:
+    client, producer = client_with(projection, tmp_path)
+    ids = await client.delete_all(user_id="ann")
+    deleted = [decode_event(value) for _, _, value in producer.sent]
+    assert sorted(e.memory_id for e in deleted) == ["ann-1", "ann-2"]  # type: ignore[attr-defined]
+    assert {e.user_id for e in deleted} == {"ann"} and len(ids) == 2
+    assert await client.delete_all(user_id="nobody") == []
+
+
+async def test_add_refuses_an_oversized_event_before_publishing(
+    projection: MemoryProjection, tmp_path: Path
+) -> None:
+    client, producer = client_with(projection, tmp_path)
+    with pytest.raises(ValueError, match="over the limit"):
+        await client.add("x" * 999_999, user_id="ann")
+    assert producer.sent == []
+    result = await client.add("I live in Oslo", user_id="ann", session_id="s1", close=False)
+    assert result["session_id"] == "s1" and len(result["event_ids"]) == 1
+    assert [(t, k) for t, k, _ in producer.sent] == [("t.chat", b"ann")]
+
+
+def test_the_sync_client_works_inside_a_running_loop(
+    projection: MemoryProjection, tmp_path: Path
+) -> None:
+    async def inside() -> list[Any]:
+        with MemoryClient(Settings(data_dir=tmp_path), projection=projection) as client:
+            return client.get_all(user_id="ann")  # type: ignore[return-value]
+
+    assert len(asyncio.run(inside())) == 2
+
+
+async def test_search_publishes_the_access_event_of_what_it_returned(
+    projection: MemoryProjection, tmp_path: Path
+) -> None:
+    client, producer = client_with(projection, tmp_path)
+    hits = await client.search("Ann lives in Oslo", user_id="ann", limit=1)
+    assert [h["memory_id"] for h in hits] == ["ann-1"]
+    await client.close()  # waits for the background publish
+    ((topic, key, value),) = producer.sent
+    event = decode_event(value)
+    assert topic == "t.accesses" and key == b"ann"
+    assert isinstance(event, MemoriesRetrieved) and event.user_id == "ann"
+    assert [m.memory_id for m in event.memories] == ["ann-1"]
+    assert await client.search("lives", user_id="bob", limit=200)
+    with pytest.raises(ValueError):
+        await client.search("lives", user_id="ann", limit=0)
