@@ -39,9 +39,12 @@ SUPERSEDE_SIMILARITY = 0.5
 #: Types that state something about the user that can change.
 MUTABLE_TYPES = frozenset({"fact", "preference"})
 
+# A slot names one attribute with one current value. "User's budget is …" and "User lives in …"
+# do; a bare "User is …" does not ("User is vegetarian" and "User is a nurse" are both true),
+# so it never supersedes: a wrong supersession loses a fact, a missed one only leaves two.
 _SLOT = re.compile(
-    r"^(user(?:'s [\w' -]{1,40}?)? (?:is|are|was|has|have|lives in|lives|works at|works for|"
-    r"works as|works|is from|comes from|studies|drives|owns|uses))\b",
+    r"^(user's [\w' -]{1,40}? (?:is|are|was|has|have)|user (?:lives in|lives|works at|"
+    r"works for|works as|is from|comes from|moved to|studies at|studies|drives|owns))\b",
     re.IGNORECASE,
 )
 _NOISE = re.compile(r"[^\w]+")

@@ -46,6 +46,11 @@ def test_episodes_and_summaries_are_never_superseded() -> None:
     assert decide(candidate("my budget is 1500 euros!", "episode"), existing).kind == "duplicate"
 
 
+def test_different_attributes_of_the_user_never_supersede_each_other() -> None:
+    existing = [ExistingMemory("m1", "fact", "User is vegetarian", 0.7)]
+    assert decide(candidate("User is allergic to peanuts"), existing).kind == "add"
+
+
 def test_nothing_existing_means_add() -> None:
     assert decide(candidate("User lives in Oslo"), []).kind == "add"
 
@@ -57,6 +62,7 @@ def test_nothing_existing_means_add() -> None:
         ("User's budget is now 2000 euros", "user s budget is"),
         ("User works at Acme Robotics in Porto", "user works at"),
         ("Prefers tea", None),
+        ("User is vegetarian", None),  # a bare "is" names no single attribute
     ],
 )
 def test_slots(text: str, expected: str | None) -> None:
