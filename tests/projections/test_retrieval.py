@@ -228,6 +228,9 @@ def test_a_relevant_fact_beats_an_irrelevant_important_one(
     assert top.rank_score == pytest.approx(
         0.6 * top.relevance + 0.2 * top.importance + 0.15 * top.recency + 0.05 * top.use
     )
+    # The "why ranked" view shows each weighted component next to its raw value.
+    assert top.explain().startswith(f"{top.rank_score:.3f} = rel 0.600 (1.00) + imp 0.060 (0.30)")
+    assert found.explain().splitlines()[0].startswith(" 1 * [fact]")
 
 
 def test_recency_comes_from_event_time_not_from_access(
