@@ -47,6 +47,7 @@ _SLOT = re.compile(
     r"works for|works as|is from|comes from|moved to|studies at|studies|drives|owns))\b",
     re.IGNORECASE,
 )
+_SAME_SLOT = {"user moved to": "user lives in", "user lives": "user lives in"}
 _NOISE = re.compile(r"[^\w]+")
 
 
@@ -84,7 +85,11 @@ def slot(text: str) -> str | None:
     'user lives in'
     """
     match = _SLOT.match(text.strip())
-    return normalised(match.group(1)) if match else None
+    if match is None:
+        return None
+    found = normalised(match.group(1))
+    # "moved to" states the new value of where the user lives.
+    return _SAME_SLOT.get(found, found)
 
 
 def decide(candidate: MemoryCandidate, neighbours: Sequence[ExistingMemory]) -> Decision:

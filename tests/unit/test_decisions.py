@@ -51,6 +51,11 @@ def test_different_attributes_of_the_user_never_supersede_each_other() -> None:
     assert decide(candidate("User is allergic to peanuts"), existing).kind == "add"
 
 
+def test_a_move_supersedes_where_the_user_lives() -> None:
+    existing = [ExistingMemory("m1", "fact", "User lives in Berlin", 0.62)]
+    assert decide(candidate("User moved to Munich"), existing).target == "m1"
+
+
 def test_nothing_existing_means_add() -> None:
     assert decide(candidate("User lives in Oslo"), []).kind == "add"
 
@@ -62,7 +67,8 @@ def test_nothing_existing_means_add() -> None:
         ("User's budget is now 2000 euros", "user s budget is"),
         ("User works at Acme Robotics in Porto", "user works at"),
         ("Prefers tea", None),
-        ("User is vegetarian", None),  # a bare "is" names no single attribute
+        ("User is vegetarian", None),
+        ("User moved to Munich", "user lives in"),  # a bare "is" names no single attribute
     ],
 )
 def test_slots(text: str, expected: str | None) -> None:
