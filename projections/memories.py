@@ -743,14 +743,7 @@ class MemoryProjection:
             )
             scores = rows.column("_relevance_score").to_pylist()
         else:
-            rows = (
-                table.search(vector)
-                .distance_type("cosine")
-                .where(where, prefilter=True)
-                .select([*_RECORD_COLUMNS, "_distance"])
-                .limit(limit)
-                .to_arrow()
-            )
+            rows = _nearest(table, vector, where, limit)
             # The score RRF gives a hit found by one ranking only, so scores keep one scale.
             scores = [1.0 / (RRF_K + rank) for rank in range(1, rows.num_rows + 1)]
         return [
@@ -766,14 +759,7 @@ class MemoryProjection:
         table = self._open()
         if table is None or where is None:
             return []
-        rows = (
-            table.search(vector)
-            .distance_type("cosine")
-            .where(where, prefilter=True)
-            .select([*_RECORD_COLUMNS, "_distance"])
-            .limit(limit)
-            .to_arrow()
-        )
+        rows = _nearest(table, vector, where, limit)
         distances = rows.column("_distance").to_pylist()
         return [
             (MemoryRecord(**_record_fields(row)), 1.0 - float(distance))
@@ -809,6 +795,18 @@ class MemoryProjection:
         if user_id is None:
             return int(table.count_rows())
         return int(table.count_rows(_user_filter(user_id, SearchFilters())))
+
+
+def _nearest(table: Any, vector: np.ndarray, where: str, limit: int) -> pa.Table:
+    """The ``limit`` rows nearest to ``vector`` (cosine) among those ``where`` selects."""
+    return (
+        table.search(vector)
+        .distance_type("cosine")
+        .where(where, prefilter=True)
+        .select([*_RECORD_COLUMNS, "_distance"])
+        .limit(limit)
+        .to_arrow()
+    )
 
 
 def _user_filter(user_id: str, filters: SearchFilters) -> str | None:
