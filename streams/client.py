@@ -23,9 +23,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import uuid
 from collections.abc import Coroutine, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Self, TypedDict, TypeVar, cast, get_args
 
@@ -41,10 +40,7 @@ from memstream.models.events import (
     MemoryPromoted,
     MemoryReinforced,
     MemorySuperseded,
-    MessageAdded,
     Role,
-    SessionClosed,
-    SessionStarted,
     derived_id,
 )
 from memstream.models.settings import Settings
@@ -57,6 +53,7 @@ from memstream.projections.memories import (
 )
 from memstream.projections.retrieval import MAX_CANDIDATES, RankedMemory, Retriever
 from memstream.streams.logreader import read_topic
+from memstream.streams.publish import Message, chat_events_for_add
 from memstream.streams.topics import Topics, ensure_topics
 
 log = logging.getLogger(__name__)
@@ -68,14 +65,6 @@ _ROLES: frozenset[str] = frozenset(get_args(Role))
 ACCESS_FLUSH_TIMEOUT_S = 10.0
 #: Token budget given to the retriever by ``search``: large, so no hit is cut for length.
 SEARCH_TOKEN_BUDGET = 10_000_000
-
-
-class Message(TypedDict, total=False):
-    """A chat message as mem0 (and OpenAI) take it; other keys are ignored."""
-
-    role: str
-    content: str
-    name: str
 
 
 class AddResult(TypedDict):
@@ -169,71 +158,6 @@ def normalise_messages(
     if not normalised:
         raise ValueError("add() needs at least one message")
     return normalised
-
-
-def chat_events_for_add(
-    messages: Sequence[Message],
-    *,
-    user_id: str,
-    session_id: str | None = None,
-    agent_id: str | None = None,
-    close: bool = True,
-    event_ids: Sequence[str] | None = None,
-    occurred_at: datetime | None = None,
-) -> tuple[str, list[Event]]:
-    """The session id and the chat events one ``add`` publishes.
-
-    With ``event_ids`` (one per message) every id is deterministic, the generated session id
-    and the start and close ids included, so publishing the same call again repeats the same
-    events. Messages get increasing event times one microsecond apart from ``occurred_at``
-    (default: now).
-    """
-    if event_ids is not None:
-        event_ids = list(event_ids)
-        if len(event_ids) != len(messages):
-            raise ValueError(f"{len(event_ids)} event ids for {len(messages)} messages")
-        if len(set(event_ids)) != len(event_ids):
-            raise ValueError("event ids must be unique")
-    start = occurred_at or datetime.now(UTC)
-    if start.tzinfo is None:
-        raise ValueError("occurred_at needs a timezone")
-    new_session = session_id is None
-    if session_id is None:
-        session_id = (
-            f"session-{derived_id('client-session', user_id, *event_ids)}"
-            if event_ids is not None
-            else f"session-{uuid.uuid4()}"
-        )
-    envelope: dict[str, Any] = {"user_id": user_id, "agent_id": agent_id, "session_id": session_id}
-
-    def new_id(*parts: str) -> str:
-        return derived_id("client", user_id, session_id, *parts) if event_ids else str(uuid.uuid4())
-
-    events: list[Event] = []
-    if new_session:
-        events.append(SessionStarted(event_id=new_id("start"), occurred_at=start, **envelope))
-    for number, message in enumerate(messages):
-        events.append(
-            MessageAdded(
-                event_id=event_ids[number] if event_ids is not None else str(uuid.uuid4()),
-                occurred_at=start + timedelta(microseconds=number),
-                role=cast(Role, message["role"]),
-                content=message["content"],
-                name=message.get("name"),
-                **envelope,
-            )
-        )
-    if close:
-        last = events[-1].event_id
-        events.append(
-            SessionClosed(
-                event_id=new_id("close", last),
-                occurred_at=start + timedelta(microseconds=len(messages)),
-                reason="explicit",
-                **envelope,
-            )
-        )
-    return session_id, events
 
 
 def hit_dict(hit: MemoryHit) -> MemoryHitDict:

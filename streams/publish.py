@@ -5,12 +5,20 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypedDict, cast
 
 from aiokafka import AIOKafkaProducer
 
 from memstream.models.codec import InvalidEvent, decode_event, encode_event
-from memstream.models.events import Event, MessageAdded, Role, SessionClosed
+from memstream.models.events import (
+    Event,
+    MessageAdded,
+    Role,
+    SessionClosed,
+    SessionStarted,
+    derived_id,
+)
 from memstream.models.settings import Settings
 from memstream.streams.agents import CHAT_TYPES
 from memstream.streams.topics import Topics, ensure_topics
@@ -46,6 +54,79 @@ def read_events(lines: Iterable[str], max_bytes: int) -> tuple[list[Event], list
     return events, errors
 
 
+class Message(TypedDict, total=False):
+    """A chat message as mem0 (and OpenAI) take it; other keys are ignored."""
+
+    role: str
+    content: str
+    name: str
+
+
+def chat_events_for_add(
+    messages: Sequence[Message],
+    *,
+    user_id: str,
+    session_id: str | None = None,
+    agent_id: str | None = None,
+    close: bool = True,
+    event_ids: Sequence[str] | None = None,
+    occurred_at: datetime | None = None,
+) -> tuple[str, list[Event]]:
+    """The session id and the chat events one ``add`` publishes.
+
+    With ``event_ids`` (one per message) every id is deterministic, the generated session id
+    and the start and close ids included, so publishing the same call again repeats the same
+    events. Messages get increasing event times one microsecond apart from ``occurred_at``
+    (default: now).
+    """
+    if event_ids is not None:
+        event_ids = list(event_ids)
+        if len(event_ids) != len(messages):
+            raise ValueError(f"{len(event_ids)} event ids for {len(messages)} messages")
+        if len(set(event_ids)) != len(event_ids):
+            raise ValueError("event ids must be unique")
+    start = occurred_at or datetime.now(UTC)
+    if start.tzinfo is None:
+        raise ValueError("occurred_at needs a timezone")
+    new_session = session_id is None
+    if session_id is None:
+        session_id = (
+            f"session-{derived_id('client-session', user_id, *event_ids)}"
+            if event_ids is not None
+            else f"session-{uuid.uuid4()}"
+        )
+    envelope: dict[str, Any] = {"user_id": user_id, "agent_id": agent_id, "session_id": session_id}
+
+    def new_id(*parts: str) -> str:
+        return derived_id("client", user_id, session_id, *parts) if event_ids else str(uuid.uuid4())
+
+    events: list[Event] = []
+    if new_session:
+        events.append(SessionStarted(event_id=new_id("start"), occurred_at=start, **envelope))
+    for number, message in enumerate(messages):
+        events.append(
+            MessageAdded(
+                event_id=event_ids[number] if event_ids is not None else str(uuid.uuid4()),
+                occurred_at=start + timedelta(microseconds=number),
+                role=cast(Role, message["role"]),
+                content=message["content"],
+                name=message.get("name"),
+                **envelope,
+            )
+        )
+    if close:
+        last = events[-1].event_id if events else ""
+        events.append(
+            SessionClosed(
+                event_id=new_id("close", last),
+                occurred_at=start + timedelta(microseconds=len(messages)),
+                reason="explicit",
+                **envelope,
+            )
+        )
+    return session_id, events
+
+
 def quick_events(
     *,
     user_id: str,
@@ -57,31 +138,11 @@ def quick_events(
     now: datetime | None = None,
 ) -> list[Event]:
     """The events of the quick form: one message, and a close when asked."""
-    now = now or datetime.now(UTC)
-    events: list[Event] = []
-    if text is not None:
-        events.append(
-            MessageAdded(
-                event_id=str(uuid.uuid4()),
-                user_id=user_id,
-                agent_id=agent_id,
-                session_id=session_id,
-                occurred_at=now,
-                role=role,
-                content=text,
-            )
-        )
-    if close:
-        events.append(
-            SessionClosed(
-                event_id=str(uuid.uuid4()),
-                user_id=user_id,
-                agent_id=agent_id,
-                session_id=session_id,
-                occurred_at=now,
-                reason="explicit",
-            )
-        )
+    messages: list[Message] = [] if text is None else [{"role": role, "content": text}]
+    _, events = chat_events_for_add(
+        messages, user_id=user_id, session_id=session_id, agent_id=agent_id, close=close,
+        occurred_at=now,
+    )
     return events
 
 
