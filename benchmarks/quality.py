@@ -298,6 +298,7 @@ def build_raw_turns(conversations: list[Conversation], projection: MemoryProject
                 importance=EPISODE_IMPORTANCE,
                 tier="short_term",
                 extraction_event_id=derived_id(message.event_id, "raw-extraction"),
+                extractor="raw/1",
                 source_event_ids=(message.event_id,),
             )
             for messages in conversation.sessions

@@ -216,10 +216,17 @@ class ExtractionFailure(Event):
 
 
 class MemoryAdded(Event):
-    """A new memory entered the user's long-term store."""
+    """A new memory entered the user's long-term store.
+
+    Version 2 records which extractor proposed the memory (``extractor``, name/version), so
+    memories of two extractors can be told apart; version 1 events are upcast with
+    ``"unrecorded"`` (see :mod:`memstream.models.upcasting`).
+    """
 
     content_fields: ClassVar[tuple[str, ...]] = ("content",)
     type: Literal["memory_added"] = "memory_added"
+    schema_version: Literal[2] = 2  # type: ignore[assignment]
+    extractor: Identifier
     memory_id: Identifier
     memory_type: MemoryType
     content: Annotated[str, StringConstraints(min_length=1, max_length=20_000)]

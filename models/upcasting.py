@@ -49,6 +49,16 @@ class Upcasters:
         return payload
 
 
-#: The upcasters of the current schema. Every event type is at version 1 today; the first
-#: schema change registers its ``upcast_v1_v2`` here.
+#: The upcasters of the current schema.
 UPCASTERS = Upcasters()
+
+#: What a v1 ``memory_added`` event says about its extractor: nothing was recorded.
+UNRECORDED_EXTRACTOR = "unrecorded"
+
+
+@UPCASTERS.register("memory_added", 1)
+def upcast_memory_added_v1_v2(payload: Payload) -> Payload:
+    """v2 names the extractor that proposed the memory; v1 events did not record it."""
+    payload.setdefault("extractor", UNRECORDED_EXTRACTOR)
+    payload["schema_version"] = 2
+    return payload

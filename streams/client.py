@@ -24,6 +24,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Coroutine, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Self, TypedDict, TypeVar, cast, get_args
@@ -416,21 +417,27 @@ class AsyncMemoryClient:
         is that composite rank score. The retrieval's access event, naming the memories
         returned, goes to the accesses topic in the background and never delays the answer.
 
-        ``as_of`` (memory as it stood at a past time) needs a replay of the memories topic
-        and is not implemented yet: it raises ``NotImplementedError``.
+        ``as_of`` answers from what memstream believed at that time: memories recorded by
+        then (event time) and not superseded or expired by then, ranked with recency as of
+        then. Deleted memories stay out. A point-in-time search is not counted as use (it
+        publishes no access event).
 
         Raises
         ------
         ValueError
             ``limit`` outside 1 to 200, or an unknown memory type in ``filters``.
         """
-        if as_of is not None:
-            raise NotImplementedError("search(as_of=...) needs a replay of the memories topic")
+        if as_of is not None and as_of.tzinfo is None:
+            raise ValueError("as_of needs a timezone")
         if not 1 <= limit <= MAX_CANDIDATES:
             raise ValueError(f"limit must be between 1 and {MAX_CANDIDATES}")
         _check_id("user_id", user_id)
         projection = await self._projection_ready()
-        retriever = Retriever(projection, self.settings)
+        if as_of is None:
+            retriever = Retriever(projection, self.settings)
+        else:
+            filters = replace(filters or SearchFilters(), as_of=as_of)
+            retriever = Retriever(projection, self.settings, clock=lambda: as_of)
         found = await asyncio.to_thread(
             retriever.retrieve,
             user_id,
@@ -441,7 +448,7 @@ class AsyncMemoryClient:
             token_budget=SEARCH_TOKEN_BUDGET,
         )
         items = found.items[:limit]
-        if found.access_event is not None and items:
+        if found.access_event is not None and items and as_of is None:
             returned = {item.memory.memory_id for item in items}
             event = found.access_event.model_copy(
                 update={
@@ -652,10 +659,8 @@ class MemoryClient:
         filters: SearchFilters | None = None,
         as_of: datetime | None = None,
     ) -> list[MemoryHitDict]:
-        """The user's most relevant memories (see :meth:`AsyncMemoryClient.search`).
-
-        ``as_of`` raises ``NotImplementedError`` for now (it needs a replay).
-        """
+        """The user's most relevant memories, now or ``as_of`` a past time (see
+        :meth:`AsyncMemoryClient.search`)."""
         return self._run(
             self._client.search(query, user_id=user_id, limit=limit, filters=filters, as_of=as_of)
         )

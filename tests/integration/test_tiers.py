@@ -225,6 +225,7 @@ def test_a_replay_holds_retrievals_until_their_memories_are_projected(
             importance=0.5,
             tier="short_term",
             extraction_event_id=f"ann/extraction/{i}",
+            extractor="test/1",
         )
         for i in range(130)
     ]

@@ -64,6 +64,7 @@ def memory(
         content=content,
         importance=importance,
         extraction_event_id=f"ext-{memory_id}",
+        extractor="test/1",
         source_event_ids=(f"msg-{memory_id}",),
         entities=("Alice",),
     )
@@ -355,10 +356,13 @@ def test_a_vector_index_is_built_once_the_table_is_large_enough(tmp_path: Path) 
     projection.apply(batch_of(*events))
     projection.refresh_indexes()
     table = open_table(tmp_path)
-    assert [i.columns for i in table.list_indices()] == [["content"]]
+    scalar = ["memory_key", "memory_type", "status", "user_key"]
+    assert sorted(i.columns[0] for i in table.list_indices()) == sorted(["content", *scalar])
     projection.apply([(memory("m-299", "note 299 about topic 10", user_id="alice"), at(299))])
     projection.refresh_indexes()
-    assert sorted(i.columns[0] for i in table.list_indices()) == ["content", "vector"]
+    assert sorted(i.columns[0] for i in table.list_indices()) == sorted(
+        ["content", "vector", *scalar]
+    )
     hits = projection.search("alice", "note 299 about topic 10", limit=5)
     assert hits[0].memory_id == "m-299"
     alices = {f"m-{i}" for i in range(0, 299, 3)} | {"m-299"}

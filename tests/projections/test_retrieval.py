@@ -86,6 +86,7 @@ def added(
         content=content,
         importance=importance,
         extraction_event_id=f"ext-{memory_id}",
+        extractor="test/1",
     )
 
 

@@ -55,6 +55,7 @@ def memory(
         importance=0.5,
         tier=tier,
         extraction_event_id=f"ext-{memory_id}",
+        extractor="test/1",
     )
 
 
