@@ -14,6 +14,7 @@ from memstream.models.decisions import Decision, ExistingMemory, decide
 from memstream.models.events import (
     ConsolidationRequested,
     Event,
+    ExtractionFailure,
     ExtractionRecorded,
     MemoryAdded,
     MemoryCandidate,
@@ -24,6 +25,7 @@ from memstream.models.events import (
 from memstream.models.extraction import Extractor
 from memstream.projections.embedder import Embedder
 from memstream.projections.memories import MemoryProjection
+from memstream.streams.llm_extractor import ExtractionFailed
 
 #: Default importance at or above which a memory goes straight to long-term (seed 2).
 LONG_TERM_IMPORTANCE = 0.8
@@ -61,14 +63,18 @@ def decode_checked(
     ------
     InvalidEvent
         If the bytes are not a valid event, the type is wrong for the topic, or the message
-        key is not the event's user id (keys decide partitions, so a wrong key breaks order).
+        key is missing or not the event's user id (keys decide partitions: an unkeyed or
+        wrongly keyed event lands on another partition than the user's other events, and
+        their order, which the session fold and memory decisions rely on, is lost).
     """
     if raw is None:
         raise InvalidEvent("empty message (tombstone) on an event topic")
     event = decode_event(raw, max_bytes=max_bytes)
     if event.type not in allowed:
         raise InvalidEvent(f"event type {event.type!r} does not belong on this topic")
-    if key is not None and key != event.user_id.encode():
+    if key is None:
+        raise InvalidEvent("message has no key: memstream topics are keyed by user_id")
+    if key != event.user_id.encode():
         raise InvalidEvent("message key is not the event's user_id")
     return event
 
@@ -99,6 +105,36 @@ def record_extraction(
         usage=extraction.usage,
         latency_ms=round(latency_ms, 3),
         candidates=extraction.candidates,
+    )
+
+
+def extraction_failure(
+    request: ConsolidationRequested,
+    extractor: Extractor,
+    failure: ExtractionFailed,
+    latency_ms: float,
+    *,
+    retry: bool,
+) -> ExtractionFailure:
+    """The record of an extractor giving up on ``request`` (the raw reply kept); its id
+    derives from the request and the attempt, so a re-delivery repeats it."""
+    return ExtractionFailure(
+        event_id=derived_id(request.event_id, "failed", str(request.attempt)),
+        user_id=request.user_id,
+        agent_id=request.agent_id,
+        session_id=request.session_id,
+        occurred_at=request.occurred_at,
+        consolidation_event_id=request.event_id,
+        extractor=extractor.name,
+        extractor_version=extractor.version,
+        model=getattr(extractor, "model", None),
+        prompt_version=getattr(extractor, "prompt_version", None),
+        reason=failure.reason[:5000],
+        raw_response=failure.raw_response,
+        attempts=failure.attempts,
+        usage=failure.usage,
+        latency_ms=round(latency_ms, 3),
+        retry_scheduled=retry,
     )
 
 
@@ -194,6 +230,7 @@ class MemoryDecider:
                 if candidate.importance >= self.long_term_importance
                 else "short_term",
                 extraction_event_id=recorded.event_id,
+                extractor=f"{recorded.extractor}/{recorded.extractor_version}",
                 source_event_ids=candidate.source_event_ids,
                 entities=candidate.entities,
                 **common,

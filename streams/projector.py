@@ -25,7 +25,8 @@ import contextlib
 import fcntl
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -41,7 +42,8 @@ from memstream.models.events import (
 )
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
-from memstream.projections.memories import MemoryProjection, SourcePosition
+from memstream.projections.memories import DEFAULT_TABLE, MemoryProjection, SourcePosition
+from memstream.projections.shadow import live_name
 from memstream.streams.agents import ACCESS_TYPES, MEMORY_TYPES, decode_checked
 from memstream.streams.deadletters import DeadLetter
 from memstream.streams.tansu import true_end_offsets
@@ -84,19 +86,36 @@ class WriterLock:
             self._file = None
 
 
-async def _assigned_partitions(consumer: AIOKafkaConsumer, topic: str) -> list[TopicPartition]:
+async def _assigned_partitions(
+    consumer: AIOKafkaConsumer, topic: str, *, timeout_s: float | None = None
+) -> list[TopicPartition]:
+    """The partitions of ``topic``, waiting for it to exist (for ever, or ``timeout_s``)."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
         partitions = consumer.partitions_for_topic(topic)
         if partitions:
             return [TopicPartition(topic, p) for p in sorted(partitions)]
+        if deadline is not None and time.monotonic() > deadline:
+            raise TopicMissing(
+                f"topic {topic!r} does not exist on the broker: check MEMSTREAM_BROKER and "
+                "MEMSTREAM_TOPIC_PREFIX (an embedded broker that restarted has lost its topics)"
+            )
         await consumer._client.force_metadata_update()
         await asyncio.sleep(0.5)
+
+
+class TopicMissing(RuntimeError):
+    """A topic a replay needs is not on the broker."""
 
 
 async def run_memory_projector(
     settings: Settings, stop: asyncio.Event | None = None, *, tiers: bool = True
 ) -> None:
     """Project memory and access events into LanceDB until cancelled (or ``stop`` is set).
+
+    It writes the live table (:func:`memstream.projections.shadow.live_name`); when a replay
+    swaps a rebuilt table in, it finishes its batch, reopens on the new table and resumes
+    from that table's own positions.
 
     With ``tiers`` (the default) the tier keeper (:mod:`memstream.streams.tiers`) runs in
     the same process, on the projection this writes, and publishes its promotions and
@@ -108,6 +127,45 @@ async def run_memory_projector(
     while not lock.try_acquire():
         log.info("projector: another process writes %s; waiting", settings.lancedb_dir)
         await asyncio.sleep(5)
+    try:
+        embedder = await asyncio.to_thread(embedder_from_settings, settings)
+        while not stop.is_set():
+            table = live_table(settings)
+            projection = MemoryProjection(settings.lancedb_dir, embedder, table)
+            halt = asyncio.Event()
+            watcher = asyncio.create_task(_watch_live_table(settings, table, stop, halt))
+            try:
+                await _project_table(settings, projection, halt, tiers=tiers)
+            finally:
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watcher
+    finally:
+        lock.release()
+
+
+def live_table(settings: Settings) -> str:
+    """The name of the live memories table in ``settings.lancedb_dir``."""
+    return live_name(settings.lancedb_dir, "memories", DEFAULT_TABLE)
+
+
+async def _watch_live_table(
+    settings: Settings, table: str, stop: asyncio.Event, halt: asyncio.Event
+) -> None:
+    """Set ``halt`` once ``stop`` is set or a replay swapped another table in."""
+    while not stop.is_set():
+        if live_table(settings) != table:
+            log.info("projector: a replay swapped in table %r", live_table(settings))
+            break
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=1.0)
+    halt.set()
+
+
+async def _project_table(
+    settings: Settings, projection: MemoryProjection, stop: asyncio.Event, *, tiers: bool
+) -> None:
+    """One spell of projecting into ``projection``'s table, until ``stop`` is set."""
     topics = Topics.from_settings(settings)
     consumer = AIOKafkaConsumer(
         bootstrap_servers=settings.broker,
@@ -117,16 +175,21 @@ async def run_memory_projector(
     producer = AIOKafkaProducer(bootstrap_servers=settings.broker, acks="all")
     keeper: asyncio.Task[None] | None = None
     try:
-        embedder = await asyncio.to_thread(embedder_from_settings, settings)
-        projection = MemoryProjection(settings.lancedb_dir, embedder)
         await consumer.start()
         await producer.start()
-        memory_partitions = await _assigned_partitions(consumer, topics.memories)
-        access_partitions = await _assigned_partitions(consumer, topics.accesses)
-        consumer.assign(memory_partitions + access_partitions)
-        starts = await _seek_to_positions(
-            settings, consumer, projection, memory_partitions, access_partitions
-        )
+        partitions = await _assigned_partitions(consumer, topics.memories)
+        partitions += await _assigned_partitions(consumer, topics.accesses)
+        starts, shortfalls = await _positions(settings, projection, partitions)
+        for shortfall in shortfalls:
+            log.error("projector: %s", shortfall.explain())
+        lost = {s.partition for s in shortfalls}
+        # A partition whose log is shorter than the projection is not read at all: reading
+        # it again from 0 would mix two logs, and offsets the projection already holds
+        # would be taken as seen. Restore the log (`memstream restore`) and restart.
+        starts = {tp: offset for tp, offset in starts.items() if tp.partition not in lost}
+        consumer.assign(list(starts))
+        for tp, offset in starts.items():
+            consumer.seek(tp, offset)
         caught_up = asyncio.Event()
         if tiers:
 
@@ -153,7 +216,6 @@ async def run_memory_projector(
                 await keeper
         await consumer.stop()
         await producer.stop()
-        lock.release()
 
 
 async def _send_all(producer: AIOKafkaProducer, topic: str, events: tuple[Event, ...]) -> None:
@@ -166,34 +228,46 @@ async def _send_all(producer: AIOKafkaProducer, topic: str, events: tuple[Event,
         await future
 
 
-async def _seek_to_positions(
-    settings: Settings,
-    consumer: AIOKafkaConsumer,
-    projection: MemoryProjection,
-    memory_partitions: list[TopicPartition],
-    access_partitions: list[TopicPartition],
-) -> dict[TopicPartition, int]:
-    """Seek every partition to where the projection left it; return the offsets chosen."""
+@dataclass(frozen=True)
+class Shortfall:
+    """A partition whose log ends before offsets a projection already holds."""
+
+    topic: str
+    partition: int
+    log_end: int
+    projected_to: int
+
+    def explain(self) -> str:
+        """The plain-words report of it, with what to do."""
+        return (
+            f"{self.topic}[{self.partition}] ends at offset {self.log_end}, but the memory "
+            f"projection already holds events up to offset {self.projected_to - 1}: the broker "
+            "lost its log (the embedded broker keeps it in memory only, so a restart empties "
+            "it). This partition is not projected until the log is back: stop the worker, run "
+            "`memstream restore` from the archive, then start it again (or rebuild with "
+            "`memstream replay --projection memories`)."
+        )
+
+
+async def _positions(
+    settings: Settings, projection: MemoryProjection, partitions: list[TopicPartition]
+) -> tuple[dict[TopicPartition, int], list[Shortfall]]:
+    """Where the projection left each partition, and the partitions whose log is shorter."""
     positions = await asyncio.to_thread(projection.positions)
     access_positions = await asyncio.to_thread(projection.access_positions)
-    ends = await true_end_offsets(settings.broker, memory_partitions + access_partitions)
-    wanted = {tp: positions.get((tp.topic, tp.partition), 0) for tp in memory_partitions}
-    wanted |= {tp: access_positions.get(tp.partition, 0) for tp in access_partitions}
+    ends = await true_end_offsets(settings.broker, partitions)
+    accesses = Topics.from_settings(settings).accesses
     starts: dict[TopicPartition, int] = {}
-    for tp, position in wanted.items():
+    shortfalls: list[Shortfall] = []
+    for tp in partitions:
+        if tp.topic == accesses:
+            position = access_positions.get(tp.partition, 0)
+        else:
+            position = positions.get((tp.topic, tp.partition), 0)
         if position > ends[tp]:
-            # The log is shorter than what the projection has seen: the broker lost its
-            # storage (the embedded broker keeps the log in memory only). Say so plainly.
-            log.error(
-                "projector: %s[%d] ends at offset %d but the projection already holds offset "
-                "%d: the broker lost its log. What is already projected stays; the partition "
-                "is read again from its start.",
-                tp.topic, tp.partition, ends[tp], position - 1,
-            )
-            position = 0
-        consumer.seek(tp, position)
+            shortfalls.append(Shortfall(tp.topic, tp.partition, ends[tp], position))
         starts[tp] = position
-    return starts
+    return starts, shortfalls
 
 
 def _broker_time(record: ConsumerRecord) -> datetime | None:
@@ -210,12 +284,25 @@ class _Projector:
         self,
         settings: Settings,
         consumer: AIOKafkaConsumer,
-        producer: AIOKafkaProducer,
+        producer: AIOKafkaProducer | None,
         projection: MemoryProjection,
         starts: Mapping[TopicPartition, int],
         caught_up: asyncio.Event,
+        *,
+        until: datetime | None = None,
+        finish_at: Mapping[TopicPartition, int] | None = None,
+        on_batch: Callable[[int], None] | None = None,
     ) -> None:
+        """``producer`` None (a replay): invalid records are counted, not dead-lettered again.
+        ``until``: records the log got later than this are read past, not applied.
+        ``finish_at``: return once every partition is read to these offsets.
+        ``on_batch``: called with the number of records of each fetch (progress)."""
         self.settings = settings
+        self.until = until
+        self.finish_at = dict(finish_at) if finish_at is not None else None
+        self.on_batch = on_batch
+        #: Records that were not valid events of their topic (dead-lettered when live).
+        self.invalid = 0
         self.topics = Topics.from_settings(settings)
         self.consumer = consumer
         self.producer = producer
@@ -231,17 +318,26 @@ class _Projector:
         """Fetch, project and refresh indexes until ``stop`` is set."""
         dirty = False
         last_refresh = time.monotonic()
-        while not stop.is_set():
+        while not stop.is_set() and not self._finished():
             fetched = await self.consumer.getmany(
                 timeout_ms=int(self.settings.projection_batch_wait_s * 1000),
                 max_records=self.settings.projection_batch_size,
             )
             memory_batch: list[tuple[MemoryAdded | MemoryChange, SourcePosition]] = []
             for tp, records in fetched.items():
+                limit = self.finish_at.get(tp) if self.finish_at is not None else None
                 for record in records:
+                    if limit is not None and record.offset >= limit:
+                        break
+                    if self.until is not None and (_broker_time(record) or self.until) > self.until:
+                        continue
                     await self._take(record, memory_batch)
                 if records:
                     self.read_to[tp] = records[-1].offset + 1
+                    if limit is not None and self.read_to[tp] >= limit:
+                        self.consumer.pause(tp)
+            if self.on_batch is not None:
+                self.on_batch(sum(len(records) for records in fetched.values()))
             if memory_batch:
                 await asyncio.to_thread(self.projection.apply, memory_batch)
                 dirty = True
@@ -257,6 +353,14 @@ class _Projector:
                 await asyncio.to_thread(self.projection.refresh_indexes)
                 dirty = False
                 last_refresh = time.monotonic()
+
+    def _finished(self) -> bool:
+        """Whether a bounded run (a replay) has read and applied everything it should."""
+        if self.finish_at is None:
+            return False
+        if any(items for items in self.held.values()):
+            return False
+        return all(self.read_to.get(tp, 0) >= end for tp, end in self.finish_at.items())
 
     async def _take(
         self,
@@ -284,6 +388,9 @@ class _Projector:
             self.held.setdefault(record.partition, []).append((event, position))
 
     async def _dead_letter(self, record: ConsumerRecord, reason: str) -> None:
+        self.invalid += 1
+        if self.producer is None:
+            return  # a replay: the live projector dead-lettered this record already
         letter = DeadLetter.of(
             agent="projector",
             reason=reason,
@@ -305,6 +412,8 @@ class _Projector:
         """Whether ``tp`` is read up to the high watermark of the latest fetch (a partition
         this projector does not read has nothing to wait for)."""
         if tp not in self.read_to:
+            return True
+        if self.finish_at is not None and self.read_to[tp] >= self.finish_at.get(tp, 0):
             return True
         highwater = self.consumer.highwater(tp)
         return highwater is not None and self.read_to[tp] >= highwater

@@ -1,0 +1,180 @@
+"""Re-extraction: consolidation re-run with another extractor, into a versioned memory table.
+
+A replay never calls an extractor; this is the other mode, for comparing extractors or prompt
+versions. It reads the consolidation topic (the transcript spans the session agent cut from
+the chat events, each once), runs the chosen extractor and the same memory decisions on each
+span, and records everything it decides as events on a topic of its own,
+``<prefix>.memories.<label>``, projected into the table ``memories-<label>``. The live topic
+and table are not touched, so the two versions can be searched side by side
+(``memstream search --table memories-<label>``), and the new version is itself a log that a
+replay can rebuild without calling the extractor again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from aiokafka import AIOKafkaProducer, ConsumerRecord
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from memstream.models.codec import InvalidEvent, decode_event, encode_event
+from memstream.models.events import (
+    ConsolidationRequested,
+    Event,
+    ExtractionFailure,
+    MemoryAdded,
+    MemoryChange,
+)
+from memstream.models.extraction import Extractor
+from memstream.models.settings import Settings
+from memstream.projections.embedder import embedder_from_settings
+from memstream.projections.memories import MemoryProjection, SourcePosition
+from memstream.streams.agents import MemoryDecider, extraction_failure, record_extraction
+from memstream.streams.llm_extractor import ExtractionFailed
+from memstream.streams.logreader import read_topic
+from memstream.streams.topics import Topics
+
+log = logging.getLogger(__name__)
+
+_LABEL = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+class LabelInUse(ValueError):
+    """A re-extraction with this label exists already: versions are never overwritten."""
+
+
+@dataclass(frozen=True)
+class Reextraction:
+    """What a re-extraction produced."""
+
+    label: str
+    table: str
+    topic: str
+    spans: int
+    failed: int
+    added: int
+    changes: int
+    elapsed_s: float
+
+
+def default_label(extractor: Extractor) -> str:
+    """``<name>-<version>`` of the extractor, made safe for a table name."""
+    return re.sub(r"[^A-Za-z0-9_-]", "-", f"{extractor.name}-{extractor.version}")[:64]
+
+
+async def reextract(
+    settings: Settings,
+    extractor: Extractor,
+    label: str,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+) -> Reextraction:
+    """Run ``extractor`` over every recorded consolidation span into ``memories-<label>``.
+
+    Raises
+    ------
+    ValueError
+        ``label`` has characters a table or topic name cannot hold.
+    LabelInUse
+        The table ``memories-<label>`` exists already.
+    """
+    if not _LABEL.fullmatch(label):
+        raise ValueError(f"a label is 1-64 letters, digits, '-' or '_', not {label!r}")
+    started = time.perf_counter()
+    topics = Topics.from_settings(settings)
+    topic = f"{topics.memories}.{label}"
+    table = f"memories-{label}"
+    embedder = await asyncio.to_thread(embedder_from_settings, settings)
+    projection = MemoryProjection(settings.lancedb_dir, embedder, table)
+    if projection.exists():
+        raise LabelInUse(f"table {table!r} exists: choose another --label")
+    spans = _spans(await read_topic(settings, topics.consolidation, timeout_s=600))
+    await _create_topic(settings, topic)
+    decider = MemoryDecider(projection, embedder, settings.long_term_importance)
+    producer = AIOKafkaProducer(bootstrap_servers=settings.broker, acks="all")
+    await producer.start()
+    failed = added = changes = 0
+    try:
+        for done, request in enumerate(spans, start=1):
+            events = await asyncio.to_thread(_decisions, extractor, decider, request)
+            positioned = []
+            for event in events:
+                metadata = await producer.send_and_wait(
+                    topic, key=event.user_id.encode(), value=encode_event(event)
+                )
+                position = SourcePosition(
+                    topic, metadata.partition, metadata.offset,
+                    timestamp=_timestamp(metadata.timestamp),
+                )
+                if isinstance(event, MemoryAdded | MemoryChange):
+                    positioned.append((event, position))
+                failed += isinstance(event, ExtractionFailure)
+                added += isinstance(event, MemoryAdded)
+                changes += isinstance(event, MemoryChange)
+            if positioned:
+                # Applied before the next span is decided, so decisions see earlier ones.
+                await asyncio.to_thread(projection.apply, positioned)
+            if progress is not None:
+                progress(done, len(spans))
+    finally:
+        await producer.stop()
+    await asyncio.to_thread(projection.refresh_indexes)
+    return Reextraction(
+        label=label,
+        table=table,
+        topic=topic,
+        spans=len(spans),
+        failed=failed,
+        added=added,
+        changes=changes,
+        elapsed_s=time.perf_counter() - started,
+    )
+
+
+def _spans(records: list[ConsumerRecord]) -> list[ConsolidationRequested]:
+    """Each consolidation span once, in log order (retries repeat a span's event id)."""
+    seen: set[str] = set()
+    spans = []
+    for record in records:
+        try:
+            event = decode_event(record.value)
+        except InvalidEvent:
+            continue  # dead-lettered when it was first read
+        if isinstance(event, ConsolidationRequested) and event.event_id not in seen:
+            seen.add(event.event_id)
+            spans.append(event)
+    return spans
+
+
+def _decisions(
+    extractor: Extractor, decider: MemoryDecider, request: ConsolidationRequested
+) -> list[Event]:
+    """The recorded extraction and the memory decisions of one span (or its failure)."""
+    started = time.perf_counter()
+    try:
+        recorded = record_extraction(request, extractor)
+    except ExtractionFailed as failure:
+        latency_ms = (time.perf_counter() - started) * 1000
+        return [extraction_failure(request, extractor, failure, latency_ms, retry=False)]
+    return [recorded, *decider.decide(recorded)]
+
+
+def _timestamp(milliseconds: int | None) -> datetime | None:
+    if milliseconds is None or milliseconds < 0:
+        return None
+    return datetime.fromtimestamp(milliseconds / 1000, UTC)
+
+
+async def _create_topic(settings: Settings, topic: str) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.broker)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, settings.partitions, replication_factor=1)])
+    finally:
+        await admin.close()

@@ -1,0 +1,272 @@
+"""Rebuilding the memory projection from the log: ``memstream replay`` and ``verify``.
+
+A replay projects the memories and accesses topics, from offset 0 to the ends they had when
+it began, into a fresh shadow table with the projector's own loop (so it folds events
+exactly as the live projector does), while the live table keeps serving. It never calls an
+extractor: the memories topic holds the recorded extractions and decisions. Then it builds
+the indexes, fingerprints the result, and swaps it in by replacing one pointer file; the
+live projector notices, reopens on the new table and carries on from that table's own
+positions.
+
+An interrupted replay resumes: the name of the table being built is kept in
+``memories.REPLAY`` beside the tables, and the rows of the shadow table record their source
+offsets like any projection's, so a second run continues where the first stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from aiokafka import AIOKafkaConsumer
+
+from memstream.models.fingerprint import Fingerprint, fingerprint
+from memstream.models.settings import Settings
+from memstream.projections.embedder import Embedder, embedder_from_settings
+from memstream.projections.memories import (
+    VIEW_COLUMNS,
+    EmbeddingModelMismatch,
+    MemoryProjection,
+    ProjectionOutdated,
+)
+from memstream.projections.shadow import shadow_name, swap_in
+from memstream.streams.projector import (
+    Shortfall,
+    _assigned_partitions,
+    _positions,
+    _Projector,
+    live_table,
+)
+from memstream.streams.tansu import true_end_offsets
+from memstream.streams.topics import Topics
+
+log = logging.getLogger(__name__)
+
+#: Records per write of a replay.
+REPLAY_BATCH = 5_000
+#: Called with (records done, records in all) as a replay goes.
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class MemoryReplay:
+    """What a replay of the memory projection did."""
+
+    table: str
+    records: int
+    invalid: int
+    fingerprint: Fingerprint
+    live_table: str
+    live_fingerprint: Fingerprint | None
+    swapped: bool
+    elapsed_s: float
+
+    @property
+    def matches_live(self) -> bool | None:
+        """Whether the rebuilt view equals the live one (None when the live one was not
+        compared: it was missing, or at other log positions)."""
+        if self.live_fingerprint is None:
+            return None
+        return self.live_fingerprint == self.fingerprint
+
+
+def memories_fingerprint(projection: MemoryProjection) -> Fingerprint:
+    """The fingerprint of the memory projection's current view (every row, every status)."""
+    return fingerprint("memories", projection.view_rows(VIEW_COLUMNS), VIEW_COLUMNS)
+
+
+def _pending_path(settings: Settings) -> Path:
+    return settings.lancedb_dir / "memories.REPLAY"
+
+
+def pending_replay(settings: Settings) -> str | None:
+    """The shadow table an interrupted replay was building, if any."""
+    try:
+        return _pending_path(settings).read_text(encoding="utf-8").strip() or None
+    except FileNotFoundError:
+        return None
+
+
+async def rebuild_memories(
+    settings: Settings,
+    table: str,
+    *,
+    embedder: Embedder | None = None,
+    donor: MemoryProjection | None = None,
+    until: datetime | None = None,
+    progress: Progress | None = None,
+) -> tuple[MemoryProjection, int, int]:
+    """Project both topics into ``table`` up to their current ends; return the projection,
+    the records read and the records that were not valid events.
+
+    ``table`` may hold part of a projection already (a resumed replay): it continues from
+    the offsets its rows record. With ``until``, records the log got after that time are
+    read past and not applied (the projection as it stood then). Vectors are taken from
+    ``donor`` (the live table) for memories it holds with the same content, so a rebuild
+    embeds only what is new.
+
+    Raises
+    ------
+    LogShorterThanProjection
+        ``table`` holds offsets past the end of the log (the broker lost it).
+    TopicMissing
+        The memories or accesses topic is not on the broker.
+    """
+    if embedder is None:
+        embedder = await asyncio.to_thread(embedder_from_settings, settings)
+    projection = MemoryProjection(settings.lancedb_dir, embedder, table)
+    projection.vector_donor = donor
+    # Bigger batches than live: nobody waits on a replay's individual events.
+    settings = settings.model_copy(
+        update={"projection_batch_size": max(settings.projection_batch_size, REPLAY_BATCH)}
+    )
+    topics = Topics.from_settings(settings)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.broker, enable_auto_commit=False, auto_offset_reset="earliest"
+    )
+    await consumer.start()
+    try:
+        partitions = await _assigned_partitions(consumer, topics.memories, timeout_s=10)
+        partitions += await _assigned_partitions(consumer, topics.accesses, timeout_s=10)
+        starts, shortfalls = await _positions(settings, projection, partitions)
+        if donor is not None and not shortfalls:
+            # A log shorter than the live projection is a lost log, not a smaller truth:
+            # rebuilding from it would swap a projection with less in it. Restore first.
+            _, shortfalls = await _positions(settings, donor, partitions)
+        if shortfalls:
+            raise LogShorterThanProjection(shortfalls)
+        ends = await true_end_offsets(settings.broker, partitions)
+        total = sum(max(ends[tp] - starts[tp], 0) for tp in partitions)
+        done = 0
+
+        def on_batch(records: int) -> None:
+            nonlocal done
+            done += records
+            if progress is not None:
+                progress(min(done, total), total)
+
+        if progress is not None:
+            progress(0, total)
+        consumer.assign(partitions)
+        for tp, offset in starts.items():
+            consumer.seek(tp, offset)
+        projector = _Projector(
+            settings,
+            consumer,
+            None,
+            projection,
+            starts,
+            asyncio.Event(),
+            until=until,
+            finish_at=ends,
+            on_batch=on_batch,
+        )
+        await projector.run(asyncio.Event())
+        await asyncio.to_thread(projection.refresh_indexes)
+        if progress is not None:
+            progress(total, total)
+        return projection, total, projector.invalid
+    finally:
+        await consumer.stop()
+
+
+class LogShorterThanProjection(RuntimeError):
+    """The log ends before offsets a projection already holds: the broker lost it."""
+
+    def __init__(self, shortfalls: list[Shortfall]) -> None:
+        super().__init__("\n".join(s.explain() for s in shortfalls))
+        self.shortfalls = shortfalls
+
+
+async def replay_memories(
+    settings: Settings,
+    *,
+    until: datetime | None = None,
+    swap: bool = True,
+    resume: bool = True,
+    progress: Progress | None = None,
+) -> MemoryReplay:
+    """Rebuild the memory projection into a shadow table and (by default) swap it in.
+
+    With ``until`` the table is the projection as it stood then; it is kept under its own
+    name and never swapped in (search it with ``memstream search --table NAME``).
+    """
+    started = time.perf_counter()
+    pending = pending_replay(settings) if resume and until is None else None
+    table = pending or shadow_name("memories-until" if until is not None else "memories")
+    if until is None:
+        settings.lancedb_dir.mkdir(parents=True, exist_ok=True)
+        _pending_path(settings).write_text(table + "\n", encoding="utf-8")
+    embedder = await asyncio.to_thread(embedder_from_settings, settings)
+    live = live_table(settings)
+    live_projection = MemoryProjection(settings.lancedb_dir, embedder, live)
+    projection, records, invalid = await rebuild_memories(
+        settings,
+        table,
+        embedder=embedder,
+        donor=live_projection if live != table and _readable(live_projection) else None,
+        until=until,
+        progress=progress,
+    )
+    rebuilt = await asyncio.to_thread(memories_fingerprint, projection)
+    live_print: Fingerprint | None = None
+    if until is None and live != table and _readable(live_projection):
+        same_positions = await asyncio.to_thread(
+            lambda: live_projection.positions() == projection.positions()
+        )
+        if same_positions:
+            live_print = await asyncio.to_thread(memories_fingerprint, live_projection)
+    swapped = False
+    if swap and until is None:
+        swap_in(settings.lancedb_dir, "memories", table)
+        _pending_path(settings).unlink(missing_ok=True)
+        swapped = True
+    return MemoryReplay(
+        table=table,
+        records=records,
+        invalid=invalid,
+        fingerprint=rebuilt,
+        live_table=live,
+        live_fingerprint=live_print,
+        swapped=swapped,
+        elapsed_s=time.perf_counter() - started,
+    )
+
+
+def _readable(projection: MemoryProjection) -> bool:
+    """Whether a table exists and this memstream can read it (a table of an older schema or
+    another embedding model is exactly what a replay replaces)."""
+    try:
+        return projection.exists()
+    except (ProjectionOutdated, EmbeddingModelMismatch) as exc:
+        log.warning("replay: the live table cannot be read (%s); nothing is compared", exc)
+        return False
+
+
+async def verify_memories(settings: Settings, *, progress: Progress | None = None) -> tuple[Fingerprint, Fingerprint]:
+    """Fingerprint the live memory projection and one rebuilt from the log (in a scratch
+    table, dropped afterwards); return (live, rebuilt).
+
+    The live projector should be caught up (or stopped) for the two to be comparable.
+    """
+    embedder = await asyncio.to_thread(embedder_from_settings, settings)
+    live = MemoryProjection(settings.lancedb_dir, embedder, live_table(settings))
+    scratch = shadow_name("memories-verify")
+    projection, _, _ = await rebuild_memories(
+        settings,
+        scratch,
+        embedder=embedder,
+        donor=live if _readable(live) else None,
+        progress=progress,
+    )
+    try:
+        rebuilt = await asyncio.to_thread(memories_fingerprint, projection)
+        current = await asyncio.to_thread(memories_fingerprint, live)
+    finally:
+        await asyncio.to_thread(projection.drop)
+    return current, rebuilt
