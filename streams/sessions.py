@@ -14,7 +14,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, Literal, cast
 
 from memstream.models.codec import InvalidEvent
@@ -29,9 +29,20 @@ from memstream.models.session import (
     load_session,
     session_key,
 )
+from memstream.models.settings import Settings
 from memstream.streams.agents import CHAT_TYPES, decode_checked
 
 log = logging.getLogger(__name__)
+
+
+def window_limits(settings: Settings) -> WindowLimits:
+    """The short-term memory bounds configured in ``settings``."""
+    return WindowLimits(
+        max_messages=settings.max_messages,
+        max_tokens=settings.max_tokens,
+        max_tool_calls=settings.max_tool_calls,
+        max_entities=settings.max_entities,
+    )
 
 
 class SessionStore:
@@ -217,18 +228,25 @@ class IdleTracker:
             self.requested.pop(key, None)
         return closes
 
-    def expired_markers(
-        self, store: SessionStore, now: datetime, retention_s: float
-    ) -> list[tuple[str, int]]:
-        """(key, partition) of closed-session markers older than ``retention_s`` (event time)."""
-        horizon = now - timedelta(seconds=retention_s)
+    def expired_markers(self, store: SessionStore, retention_s: float) -> list[tuple[str, int]]:
+        """(key, partition) of closed-session markers written more than ``retention_s`` ago.
+
+        Processing time, not the close's event time: a backfill of old sessions must keep
+        its markers while re-deliveries of the events before the close can still arrive,
+        or a re-delivered event would open the session again (the fold of the log would
+        skip it). After a restart a marker's clock starts at the first scan.
+        """
+        current = self.clock()
         expired = []
         for key, raw in store.items():
             # dump_session writes the status first: skip open sessions without parsing them.
             if not raw.startswith(b'{"status":"closed"'):
                 continue
+            written = self.seen.setdefault(key, current)
+            if current - written < retention_s:
+                continue
             value = store.get(key)
-            if isinstance(value, ClosedSession) and value.closed_at < horizon:
+            if isinstance(value, ClosedSession):
                 expired.append((key, value.partition))
         return expired
 

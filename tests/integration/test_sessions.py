@@ -15,11 +15,11 @@ from memstream.models.codec import decode_event
 from memstream.models.events import ConsolidationRequested, MessageAdded, SessionClosed
 from memstream.models.session import SessionState, WindowLimits, apply, session_key
 from memstream.models.settings import Settings
-from memstream.streams.app import window_limits
 from memstream.streams.broker import free_port
 from memstream.streams.cli import main
 from memstream.streams.logreader import read_topic
 from memstream.streams.publish import publish_events
+from memstream.streams.sessions import window_limits
 from memstream.streams.topics import Topics
 from memstream.streams.worker import WorkerProcess, fetch_json
 

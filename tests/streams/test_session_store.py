@@ -115,13 +115,29 @@ async def test_sessions_spanning_more_than_the_max_age_are_closed() -> None:
     assert close.reason == "max_age"
 
 
-async def test_closed_markers_expire_after_the_retention() -> None:
+async def test_closed_markers_expire_after_the_retention_in_processing_time() -> None:
     table = FakeTable()
     store = SessionStore(table, 10)
+    # A backfill: the close happened (event time) long ago, the marker was written just now.
     await fold_and_write(store, conversation("ann", "a", [("user", "x")]))
     key = session_key("ann", "a")
     assert isinstance(store.get(key), ClosedSession)
-    tracker = IdleTracker(idle_timeout_s=60, max_age_s=10_000, clock=Clock())
-    closed_at = store.get(key).closed_at  # type: ignore[union-attr]
-    assert tracker.expired_markers(store, closed_at + timedelta(hours=1), retention_s=86_400) == []
-    assert tracker.expired_markers(store, closed_at + timedelta(days=2), retention_s=86_400) == [(key, 2)]
+    clock = Clock()
+    tracker = IdleTracker(idle_timeout_s=60, max_age_s=10_000, clock=clock)
+    tracker.touch(key, store.get(key))  # type: ignore[arg-type]
+    clock.now += 3600
+    assert tracker.expired_markers(store, retention_s=86_400) == []
+    clock.now += 2 * 86_400
+    assert tracker.expired_markers(store, retention_s=86_400) == [(key, 2)]
+
+
+async def test_a_recovered_marker_is_kept_a_full_retention_after_the_restart() -> None:
+    store = SessionStore(FakeTable(), 10)
+    await fold_and_write(store, conversation("ann", "a", [("user", "x")]))
+    clock = Clock()
+    tracker = IdleTracker(idle_timeout_s=60, max_age_s=10_000, clock=clock)  # nothing touched
+    assert tracker.expired_markers(store, retention_s=100) == []
+    clock.now += 99
+    assert tracker.expired_markers(store, retention_s=100) == []
+    clock.now += 2
+    assert tracker.expired_markers(store, retention_s=100) == [(session_key("ann", "a"), 2)]
