@@ -48,9 +48,11 @@ class Settings(BaseSettings):
     max_event_bytes: int = Field(1_000_000, ge=1024)
     max_content_chars: int = Field(100_000, ge=1)
 
-    #: What this worker runs: any of sessions, extraction, projector (comma separated), so
-    #: the CPU-heavy embedding can run in its own process or on its own machine.
-    roles: str = Field("sessions,extraction,projector", pattern=r"^[a-z]+(,[a-z]+)*$")
+    #: What this worker runs: any of sessions, extraction, projector, archive (comma
+    #: separated), so the CPU-heavy embedding can run in its own process or on its own machine.
+    roles: str = Field(
+        "sessions,extraction,projector,archive", pattern=r"^[a-z]+(,[a-z]+)*$"
+    )
 
     # --- short-term memory --------------------------------------------------------------
     max_messages: int = Field(50, ge=2)
@@ -119,10 +121,16 @@ class Settings(BaseSettings):
     projection_batch_size: int = Field(256, ge=1)
     projection_batch_wait_s: float = Field(0.2, ge=0)
 
+    # --- archive ------------------------------------------------------------------------
+    #: The archive sink writes a Parquet file per partition and day once this many records
+    #: are buffered, or ``archive_flush_s`` after the first buffered record, whichever first.
+    archive_batch_size: int = Field(5000, ge=1)
+    archive_flush_s: float = Field(2.0, gt=0)
+
     @field_validator("roles")
     @classmethod
     def _known_roles(cls, value: str) -> str:
-        unknown = set(value.split(",")) - {"sessions", "extraction", "projector"}
+        unknown = set(value.split(",")) - {"sessions", "extraction", "projector", "archive"}
         if unknown:
             raise ValueError(f"unknown worker role(s): {', '.join(sorted(unknown))}")
         return value
@@ -146,6 +154,11 @@ class Settings(BaseSettings):
     def lancedb_dir(self) -> Path:
         """Directory of the LanceDB database."""
         return self.data_dir / "lancedb"
+
+    @property
+    def archive_dir(self) -> Path:
+        """Directory of the Parquet archive of the event log (and its live pointer)."""
+        return self.data_dir / "archive"
 
     @property
     def faust_dir(self) -> Path:

@@ -26,14 +26,11 @@ from memstream.models.codec import InvalidEvent, encode_event
 from memstream.models.events import (
     ConsolidationRequested,
     Event,
-    ExtractionFailure,
-    derived_id,
 )
 from memstream.models.extraction import Extractor, OfflineExtractor
 from memstream.models.session import (
     ClosedSession,
     SessionState,
-    WindowLimits,
     session_key,
     working_context,
 )
@@ -44,26 +41,24 @@ from memstream.streams.agents import (
     CONSOLIDATION_TYPES,
     MemoryDecider,
     decode_checked,
+    extraction_failure,
     record_extraction,
 )
+from memstream.streams.archive import run_archive_sink
 from memstream.streams.deadletters import DeadLetter
 from memstream.streams.llm_extractor import ExtractionFailed, LLMExtractor
 from memstream.streams.projector import run_memory_projector
-from memstream.streams.sessions import IdleTracker, SessionStore, fold_batch, utc_now
+from memstream.streams.sessions import (
+    IdleTracker,
+    SessionStore,
+    fold_batch,
+    utc_now,
+    window_limits,
+)
 from memstream.streams.tansu import faust_settings_for, prepare_for_broker
 from memstream.streams.topics import Topics
 
 log = logging.getLogger(__name__)
-
-
-def window_limits(settings: Settings) -> WindowLimits:
-    """The short-term memory bounds configured in ``settings``."""
-    return WindowLimits(
-        max_messages=settings.max_messages,
-        max_tokens=settings.max_tokens,
-        max_tool_calls=settings.max_tool_calls,
-        max_entities=settings.max_entities,
-    )
 
 
 def extractor_from_settings(settings: Settings) -> Extractor:
@@ -178,7 +173,7 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
         for close in closes:
             log.info("sessions: closing %s/%s (%s)", close.user_id, close.session_id, close.reason)
         await publish(chat, *closes)
-        for key, partition in idle.expired_markers(store, now, settings.closed_retention_s):
+        for key, partition in idle.expired_markers(store, settings.closed_retention_s):
             await store.write(key, None, partition)
 
     async def forget_parsed_sessions(sender: Any, *args: Any, **kwargs: Any) -> None:
@@ -212,25 +207,7 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
         later while attempts remain: nothing is dropped silently."""
         retry = request.attempt + 1 < settings.llm_attempts_per_span
         await publish(
-            memories,
-            ExtractionFailure(
-                event_id=derived_id(request.event_id, "failed", str(request.attempt)),
-                user_id=request.user_id,
-                agent_id=request.agent_id,
-                session_id=request.session_id,
-                occurred_at=request.occurred_at,
-                consolidation_event_id=request.event_id,
-                extractor=extractor.name,
-                extractor_version=extractor.version,
-                model=getattr(extractor, "model", None),
-                prompt_version=getattr(extractor, "prompt_version", None),
-                reason=failure.reason[:5000],
-                raw_response=failure.raw_response,
-                attempts=failure.attempts,
-                usage=failure.usage,
-                latency_ms=round(latency_ms, 3),
-                retry_scheduled=retry,
-            ),
+            memories, extraction_failure(request, extractor, failure, latency_ms, retry=retry)
         )
         await dead_letter(
             "extraction", message, f"{failure}; raw reply: {failure.raw_response[:1500]!r}"
@@ -272,10 +249,16 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
         """Project memory events into LanceDB (single writer, tracks its own offsets)."""
         await run_memory_projector(settings)
 
+    async def archive_log() -> None:
+        """Copy every topic into the Parquet archive (single writer, resumes from its files)."""
+        await run_archive_sink(settings)
+
     if "extraction" in roles:
         app.agent(consolidation, name="extraction")(extraction_agent)
     if "projector" in roles:
         app.task(project_memories)
+    if "archive" in roles:
+        app.task(archive_log)
 
     @app.page("/health/")
     async def health(web: Any, request: Any) -> Any:

@@ -1,0 +1,549 @@
+"""The Parquet archive of the log: the sink, a rebuild from the log, and a restore into a
+fresh broker, all on the real broker."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.structs import OffsetAndMetadata
+from chat import conversation
+
+from memstream.models.codec import encode_event
+from memstream.models.settings import Settings
+from memstream.projections.shadow import shadow_name, swap_in
+from memstream.streams.archive import (
+    GROUP_OFFSETS,
+    GroupOffsets,
+    RestoreRefused,
+    archive_files,
+    archive_fingerprint,
+    archive_positions,
+    archived_topics,
+    live_archive_dir,
+    log_shortfalls,
+    read_group_offsets,
+    rebuild_archive,
+    restore,
+    run_archive_sink,
+    worker_group_id,
+)
+from memstream.streams.broker import EmbeddedBroker, free_port
+from memstream.streams.logreader import read_topic
+from memstream.streams.tansu import true_end_offsets
+from memstream.streams.topics import Topics, ensure_topics
+
+SettingsFactory = Callable[..., Settings]
+
+#: Broker timestamps the producer sets: two sessions on one day, one on the next.
+DAY_ONE = datetime(2026, 3, 1, 22, 0, tzinfo=UTC)
+DAY_TWO = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
+MALFORMED = b'{"event_id": "broken", "type": '
+
+
+@dataclass(frozen=True)
+class Sent:
+    """One record to produce."""
+
+    topic: str
+    key: bytes | None
+    value: bytes | None
+    timestamp: datetime
+    partition: int | None = None
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+
+def _chat_records(settings: Settings, users: list[str], when: datetime) -> list[Sent]:
+    topics = Topics.from_settings(settings)
+    records = []
+    for user in users:
+        for i, event in enumerate(
+            conversation(
+                user, f"s-{when:%d}", [("user", f"hi from {user}"), ("assistant", "hi")], start=when
+            )
+        ):
+            stamp = when + timedelta(seconds=i)
+            records.append(Sent(topics.chat, user.encode(), encode_event(event), stamp))
+    return records
+
+
+def _first_log(settings: Settings) -> list[Sent]:
+    """Valid events on two days, a malformed record, a dead letter with headers."""
+    topics = Topics.from_settings(settings)
+    return [
+        *_chat_records(settings, ["ann", "bob", "cy"], DAY_ONE),
+        Sent(topics.chat, b"ann", MALFORMED, DAY_ONE + timedelta(hours=1)),
+        Sent(topics.memories, b"bob", b'{"event_id": "m1", "type": "memory_added"}', DAY_ONE),
+        Sent(
+            topics.deadletters,
+            b"ann",
+            b'{"reason": "invalid event"}',
+            DAY_ONE,
+            headers=(("agent", b"sessions"), ("empty", b"")),
+        ),
+    ]
+
+
+def _second_log(settings: Settings) -> list[Sent]:
+    return _chat_records(settings, ["ann", "dee"], DAY_TWO)
+
+
+async def _produce(settings: Settings, records: list[Sent]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=settings.broker, acks="all")
+    await producer.start()
+    try:
+        futures = [
+            await producer.send(
+                r.topic,
+                r.value,
+                key=r.key,
+                partition=r.partition,
+                timestamp_ms=int(r.timestamp.timestamp() * 1000),
+                headers=list(r.headers) or None,
+            )
+            for r in records
+        ]
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+async def _log_ends(settings: Settings) -> dict[tuple[str, int], int]:
+    tps = [
+        TopicPartition(topic, p)
+        for topic in Topics.from_settings(settings).all()
+        for p in range(settings.partitions)
+    ]
+    ends = await true_end_offsets(settings.broker, tps)
+    return {(tp.topic, tp.partition): end for tp, end in ends.items() if end}
+
+
+@contextlib.asynccontextmanager
+async def _sink(settings: Settings) -> AsyncIterator[asyncio.Task[None]]:
+    """Run the archive sink for the body of the ``async with``, then stop it cleanly."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_archive_sink(settings, stop))
+    try:
+        yield task
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+
+
+async def _until_archived(
+    settings: Settings, sink: asyncio.Task[None], wanted: dict[tuple[str, int], int]
+) -> None:
+    """Wait until the live archive holds ``wanted`` positions (some partitions may be more)."""
+    directory = live_archive_dir(settings)
+    for _ in range(300):
+        positions = archive_positions(directory)
+        if all(positions.get(key, 0) >= end for key, end in wanted.items()):
+            return
+        if sink.done():
+            sink.result()  # raises what stopped it
+            raise AssertionError("the sink stopped on its own")
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"archive holds {archive_positions(directory)}, wanted {wanted}")
+
+
+def _archived_rows(directory: Path) -> list[tuple[object, ...]]:
+    """What a DuckDB user sees: every archived record, by the Hive-partitioned layout."""
+    return duckdb.sql(
+        f"""
+        SELECT topic, partition, "offset", epoch_ms(timestamp), key, value
+        FROM read_parquet('{directory}/**/*.parquet', hive_partitioning = true)
+        ORDER BY topic, partition, "offset"
+        """
+    ).fetchall()
+
+
+async def _log_rows(settings: Settings) -> list[tuple[object, ...]]:
+    rows = []
+    for topic in sorted(Topics.from_settings(settings).all()):
+        for r in await read_topic(settings, topic):
+            rows.append((r.topic, r.partition, r.offset, r.timestamp, r.key, r.value))
+    return sorted(rows, key=lambda row: (row[0], row[1], row[2]))
+
+
+async def test_sink_archives_every_record_and_resumes_without_duplicates(
+    settings_factory: SettingsFactory,
+) -> None:
+    settings = settings_factory(partitions=2, archive_flush_s=0.2, archive_batch_size=7)
+    await ensure_topics(settings)
+    await _produce(settings, _first_log(settings))
+    async with _sink(settings) as sink:
+        await _until_archived(settings, sink, await _log_ends(settings))
+
+    # Stopped and started again: it continues after its files, never from the start.
+    await _produce(settings, _second_log(settings))
+    async with _sink(settings) as sink:
+        await _until_archived(settings, sink, await _log_ends(settings))
+
+    directory = live_archive_dir(settings)
+    assert _archived_rows(directory) == await _log_rows(settings)
+
+    topics = Topics.from_settings(settings)
+    days = duckdb.sql(
+        f"""
+        SELECT DISTINCT topic, CAST(date AS VARCHAR)
+        FROM read_parquet('{directory}/**/*.parquet', hive_partitioning = true)
+        WHERE topic = '{topics.chat}' ORDER BY 2
+        """
+    ).fetchall()
+    assert days == [(topics.chat, "2026-03-01"), (topics.chat, "2026-03-02")]
+
+    parsed = duckdb.sql(
+        f"""
+        SELECT value, event_id, type, user_id, session_id, occurred_at, schema_version, headers
+        FROM read_parquet('{directory}/**/*.parquet', hive_partitioning = true)
+        """
+    ).fetchall()
+    by_value = {row[0]: row[1:] for row in parsed}
+    # The malformed record is archived with its bytes, its parsed columns empty.
+    assert by_value[MALFORMED][:6] == (None, None, None, None, None, None)
+    message = next(row for row in parsed if row[1] == "ann/s-01/m0")
+    assert message[2:5] == ("message_added", "ann", "s-01")
+    assert message[5] == DAY_ONE + timedelta(minutes=1)
+    assert message[6] == 1
+    letter = by_value[b'{"reason": "invalid event"}']
+    assert letter[0] is None
+    assert letter[-1] == [{"key": "agent", "value": b"sessions"}, {"key": "empty", "value": b""}]
+
+
+async def test_rebuild_fingerprints_like_the_sink_and_stops_at_until(
+    settings_factory: SettingsFactory, tmp_path: Path
+) -> None:
+    settings = settings_factory(partitions=2, archive_flush_s=0.2)
+    await ensure_topics(settings)
+    await _produce(settings, _first_log(settings) + _second_log(settings))
+    async with _sink(settings) as sink:
+        await _until_archived(settings, sink, await _log_ends(settings))
+
+    calls: list[tuple[int, int]] = []
+    rebuilt = tmp_path / "rebuilt"
+    written = await rebuild_archive(
+        settings, rebuilt, progress=lambda done, total: calls.append((done, total))
+    )
+    assert written == len(await _log_rows(settings))
+    assert archive_fingerprint(rebuilt) == archive_fingerprint(live_archive_dir(settings))
+    assert calls[-1] == (written, written)
+    # Resumable: a second run over a complete rebuild finds nothing left to write.
+    assert await rebuild_archive(settings, rebuilt) == 0
+    assert archive_fingerprint(rebuilt) == archive_fingerprint(live_archive_dir(settings))
+
+    until = DAY_ONE + timedelta(hours=2)
+    cut = tmp_path / "until"
+    await rebuild_archive(settings, cut, until=until)
+    expected = [row for row in await _log_rows(settings) if row[3] <= until.timestamp() * 1000]
+    assert _archived_rows(cut) == expected
+    assert 0 < len(expected) < written
+
+
+async def test_sink_continues_in_an_archive_a_replay_swapped_in(
+    settings_factory: SettingsFactory,
+) -> None:
+    settings = settings_factory(partitions=2, archive_flush_s=0.2)
+    await ensure_topics(settings)
+    await _produce(settings, _first_log(settings))
+    first = live_archive_dir(settings)
+    async with _sink(settings) as sink:
+        await _until_archived(settings, sink, await _log_ends(settings))
+        # A replay rebuilds the archive beside the live one and swaps it in.
+        name = shadow_name("archive")
+        await rebuild_archive(settings, settings.archive_dir / name)
+        swap_in(settings.archive_dir, "archive", name)
+        await _produce(settings, _second_log(settings))
+        await _until_archived(settings, sink, await _log_ends(settings))
+
+    assert live_archive_dir(settings) != first
+    assert _archived_rows(live_archive_dir(settings)) == await _log_rows(settings)
+
+
+async def test_restore_into_a_fresh_broker_reproduces_the_log(
+    settings_factory: SettingsFactory, tmp_path: Path
+) -> None:
+    settings = settings_factory(partitions=2)
+    await ensure_topics(settings)
+    await _produce(settings, _first_log(settings) + _second_log(settings))
+    archive = tmp_path / "archive"
+    await rebuild_archive(settings, archive)
+
+    with EmbeddedBroker(free_port(), log_dir=tmp_path / "broker-b") as fresh:
+        restored_settings = settings.model_copy(update={"broker": fresh.address})
+        # The fresh broker's log is shorter than the archive: every archived partition.
+        shortfalls = await log_shortfalls(restored_settings, archive_positions(archive))
+        original_ends = await _log_ends(settings)
+        assert {(s.topic, s.partition, s.archived_to, s.log_end) for s in shortfalls} == {
+            (topic, partition, end, 0) for (topic, partition), end in original_ends.items()
+        }
+        assert "lost its log" in shortfalls[0].explain()
+        assert "memstream restore" in shortfalls[0].explain()
+
+        report = await restore(restored_settings, archive)
+
+        assert report.gaps == ()
+        assert report.total == len(await _log_rows(settings))
+        for topic in Topics.from_settings(settings).all():
+            original = await read_topic(settings, topic)
+            copy = await read_topic(restored_settings, topic)
+            assert [
+                (r.partition, r.offset, r.key, r.value, r.timestamp, tuple(r.headers))
+                for r in copy
+            ] == [
+                (r.partition, r.offset, r.key, r.value, r.timestamp, tuple(r.headers))
+                for r in original
+            ]
+        assert await log_shortfalls(restored_settings, archive_positions(archive)) == []
+
+        # A second restore would duplicate the log: refused, and the log is unchanged.
+        with pytest.raises(RestoreRefused, match="already hold records"):
+            await restore(restored_settings, archive)
+        assert report.total == len(await _log_rows(restored_settings))
+
+
+async def test_sink_does_not_archive_a_lost_log_again(
+    settings_factory: SettingsFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = settings_factory(partitions=2, archive_flush_s=0.2)
+    topics = Topics.from_settings(settings)
+    await ensure_topics(settings)
+    archived = {0: 3, 1: 2}  # records per chat partition in the archive
+    await _produce(
+        settings,
+        [
+            Sent(topics.chat, b"x", f"old-{p}-{i}".encode(), DAY_ONE, partition=p)
+            for p, count in archived.items()
+            for i in range(count)
+        ],
+    )
+    await rebuild_archive(settings, live_archive_dir(settings))
+    chat_files_before = [
+        f for f in archive_files(live_archive_dir(settings)) if f.topic == topics.chat
+    ]
+    assert archive_positions(live_archive_dir(settings)) == {
+        (topics.chat, 0): 3, (topics.chat, 1): 2
+    }
+
+    with EmbeddedBroker(free_port(), log_dir=tmp_path / "broker-b") as fresh:
+        # The broker restarted with an empty log and new records came in: chat[0] holds
+        # fewer records than the archive, chat[1] more, and different ones.
+        settings_b = settings.model_copy(update={"broker": fresh.address})
+        await ensure_topics(settings_b)
+        stamp = DAY_TWO
+        await _produce(settings_b, [Sent(topics.chat, b"x", b"new-0", stamp, partition=0)])
+        await _produce(
+            settings_b,
+            [
+                Sent(topics.chat, b"x", f"new-{i}".encode(), stamp, partition=1)
+                for i in range(archived[1] + 2)
+            ],
+        )
+        await _produce(settings_b, [Sent(topics.consolidation, b"x", b"c", stamp, partition=0)])
+
+        with caplog.at_level(logging.ERROR, logger="memstream.streams.archive"):
+            async with _sink(settings_b) as sink:
+                # A partition the archive never had is archived as usual...
+                await _until_archived(settings_b, sink, {(topics.consolidation, 0): 1})
+
+    # ...but neither chat partition is touched, and the user is told why and what to do.
+    chat_files_after = [
+        f for f in archive_files(live_archive_dir(settings)) if f.topic == topics.chat
+    ]
+    assert chat_files_after == chat_files_before
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    short = next(m for m in errors if f"{topics.chat}[0]" in m)
+    assert "lost its log" in short and "memstream restore" in short
+    replaced = next(m for m in errors if f"{topics.chat}[1]" in m)
+    assert "replaced" in replaced and "memstream restore" in replaced
+
+
+async def _commit(settings: Settings, offsets: dict[tuple[str, int], int]) -> None:
+    """Commit ``offsets`` for the workers' group, as a client outside the group."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.broker,
+        group_id=worker_group_id(settings),
+        enable_auto_commit=False,
+    )
+    await consumer.start()
+    try:
+        tps = {TopicPartition(topic, partition): o for (topic, partition), o in offsets.items()}
+        consumer.assign(list(tps))
+        await consumer.commit({tp: OffsetAndMetadata(o, "") for tp, o in tps.items()})
+    finally:
+        await consumer.stop()
+
+
+async def _committed(
+    settings: Settings, wanted: list[tuple[str, int]]
+) -> dict[tuple[str, int], int]:
+    """The workers' group's committed offsets, as a new consumer of the group sees them."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.broker,
+        group_id=worker_group_id(settings),
+        enable_auto_commit=False,
+    )
+    await consumer.start()
+    try:
+        found = {}
+        for topic, partition in wanted:
+            offset = await consumer.committed(TopicPartition(topic, partition))
+            if offset is not None:
+                found[(topic, partition)] = offset
+        return found
+    finally:
+        await consumer.stop()
+
+
+async def _snapshot_of(settings: Settings, wanted: dict[tuple[str, int], int]) -> GroupOffsets:
+    """Wait until the live archive's group offsets snapshot equals ``wanted``."""
+    for _ in range(300):
+        snapshot = read_group_offsets(live_archive_dir(settings), worker_group_id(settings))
+        if snapshot is not None and snapshot.offsets == wanted:
+            return snapshot
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"the group offsets snapshot is {snapshot}, wanted {wanted}")
+
+
+async def test_sink_archives_the_changelog_once_it_exists_and_the_group_offsets(
+    settings_factory: SettingsFactory,
+) -> None:
+    settings = settings_factory(partitions=2, archive_flush_s=0.2)
+    topics = Topics.from_settings(settings)
+    changelog = archived_topics(settings)[-1]
+    await ensure_topics(settings)
+    await _produce(settings, _first_log(settings))
+    async with _sink(settings) as sink:
+        await _until_archived(settings, sink, await _log_ends(settings))
+        # No group offsets yet: nothing to keep.
+        assert read_group_offsets(live_archive_dir(settings), worker_group_id(settings)) is None
+
+        # The worker creates the changelog after the sink started, and commits offsets.
+        admin = AIOKafkaAdminClient(bootstrap_servers=settings.broker)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(changelog, settings.partitions, 1)])
+        finally:
+            await admin.close()
+        await _produce(
+            settings,
+            [
+                Sent(changelog, f"k{i}".encode(), b"state", DAY_TWO, partition=i % 2)
+                for i in range(3)
+            ],
+        )
+        ends = await _log_ends(settings)
+        await _until_archived(settings, sink, {(changelog, 0): 2, (changelog, 1): 1})
+        chat = {key: end for key, end in ends.items() if key[0] == topics.chat}
+        await _commit(settings, chat)
+        first = await _snapshot_of(settings, chat)
+
+        # A later commit replaces the snapshot.
+        await _commit(settings, {(topics.chat, 0): 1})
+        second = await _snapshot_of(settings, {**chat, (topics.chat, 0): 1})
+
+    assert first.group_id == worker_group_id(settings)
+    assert first.taken_at <= second.taken_at
+    assert {(f.topic, f.partition) for f in archive_files(live_archive_dir(settings))} >= {
+        (changelog, 0),
+        (changelog, 1),
+    }
+    # The snapshot is no archive file: queries over the layout see the records only.
+    changelog_rows: list[tuple[object, ...]] = [
+        (r.topic, r.partition, r.offset, r.timestamp, r.key, r.value)
+        for r in await read_topic(settings, changelog)
+    ]
+    assert _archived_rows(live_archive_dir(settings)) == sorted(
+        await _log_rows(settings) + changelog_rows, key=lambda row: (row[0], row[1], row[2])
+    )
+
+
+async def test_restore_commits_the_archived_group_offsets_past_gaps_and_capped(
+    settings_factory: SettingsFactory, tmp_path: Path
+) -> None:
+    settings = settings_factory(partitions=2, archive_batch_size=2)
+    topics = Topics.from_settings(settings)
+    await ensure_topics(settings)
+    await _produce(
+        settings,
+        [
+            Sent(topics.chat, b"x", f"r{p}-{i}".encode(), DAY_ONE, partition=p)
+            for p, count in ((0, 7), (1, 3))
+            for i in range(count)
+        ],
+    )
+    archive = tmp_path / "archive"
+    await rebuild_archive(settings, archive)
+    # A file lost from the middle of chat[0]: restored records after it shift down.
+    lost = [f for f in archive_files(archive) if (f.topic, f.partition) == (topics.chat, 0)][1]
+    lost.path.unlink()
+    size = lost.last - lost.first + 1
+    group = worker_group_id(settings)
+    taken_at = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+    archived = {(topics.chat, 0): lost.last + 2, (topics.chat, 1): 3 + 5}
+    (archive / GROUP_OFFSETS).mkdir()
+    (archive / GROUP_OFFSETS / f"{group}.json").write_text(
+        GroupOffsets(group, taken_at, archived).to_json()
+    )
+
+    with EmbeddedBroker(free_port(), log_dir=tmp_path / "broker-b") as fresh:
+        restored_settings = settings.model_copy(update={"broker": fresh.address})
+        report = await restore(restored_settings, archive)
+        expected = {(topics.chat, 0): lost.last + 2 - size, (topics.chat, 1): 3}
+        assert [(g.start, g.end, g.shift) for g in report.gaps] == [
+            (lost.first, lost.last + 1, size)
+        ]
+        assert report.group_id == group
+        assert report.group_offsets == expected
+        assert report.group_offsets_taken_at == taken_at
+        assert report.group_offsets_lowered == {(topics.chat, 1): 8}
+        assert "lowered to 3" in report.summary()
+        assert await _committed(restored_settings, list(archived)) == expected
+
+
+async def test_restore_refuses_while_a_worker_is_in_the_group(
+    settings_factory: SettingsFactory, tmp_path: Path
+) -> None:
+    settings = settings_factory(partitions=2)
+    topics = Topics.from_settings(settings)
+    await ensure_topics(settings)
+    await _produce(settings, _first_log(settings))
+    archive = tmp_path / "archive"
+    await rebuild_archive(settings, archive)
+    group = worker_group_id(settings)
+    (archive / GROUP_OFFSETS).mkdir()
+    (archive / GROUP_OFFSETS / f"{group}.json").write_text(
+        GroupOffsets(group, DAY_TWO, {(topics.chat, 0): 1}).to_json()
+    )
+
+    with EmbeddedBroker(free_port(), log_dir=tmp_path / "broker-b") as fresh:
+        restored_settings = settings.model_copy(update={"broker": fresh.address})
+        await ensure_topics(restored_settings)
+        member = AIOKafkaConsumer(
+            topics.chat,
+            bootstrap_servers=fresh.address,
+            group_id=group,
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=1000,
+        )
+        await member.start()
+        try:
+            for _ in range(60):
+                if member.assignment():
+                    break
+                await member.getmany(timeout_ms=200)
+            assert member.assignment(), "the member never joined"
+            with pytest.raises(RestoreRefused, match="has 1 member"):
+                await restore(restored_settings, archive)
+        finally:
+            await member.stop()
+        # Refused before republishing anything.
+        assert await _log_ends(restored_settings) == {}
