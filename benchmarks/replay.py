@@ -1,0 +1,189 @@
+"""Replay throughput: rebuilding the memory projection from the log against a raw bulk load.
+
+The script starts its own embedded broker (or uses ``--broker``), publishes a memories log
+(``--memories`` additions over ``--users`` users, with reinforcements, supersessions and
+deletions for a tenth of them, and retrievals on the accesses topic), builds the live
+projection once from it, then measures in the same run:
+
+1. **replay**: ``rebuild_memories`` into a fresh table with the live one as vector donor,
+   as ``memstream replay`` does (read both topics, decode, fold changes, write batches,
+   build the indexes);
+2. **replay, cold**: the same without a donor, so every memory is embedded again (what a
+   replay after a change of embedding model costs);
+3. **raw bulk load**: the rebuilt table's rows (vectors included) written to a new table
+   with one ``create_table`` call plus the same indexes: the floor LanceDB sets.
+
+Figures are memories per second (rows of the projection / wall time). The goal from the
+issue: replay ≥ 0.5× the raw bulk load.
+
+Run from the repository root::
+
+    python benchmarks/replay.py                    # 20,000 memories, about 2 min
+    python benchmarks/replay.py --memories 100000  # longer
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import lancedb
+from aiokafka import AIOKafkaProducer
+
+from memstream.models.codec import encode_event
+from memstream.models.events import (
+    Event,
+    MemoriesRetrieved,
+    MemoryAdded,
+    MemoryDeleted,
+    MemoryReinforced,
+    MemorySuperseded,
+    RetrievedMemory,
+)
+from memstream.models.settings import Settings
+from memstream.projections.embedder import embedder_from_settings
+from memstream.projections.memories import MemoryProjection
+from memstream.streams.broker import EmbeddedBroker, free_port
+from memstream.streams.replay import memories_fingerprint, rebuild_memories
+from memstream.streams.topics import Topics, ensure_topics
+
+sys.path.insert(0, str(Path(__file__).parent))
+from retrieval import TEMPLATES
+
+GOAL = 0.5
+START = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def workload(memories: int, users: int, seed: int) -> tuple[list[Event], list[Event]]:
+    """Memory events and retrieval events of a deterministic workload."""
+    rng = random.Random(seed)
+    events: list[Event] = []
+    accesses: list[Event] = []
+    by_user: dict[str, list[str]] = {}
+    for i in range(memories):
+        user = f"user-{i % users}"
+        memory_type, importance, template = rng.choice(TEMPLATES)
+        at = START + timedelta(minutes=i)
+        memory_id = f"m-{i}"
+        common = {"user_id": user, "session_id": f"s-{i // 20}", "occurred_at": at}
+        events.append(
+            MemoryAdded(
+                event_id=f"add-{i}", memory_id=memory_id, memory_type=memory_type,  # type: ignore[arg-type]
+                content=f"{template(rng)} (note {i})", importance=importance,
+                tier="long_term" if importance >= 0.8 else "short_term",
+                extraction_event_id=f"x-{i // 5}", extractor="bench/1", **common,
+            )
+        )
+        mine = by_user.setdefault(user, [])
+        roll = rng.random()
+        if mine and roll < 0.04:
+            events.append(MemoryReinforced(event_id=f"re-{i}", memory_id=rng.choice(mine),
+                                           extraction_event_id=f"x-{i // 5}", similarity=0.95,
+                                           **common))
+        elif mine and roll < 0.08:
+            old = mine.pop(rng.randrange(len(mine)))
+            events.append(MemorySuperseded(event_id=f"su-{i}", memory_id=old,
+                                           superseded_by=memory_id, reason="bench", similarity=0.8,
+                                           **common))
+        elif mine and roll < 0.10:
+            events.append(MemoryDeleted(event_id=f"de-{i}", memory_id=mine.pop(), **common))
+        mine.append(memory_id)
+        if mine and rng.random() < 0.25:
+            accesses.append(
+                MemoriesRetrieved(
+                    event_id=f"ac-{i}", query="what do I like?",
+                    memories=tuple(RetrievedMemory(memory_id=m, score=0.5)
+                                   for m in rng.sample(mine, min(3, len(mine)))),
+                    **{**common, "occurred_at": at + timedelta(seconds=30)},
+                )
+            )
+    return events, accesses
+
+
+async def publish(settings: Settings, topic: str, events: list[Event]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=settings.broker, acks="all", linger_ms=5)
+    await producer.start()
+    try:
+        futures = [await producer.send(topic, key=e.user_id.encode(), value=encode_event(e))
+                   for e in events]
+        for future in futures:
+            await future
+    finally:
+        await producer.stop()
+
+
+def timed_rebuild(settings: Settings, table: str, donor: MemoryProjection | None) -> tuple[float, MemoryProjection]:
+    started = time.perf_counter()
+    projection, _, _ = asyncio.run(rebuild_memories(settings, table, donor=donor))
+    return time.perf_counter() - started, projection
+
+
+def raw_bulk_load(projection: MemoryProjection, db_dir: Path) -> float:
+    """Write the projection's rows with one create_table and build the same indexes."""
+    rows = projection._open().to_arrow()
+    db = lancedb.connect(db_dir)
+    started = time.perf_counter()
+    db.create_table("raw", rows)
+    raw = MemoryProjection(db_dir, projection.embedder, "raw")
+    raw._refreshed_version = None
+    raw.refresh_indexes()
+    return time.perf_counter() - started
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--memories", type=int, default=20_000)
+    parser.add_argument("--users", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--broker", help="use this broker instead of an embedded one")
+    parser.add_argument("--no-cold", action="store_true", help="skip the replay that embeds all")
+    args = parser.parse_args(argv)
+    events, accesses = workload(args.memories, args.users, args.seed)
+    with tempfile.TemporaryDirectory(prefix="memstream-replay-") as scratch:
+        base = Path(scratch)
+        broker = None if args.broker else EmbeddedBroker(free_port(), log_dir=base / "broker").start()
+        try:
+            settings = Settings(
+                broker=args.broker or broker.address,  # type: ignore[union-attr]
+                data_dir=base / "data",
+                topic_prefix=f"bench{int(time.time())}",
+            )
+            asyncio.run(ensure_topics(settings))
+            topics = Topics.from_settings(settings)
+            asyncio.run(publish(settings, topics.memories, events))
+            asyncio.run(publish(settings, topics.accesses, accesses))
+            print(f"published {len(events):,} memory events and {len(accesses):,} retrievals",
+                  file=sys.stderr)
+            embedder = embedder_from_settings(settings)
+            live_s, live = timed_rebuild(settings, "memories", None)
+            rows = live.count()
+            replay_s, rebuilt = timed_rebuild(settings, "replay", live)
+            assert memories_fingerprint(rebuilt) == memories_fingerprint(live)
+            cold_s = None if args.no_cold else live_s
+            raw_s = raw_bulk_load(rebuilt, base / "raw")
+        finally:
+            if broker is not None:
+                broker.stop()
+    del embedder
+    print()
+    print(f"| {rows:,} memories ({len(events) + len(accesses):,} events) | seconds | memories/s | vs raw |")
+    print("|---|---|---|---|")
+    print(f"| raw LanceDB bulk load (create_table + indexes) | {raw_s:.2f} | {rows / raw_s:,.0f} | 1.00× |")
+    print(f"| replay (vectors reused from the live table) | {replay_s:.2f} | {rows / replay_s:,.0f} | "
+          f"{raw_s / replay_s:.2f}× |")
+    if cold_s is not None:
+        print(f"| replay, cold (every memory embedded again) | {cold_s:.2f} | {rows / cold_s:,.0f} | "
+              f"{raw_s / cold_s:.2f}× |")
+    print(f"\ngoal: replay ≥ {GOAL}× the raw bulk load; "
+          f"{'met' if raw_s / replay_s >= GOAL else 'not met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
