@@ -93,6 +93,9 @@ class Settings(BaseSettings):
     #: in all; every failure is recorded and dead-lettered with the raw reply.
     llm_retry_delay_s: float = Field(60.0, ge=0)
     llm_attempts_per_span: int = Field(3, ge=1)
+    #: Prices for the cost report, per million tokens (0: cost is not reported).
+    llm_price_prompt_per_mtok: float = Field(0.0, ge=0)
+    llm_price_completion_per_mtok: float = Field(0.0, ge=0)
 
     # --- long-term memory ---------------------------------------------------------------
     #: Memories at or above this importance go straight to long-term; below, short-term.
@@ -116,6 +119,16 @@ class Settings(BaseSettings):
     recency_half_life_days: float = Field(30.0, gt=0)
     #: Token budget of a retrieved memory context.
     memory_context_tokens: int = Field(1500, ge=1)
+
+    # --- forgetting (memstream forget --policy decay, the decay report) -------------------
+    #: A memory whose decay score (importance, recency and use, weighted as in the rank)
+    #: falls below this is forgotten by the decay policy...
+    forget_threshold: float = Field(0.1, ge=0, le=1)
+    #: ...unless it is younger than this (event time), or of a type listed here.
+    forget_min_age_days: float = Field(30.0, ge=0)
+    forget_keep_types: str = Field("correction", pattern=r"^[a-z_]*(,[a-z_]+)*$")
+    #: Accesses at which the use term of the decay score reaches 1 (log scale).
+    decay_use_saturation: int = Field(10, ge=1)
 
     # --- projection ---------------------------------------------------------------------
     projection_batch_size: int = Field(256, ge=1)
