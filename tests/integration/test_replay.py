@@ -374,3 +374,28 @@ def test_a_lost_broker_is_reported_then_restored_from_the_archive_and_replayed_i
         assert cli(fresh, monkeypatch, "verify", "--projection", "analytics") == 0
     finally:
         second.stop()
+
+
+def test_an_interrupted_replay_resumes_where_it_stopped(settings_factory: SettingsFactory) -> None:
+    from memstream.streams.replay import replay_memories
+
+    settings = settings_factory(partitions=1)
+    asyncio.run(ensure_topics(settings))
+    topic = Topics.from_settings(settings).memories
+    lines = (FIXTURES / "memory_added_v1.jsonl").read_text().splitlines()
+    asyncio.run(publish_raw(settings, topic, [(b"ann", lines[0].encode())]))
+    time.sleep(0.05)
+    cut = datetime.now(UTC)
+    time.sleep(0.05)
+    asyncio.run(publish_raw(settings, topic, [(b"ann", line.encode()) for line in lines[1:]]))
+    # A replay that stopped after the first record: its table and its marker are left.
+    partial, _, _ = asyncio.run(rebuild_memories(settings, "memories-interrupted", until=cut))
+    assert partial.count() == 1
+    (settings.lancedb_dir / "memories.REPLAY").write_text("memories-interrupted\n")
+    done: list[tuple[int, int]] = []
+    report = asyncio.run(replay_memories(settings, progress=lambda d, t: done.append((d, t))))
+    assert report.table == "memories-interrupted" and report.swapped
+    assert done[0] == (0, len(lines) - 1)  # only what the first run had not applied
+    fresh, _, _ = asyncio.run(rebuild_memories(settings, "memories-fresh"))
+    assert report.fingerprint == memories_fingerprint(fresh)
+    assert not (settings.lancedb_dir / "memories.REPLAY").exists()
