@@ -281,6 +281,22 @@ class MemoryExpired(Event):
     reason: Annotated[str, StringConstraints(max_length=500)] = "ttl"
 
 
+class MemoryForgotten(Event):
+    """A forgetting policy let a memory go: it leaves search and the current view like an
+    expired one, and stays in history (and in point-in-time reads before ``occurred_at``).
+
+    The decision is recorded, not derived: ``score`` and ``threshold`` are what the policy
+    saw at ``occurred_at``, so a replay applies the event and never scores again.
+    """
+
+    type: Literal["memory_forgotten"] = "memory_forgotten"
+    memory_id: Identifier
+    policy: Literal["decay"]
+    score: float = Field(ge=0, le=1)
+    threshold: float = Field(ge=0, le=1)
+    reason: Annotated[str, StringConstraints(max_length=500)]
+
+
 class RetrievedMemory(Frozen):
     """One memory a retrieval returned, with its rank score."""
 
@@ -298,7 +314,12 @@ class MemoriesRetrieved(Event):
 
 
 MemoryChange = (
-    MemoryReinforced | MemorySuperseded | MemoryDeleted | MemoryPromoted | MemoryExpired
+    MemoryReinforced
+    | MemorySuperseded
+    | MemoryDeleted
+    | MemoryPromoted
+    | MemoryExpired
+    | MemoryForgotten
 )
 
 MemoryEvent = Annotated[
@@ -309,7 +330,8 @@ MemoryEvent = Annotated[
     | MemorySuperseded
     | MemoryDeleted
     | MemoryPromoted
-    | MemoryExpired,
+    | MemoryExpired
+    | MemoryForgotten,
     Field(discriminator="type"),
 ]
 
@@ -331,6 +353,7 @@ AnyEvent = Annotated[
     | MemoryDeleted
     | MemoryPromoted
     | MemoryExpired
+    | MemoryForgotten
     | MemoriesRetrieved,
     Field(discriminator="type"),
 ]
@@ -368,6 +391,7 @@ def json_schemas() -> dict[str, dict[str, Any]]:
         MemoryDeleted,
         MemoryPromoted,
         MemoryExpired,
+        MemoryForgotten,
         MemoriesRetrieved,
     )
     return {

@@ -26,7 +26,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -44,6 +44,7 @@ from memstream.models.events import (
     MemoryChange,
     MemoryDeleted,
     MemoryExpired,
+    MemoryForgotten,
     MemoryPromoted,
     MemoryReinforced,
     MemorySuperseded,
@@ -166,7 +167,8 @@ class SearchFilters:
     """Optional narrowing of a search; every field is turned into SQL by code, never pasted.
 
     ``session_id`` is matched through its digest; times are event times (``created_at``).
-    ``include_inactive`` also returns superseded and deleted memories (for history views).
+    ``include_inactive`` also returns superseded, deleted, expired and forgotten memories
+    (for history views).
     """
 
     memory_types: tuple[str, ...] | None = None
@@ -176,7 +178,7 @@ class SearchFilters:
     until: datetime | None = None
     include_inactive: bool = False
     #: Answer from what memstream believed at this time: memories recorded by then (event
-    #: time) and not yet superseded or expired by then. Deleted memories stay out.
+    #: time) and not yet superseded, expired or forgotten by then. Deleted memories stay out.
     as_of: datetime | None = None
 
 
@@ -203,7 +205,7 @@ class MemoryRecord:
     access_count: int = 0
     last_accessed_at: datetime | None = None
     learned_at: datetime | None = None
-    #: Event time the memory left the current view (superseded, deleted or expired).
+    #: Event time the memory left the current view (superseded, deleted, expired, forgotten).
     ended_at: datetime | None = None
     #: Which extractor (name/version) proposed it; "unrecorded" for events before v2.
     extractor: str | None = None
@@ -269,7 +271,8 @@ def memory_schema(dimensions: int, embedding_model: str) -> pa.Schema:
             required("source_offset", pa.int64()),
             required("session_key", pa.string()),
             required("memory_key", pa.string()),
-            # The current view: active, or superseded / deleted (kept for history).
+            # The current view: active, or superseded / deleted / expired / forgotten (kept for
+            # history).
             required("status", pa.string()),
             pa.field("superseded_by", pa.string(), nullable=True),
             # Event time of the change that took it out of the current view (point-in-time
@@ -366,6 +369,8 @@ class MemoryProjection:
         self._scalar_indexes_ready = False
         self._refreshed_version: int | None = None
         self._lock = threading.Lock()
+        #: Ids of every row, kept while this writer created the table (None otherwise).
+        self._ids_written: set[str] | None = None
         #: A projection (the live one, during a replay) whose vectors are reused for the same
         #: memory and content instead of embedding again: the slow part of a rebuild.
         self.vector_donor: MemoryProjection | None = None
@@ -378,7 +383,7 @@ class MemoryProjection:
         """Project a batch of memory events; return the number of rows written.
 
         New memories are upserted in one write (events with the same ``memory_id`` collapse
-        to the last one). Then the changes (reinforced, superseded, deleted) are applied in
+        to the last one). Then the changes (reinforced, superseded, deleted, ...) are applied in
         order to the rows they name, in one more write. Applying the same events again
         leaves the table as it was: a row records the offset of the last change it took.
         Indexes are not touched: see :meth:`refresh_indexes`.
@@ -408,7 +413,10 @@ class MemoryProjection:
         table = self._open()
         if table is not None:
             # A re-delivered add must not undo changes applied since (a supersession, say).
-            current = self._rows_by_key(table, [memory_key(m) for m in latest], ["memory_id"])
+            if self._ids_written is not None:
+                current: Any = self._ids_written  # every row of the table was written here
+            else:
+                current = self._rows_by_key(table, [memory_key(m) for m in latest], ["memory_id"])
             latest = {m: item for m, item in latest.items() if m not in current}
             if not latest:
                 return 0
@@ -420,6 +428,8 @@ class MemoryProjection:
         data = self._rows(items, vectors, schema)
         table = self._writable_table(schema)
         self._write_checked(table, data, len(items))
+        if self._ids_written is not None:
+            self._ids_written.update(latest)
         return len(items)
 
     def _vectors(self, events: Sequence[MemoryAdded]) -> np.ndarray:
@@ -540,6 +550,55 @@ class MemoryProjection:
         """Active short-term memories retrieved at least ``min_accesses`` times, with user ids."""
         return self._short_term(f"access_count >= {int(min_accesses)}", limit)
 
+    def active_memories_created_before(
+        self,
+        created_before: datetime,
+        *,
+        exclude_types: Collection[str] = (),
+        user_id: str | None = None,
+    ) -> list[tuple[str, MemoryRecord]]:
+        """Active memories created (event time) at or before ``created_before``, of any
+        type but ``exclude_types``, with their user ids: every user's, or only ``user_id``'s.
+
+        What a forgetting policy scores (:mod:`memstream.streams.forgetting`). ``user_id``
+        reaches the filter as its digest only, so an id no user has matches nothing.
+
+        Raises
+        ------
+        ValueError
+            An unknown memory type in ``exclude_types``, or a naive ``created_before``.
+        """
+        if isinstance(exclude_types, str):
+            raise TypeError("exclude_types must be a collection of memory types, not a string")
+        unknown = sorted(set(exclude_types) - MEMORY_TYPES)
+        if unknown:
+            raise ValueError(f"unknown memory types {unknown!r}; known: {sorted(MEMORY_TYPES)}")
+        table = self._open()
+        if table is None:
+            return []
+        if user_id is None:
+            clauses = ["status = 'active'"]
+        else:
+            where = _user_filter(user_id, SearchFilters())
+            assert where is not None
+            clauses = [where]
+        clauses.append(f"created_at <= timestamp '{_sql_time(created_before)}'")
+        excluded = sorted(t for t in MEMORY_TYPES if t in exclude_types)
+        if excluded:
+            # Rebuilt from the closed set, never from the caller's strings.
+            clauses.append("memory_type NOT IN (" + ", ".join(f"'{t}'" for t in excluded) + ")")
+        query = (
+            table.search()
+            .where(" AND ".join(clauses))
+            .select([*_RECORD_COLUMNS, "user_id"])
+            .limit(None)
+        )
+        found = []
+        for row in query.to_arrow().to_pylist():
+            owner = row.pop("user_id")
+            found.append((owner, MemoryRecord(**_record_fields(row))))
+        return found
+
     def _short_term(self, condition: str, limit: int) -> list[tuple[str, MemoryRecord]]:
         table = self._open()
         if table is None:
@@ -658,6 +717,10 @@ class MemoryProjection:
                     self._db.create_table(self.table_name, schema=schema, exist_ok=True)
             table = self._open()
             assert table is not None
+            if table.count_rows() == 0:
+                # A table this writer starts (a replay's shadow): the ids it writes are all
+                # the ids it holds, so re-delivery checks need no lookups.
+                self._ids_written = set()
         dims = table.schema.field("vector").type.list_size
         if dims != schema.field("vector").type.list_size:
             raise EmbeddingModelMismatch(
@@ -692,6 +755,7 @@ class MemoryProjection:
             log.info("memories: the live table is now %r (was %r)", name, self.table_name)
             self.table_name = name
             self._table = None
+            self._ids_written = None
             self._fts_ready = False
             self._vector_index_ready = False
             self._scalar_indexes_ready = False
@@ -946,6 +1010,7 @@ class MemoryProjection:
             if self._table_exists():
                 self._db.drop_table(self.table_name)
             self._table = None
+            self._ids_written = None
 
     def count(self, user_id: str | None = None) -> int:
         """Rows of one user, or of the whole table."""
@@ -1050,4 +1115,9 @@ def _apply_change(row: dict[str, Any], event: MemoryChange) -> None:
         and row["tier"] == "short_term"
     ):
         row["status"] = "expired"
+        row["ended_at"] = event.occurred_at.astimezone(UTC)
+    elif isinstance(event, MemoryForgotten) and row["status"] == "active":
+        # Only an active memory is forgotten: a repeat, or a forget that crossed a
+        # supersession or deletion in the log, leaves the row as it is.
+        row["status"] = "forgotten"
         row["ended_at"] = event.occurred_at.astimezone(UTC)

@@ -285,8 +285,9 @@ class Retriever:
             The conversation so far, oldest first; the last few join the query.
         filters
             Narrowing (types, minimum importance, session, event-time range).
-            ``include_inactive`` is ignored: superseded, deleted and expired memories never
-            enter a context. Types outside the quotas, and unknown types, match nothing.
+            ``include_inactive`` is ignored: superseded, deleted, expired and forgotten
+            memories never enter a context. Types outside the quotas, and unknown types, match
+            nothing.
         token_budget
             Most tokens of ``context``; defaults to ``settings.memory_context_tokens``.
         quotas
@@ -451,6 +452,40 @@ def recency_weight(created_at: datetime, now: datetime, half_life_days: float) -
     """
     age_days = max((now - created_at).total_seconds(), 0.0) / SECONDS_PER_DAY
     return float(0.5 ** (age_days / half_life_days))
+
+
+def decay_score(
+    importance: float, created_at: datetime, access_count: int, now: datetime, settings: Settings
+) -> float:
+    """How much a memory still deserves its place, on 0..1: the rank score without relevance.
+
+    ``(w_imp * importance + w_rec * recency + w_use * use) / (w_imp + w_rec + w_use)`` with
+    the ``weight_*`` of ``settings``; recency is :func:`recency_weight` of the event time
+    (half-life ``recency_half_life_days``) and use is ``log1p(access_count) /
+    log1p(decay_use_saturation)``, capped at 1. Unlike :func:`rank`, use is measured against a
+    fixed saturation, not the other candidates, so a memory's score does not depend on which
+    memories are scored with it. 0.0 when the three weights sum to 0. The decay policy of
+    ``memstream forget`` forgets memories scoring below ``forget_threshold``.
+
+    Examples
+    --------
+    Importance 0.3, 60 days old with a 30-day half-life (recency 0.25), never retrieved,
+    default weights 0.2 / 0.15 / 0.05: ``(0.2 * 0.3 + 0.15 * 0.25 + 0) / 0.4 = 0.24375``.
+
+    >>> from datetime import timedelta
+    >>> now = datetime(2026, 3, 31, tzinfo=UTC)
+    >>> round(decay_score(0.3, now - timedelta(days=60), 0, now, Settings()), 6)
+    0.24375
+    """
+    w_imp, w_rec, w_use = settings.weight_importance, settings.weight_recency, settings.weight_use
+    total = w_imp + w_rec + w_use
+    if total <= 0:
+        return 0.0
+    recency = recency_weight(created_at, now, settings.recency_half_life_days)
+    use = min(
+        math.log1p(max(access_count, 0)) / math.log1p(settings.decay_use_saturation), 1.0
+    )
+    return (w_imp * importance + w_rec * recency + w_use * use) / total
 
 
 def fill_quotas(ranked: Sequence[RankedMemory], quotas: Mapping[str, int]) -> list[RankedMemory]:

@@ -50,6 +50,7 @@ MEMORY_TYPES = (
     "memory_deleted",
     "memory_promoted",
     "memory_expired",
+    "memory_forgotten",
 )
 ACCESS_TYPES = ("memories_retrieved",)
 

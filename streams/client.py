@@ -38,6 +38,7 @@ from memstream.models.events import (
     MemoryAdded,
     MemoryDeleted,
     MemoryExpired,
+    MemoryForgotten,
     MemoryPromoted,
     MemoryReinforced,
     MemorySuperseded,
@@ -235,6 +236,13 @@ def history_entry(event: Event, memory_id: str, partition: int, offset: int) -> 
         }
     elif isinstance(event, MemoryDeleted | MemoryPromoted | MemoryExpired):
         details = {"reason": event.reason}
+    elif isinstance(event, MemoryForgotten):
+        details = {
+            "policy": event.policy,
+            "score": event.score,
+            "threshold": event.threshold,
+            "reason": event.reason,
+        }
     else:
         return None
     return {
@@ -478,10 +486,10 @@ class AsyncMemoryClient:
     async def history(self, memory_id: str, *, user_id: str) -> list[HistoryEntry]:
         """The life of one of the user's memories from the memories topic, in log order.
 
-        Its add, reinforcements, supersession (either side), promotion, expiry and deletion,
-        each with event type, event time and source events. Only events keyed by the user
-        and carrying the user's id count, so another user's memory id yields an empty list.
-        Reads the whole topic: cost grows with the log.
+        Its add, reinforcements, supersession (either side), promotion, expiry, forgetting
+        and deletion, each with event type, event time and source events. Only events keyed
+        by the user and carrying the user's id count, so another user's memory id yields an
+        empty list. Reads the whole topic: cost grows with the log.
         """
         _check_id("memory_id", memory_id)
         try:

@@ -1,0 +1,343 @@
+"""Forgetting: ``memstream forget --policy decay`` lets memories go that no longer earn a place.
+
+The decay policy scores every active memory with
+:func:`~memstream.projections.retrieval.decay_score` (importance, recency of its event time,
+use) and forgets those scoring below ``forget_threshold``, except memories younger than
+``forget_min_age_days`` (event time) and memories of the ``forget_keep_types`` (corrections, by
+default: they guard against a fact coming back).
+
+**Forgetting is an event.** Nothing is deleted: one :class:`MemoryForgotten` per memory goes
+to the memories topic, keyed by its user, recording the policy, score and threshold, with the
+decision time as ``occurred_at``. The projector applies it like an expiry: the memory leaves
+search and the current view, stays in history, and point-in-time reads before the decision
+still see it. A replay applies the recorded decision; it never scores again (with another
+clock, or other access counts).
+
+**Idempotent.** The event id derives from the memory and the policy, and a memory is forgotten
+only while it is active: a second run finds nothing new once the first is projected, and a run
+that repeats events still in flight publishes the same ids, which the projection skips.
+
+Examples
+--------
+>>> report = await forget(settings, dry_run=True)  # doctest: +SKIP
+>>> [(c.user_id, c.memory_id, round(c.score, 3)) for c in report.candidates]  # doctest: +SKIP
+[('ann', 'm-old-trivia', 0.054)]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Literal, get_args
+
+from memstream.models.codec import encode_event
+from memstream.models.events import MemoryForgotten, MemoryType, derived_id
+from memstream.models.settings import Settings
+from memstream.streams.topics import Topics
+
+# The command module builds its parser (add_forget_command) on every `memstream` call: LanceDB
+# and aiokafka (1.3 s to import) are imported where they are used, as streams/cli.py does.
+if TYPE_CHECKING:
+    from memstream.projections.memories import MemoryProjection, MemoryRecord
+
+log = logging.getLogger(__name__)
+
+Policy = Literal["decay"]
+#: Every memory type; a kept type must be one of them.
+MEMORY_TYPES: frozenset[str] = frozenset(get_args(MemoryType))
+SECONDS_PER_DAY = 86_400.0
+#: Characters of a memory's content the command prints.
+SNIPPET_CHARS = 60
+
+
+@dataclass(frozen=True)
+class ForgetCandidate:
+    """A memory a policy would forget, with the score and age it was judged on."""
+
+    user_id: str
+    memory: MemoryRecord
+    score: float
+    #: Days from the memory's event time (``created_at``) to the decision time.
+    age_days: float
+
+    @property
+    def memory_id(self) -> str:
+        """The memory's id."""
+        return self.memory.memory_id
+
+
+@dataclass(frozen=True)
+class ForgetReport:
+    """What one run of a forgetting policy decided and published."""
+
+    policy: Policy
+    threshold: float
+    #: The decision time: ``occurred_at`` of every event published.
+    decided_at: datetime
+    dry_run: bool
+    #: The memories forgotten (or, in a dry run, that would be), lowest score first.
+    candidates: tuple[ForgetCandidate, ...]
+    #: The events published: none in a dry run.
+    events: tuple[MemoryForgotten, ...]
+    topic: str
+
+
+def keep_types(settings: Settings) -> frozenset[str]:
+    """The memory types no policy forgets (``forget_keep_types``, comma separated).
+
+    Raises
+    ------
+    ValueError
+        A name that is no memory type: a typo would otherwise let that type be forgotten.
+
+    Examples
+    --------
+    >>> sorted(keep_types(Settings(forget_keep_types="correction,preference")))
+    ['correction', 'preference']
+    """
+    names = frozenset(name for name in settings.forget_keep_types.split(",") if name)
+    unknown = sorted(names - MEMORY_TYPES)
+    if unknown:
+        raise ValueError(
+            f"forget_keep_types names unknown memory types {unknown}; known: {sorted(MEMORY_TYPES)}"
+        )
+    return names
+
+
+def decay_candidates(
+    memories: Iterable[tuple[str, MemoryRecord]], settings: Settings, now: datetime
+) -> list[ForgetCandidate]:
+    """The memories of ``(user_id, record)`` pairs the decay policy forgets at ``now``.
+
+    A memory is forgotten when it is active, at least ``forget_min_age_days`` old (event
+    time), not of a type in ``forget_keep_types``, and its decay score is below
+    ``forget_threshold``. Ordered by score, then memory id, so two runs list the same.
+    """
+    from memstream.projections.retrieval import decay_score
+
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware")
+    kept = keep_types(settings)
+    candidates = []
+    for user_id, memory in memories:
+        age_days = (now - memory.created_at).total_seconds() / SECONDS_PER_DAY
+        if (
+            memory.status != "active"
+            or memory.memory_type in kept
+            or age_days < settings.forget_min_age_days
+        ):
+            continue
+        score = decay_score(
+            memory.importance, memory.created_at, memory.access_count, now, settings
+        )
+        if score < settings.forget_threshold:
+            candidates.append(ForgetCandidate(user_id, memory, score, age_days))
+    return sorted(candidates, key=lambda c: (c.score, c.memory_id))
+
+
+def plan_forgetting(
+    settings: Settings,
+    projection: MemoryProjection,
+    now: datetime,
+    *,
+    user_id: str | None = None,
+) -> list[ForgetCandidate]:
+    """The memories the decay policy forgets at ``now``: every user's, or ``user_id``'s.
+
+    Reads the active memories old enough and of types not kept from ``projection`` (the
+    user named only by the digest filter of the projection), then scores them with
+    :func:`decay_candidates`.
+    """
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware")
+    memories = projection.active_memories_created_before(
+        now - timedelta(days=settings.forget_min_age_days),
+        exclude_types=keep_types(settings),
+        user_id=user_id,
+    )
+    return decay_candidates(memories, settings, now)
+
+
+def forgotten_event(
+    candidate: ForgetCandidate, settings: Settings, now: datetime, policy: Policy = "decay"
+) -> MemoryForgotten:
+    """The event forgetting ``candidate``; its id derives from the memory and the policy."""
+    memory = candidate.memory
+    return MemoryForgotten(
+        event_id=derived_id(memory.memory_id, "forget", policy),
+        user_id=candidate.user_id,
+        session_id=memory.session_id,
+        occurred_at=now,
+        memory_id=memory.memory_id,
+        policy=policy,
+        score=candidate.score,
+        threshold=settings.forget_threshold,
+        reason=(
+            f"decay score {candidate.score:.4f} < {settings.forget_threshold:g} after "
+            f"{candidate.age_days:.0f} days, importance {memory.importance:.2f}, "
+            f"{memory.access_count} retrieval(s)"
+        ),
+    )
+
+
+async def forget(
+    settings: Settings,
+    *,
+    dry_run: bool,
+    user_id: str | None = None,
+    now: datetime | None = None,
+    projection: MemoryProjection | None = None,
+) -> ForgetReport:
+    """Run the decay policy: publish a ``MemoryForgotten`` per memory it forgets.
+
+    Parameters
+    ----------
+    settings
+        ``forget_*``, the rank weights and half-life, ``decay_use_saturation``; the broker,
+        topics and data directory.
+    dry_run
+        Decide, publish nothing.
+    user_id
+        Only this user's memories; every user's when None.
+    now
+        The decision time (default: the wall clock), recorded as the events' ``occurred_at``.
+    projection
+        The memory projection to judge from; the live one in ``settings.lancedb_dir`` by
+        default.
+
+    Raises
+    ------
+    ValueError
+        An unknown type in ``forget_keep_types``, or a naive ``now``.
+    """
+    now = datetime.now(UTC) if now is None else now
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware")
+    if projection is None:
+        projection = await asyncio.to_thread(_live_projection, settings)
+    candidates = await asyncio.to_thread(
+        plan_forgetting, settings, projection, now, user_id=user_id
+    )
+    topic = Topics.from_settings(settings).memories
+    events = tuple(forgotten_event(candidate, settings, now) for candidate in candidates)
+    if not dry_run and events:
+        await _publish(settings, topic, events)
+        log.info("forget: published %d memory_forgotten event(s)", len(events))
+    return ForgetReport(
+        policy="decay",
+        threshold=settings.forget_threshold,
+        decided_at=now,
+        dry_run=dry_run,
+        candidates=tuple(candidates),
+        events=() if dry_run else events,
+        topic=topic,
+    )
+
+
+def _live_projection(settings: Settings) -> MemoryProjection:
+    from memstream.projections.embedder import embedder_from_settings
+    from memstream.projections.memories import MemoryProjection
+
+    return MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
+
+
+async def _publish(settings: Settings, topic: str, events: Sequence[MemoryForgotten]) -> None:
+    """Send events keyed by user id (a memory's changes stay on its partition, after its
+    add) and wait for every ack."""
+    from aiokafka import AIOKafkaProducer
+
+    from memstream.streams.topics import ensure_topics
+
+    await ensure_topics(settings)
+    producer = AIOKafkaProducer(bootstrap_servers=settings.broker, acks="all", linger_ms=5)
+    await producer.start()
+    try:
+        futures = [
+            await producer.send(topic, key=event.user_id.encode(), value=encode_event(event))
+            for event in events
+        ]
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+# --- the command ------------------------------------------------------------------------
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    """Forget memories that no longer earn their place (publishes memory_forgotten events)."""
+    overrides = {"broker": args.broker} if getattr(args, "broker", None) else {}
+    settings = Settings(**overrides)
+    try:
+        report = asyncio.run(forget(settings, dry_run=args.dry_run, user_id=args.user))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(render_report(report))
+    return 0
+
+
+def render_report(report: ForgetReport) -> str:
+    """The command's output: one block per memory, lowest score first, then a summary."""
+    lines = []
+    for candidate in report.candidates:
+        memory = candidate.memory
+        lines.append(
+            f"{candidate.score:.4f}  {candidate.age_days:5.0f} d  [{memory.memory_type}] "
+            f"{_snippet(memory.content)}"
+        )
+        lines.append(
+            f"         memory {memory.memory_id} · user {candidate.user_id} · importance "
+            f"{memory.importance:.2f} · retrieved {memory.access_count}×"
+        )
+    count = len(report.candidates)
+    lines.append(
+        f"{count} memor{'y' if count == 1 else 'ies'} below the {report.policy} threshold "
+        f"{report.threshold:g} at {report.decided_at.isoformat(timespec='seconds')}"
+    )
+    if report.dry_run:
+        lines.append("dry run: nothing was published")
+    else:
+        lines.append(
+            f"published {len(report.events)} memory_forgotten event(s) to {report.topic}; "
+            "the memories leave search once projected"
+        )
+    return "\n".join(lines)
+
+
+def _snippet(content: str) -> str:
+    flat = " ".join(content.split())
+    return flat if len(flat) <= SNIPPET_CHARS else flat[: SNIPPET_CHARS - 1] + "…"
+
+
+def add_forget_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``memstream forget --policy decay [--dry-run] [--user U]`` on ``commands``.
+
+    Examples
+    --------
+    >>> parser = argparse.ArgumentParser(prog="memstream")
+    >>> add_forget_command(parser.add_subparsers(dest="command", required=True))
+    >>> parser.parse_args(["forget", "--policy", "decay", "--dry-run"]).dry_run
+    True
+    """
+    forget_parser = commands.add_parser(
+        "forget",
+        help=cmd_forget.__doc__,
+        description="Score every active memory with the decay score (importance, recency, "
+        "use) and publish a memory_forgotten event for each one below MEMSTREAM_FORGET_THRESHOLD, "
+        "except memories younger than MEMSTREAM_FORGET_MIN_AGE_DAYS (event time) and those of "
+        "MEMSTREAM_FORGET_KEEP_TYPES.",
+    )
+    forget_parser.add_argument(
+        "--policy", required=True, choices=["decay"], help="how memories are judged"
+    )
+    forget_parser.add_argument(
+        "--dry-run", action="store_true", help="list what would be forgotten, publish nothing"
+    )
+    forget_parser.add_argument("--user", help="only this user's memories (default: every user)")
+    forget_parser.set_defaults(run=cmd_forget)
