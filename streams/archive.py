@@ -1368,8 +1368,8 @@ async def restore(
 
 
 async def _ensure_changelog(settings: Settings, topic: str) -> None:
-    """Create the sessions changelog as Faust would (compacted), with the partitions of the
-    memstream topics (Faust gives a table's changelog the partitions of its source topic)."""
+    """Create the sessions changelog as the worker's Faust app would: compacted, with the
+    partitions ``create_app`` gives the table (those of the chat topic)."""
     admin = AIOKafkaAdminClient(
         bootstrap_servers=settings.broker, request_timeout_ms=_ADMIN_TIMEOUT_MS
     )
