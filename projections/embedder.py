@@ -63,6 +63,16 @@ def _l2_normalise(vectors: npt.NDArray[np.floating[Any]]) -> Vectors:
 # --- all-MiniLM-L6-v2, int8 ONNX -------------------------------------------------------
 
 
+def _valid_text(text: str) -> str:
+    """``text`` with lone surrogates (legal in a decoded JSON string, not in UTF-8) replaced:
+    the tokenizer refuses them, and one such message must not stop a batch."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
 def bundled_tokenizer_json() -> str:
     """The all-MiniLM-L6-v2 ``tokenizer.json`` shipped in ``memstream.projections/assets``."""
     asset = importlib.resources.files("memstream.projections").joinpath("assets/tokenizer.json")
@@ -190,7 +200,9 @@ class MiniLMOnnxEmbedder:
         # One text at a time: encode_batch would start a rayon pool as wide as the machine.
         # The tokenizer carries truncation state, so calls are serialised.
         with self._tokenizer_lock:
-            token_ids = [self._tokenizer.encode(t[: self._max_chars]).ids for t in texts]
+            token_ids = [
+                self._tokenizer.encode(_valid_text(t[: self._max_chars])).ids for t in texts
+            ]
         # Similar lengths together: padding to the longest of a random batch costs more than
         # batching saves (measured: 85 vs 160 sentences/s). Outputs are identical either way.
         order = sorted(range(len(texts)), key=lambda i: len(token_ids[i]))

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel
 
 from memstream.models.codec import InvalidEvent, decode_event
 from memstream.models.decisions import Decision, ExistingMemory, decide
@@ -56,15 +58,19 @@ ACCESS_TYPES = ("memories_retrieved",)
 
 
 def decode_checked(
-    raw: bytes | None, key: bytes | None, allowed: Sequence[str], max_bytes: int
+    raw: bytes | None,
+    key: bytes | None,
+    allowed: Sequence[str],
+    max_bytes: int,
+    max_content_chars: int | None = None,
 ) -> Event:
     """Decode an event and check it belongs on this topic and under this key.
 
     Raises
     ------
     InvalidEvent
-        If the bytes are not a valid event, the type is wrong for the topic, or the message
-        key is missing or not the event's user id (keys decide partitions: an unkeyed or
+        If the bytes are not a valid event, the type is wrong for the topic, its content is
+        longer than ``max_content_chars``, or the message key is missing or not the event's user id (keys decide partitions: an unkeyed or
         wrongly keyed event lands on another partition than the user's other events, and
         their order, which the session fold and memory decisions rely on, is lost).
     """
@@ -73,11 +79,38 @@ def decode_checked(
     event = decode_event(raw, max_bytes=max_bytes)
     if event.type not in allowed:
         raise InvalidEvent(f"event type {event.type!r} does not belong on this topic")
+    if max_content_chars is not None:
+        size = content_chars(event)
+        if size > max_content_chars:
+            raise InvalidEvent(
+                f"{event.type} content is {size} characters, over the limit of {max_content_chars}"
+            )
     if key is None:
         raise InvalidEvent("message has no key: memstream topics are keyed by user_id")
     if key != event.user_id.encode():
         raise InvalidEvent("message key is not the event's user_id")
     return event
+
+
+def content_chars(event: Event) -> int:
+    """Characters of user content an event carries (its ``content_fields``; structured
+    values count as their JSON)."""
+    total = 0
+    for name in event.content_fields:
+        value = getattr(event, name, None)
+        if isinstance(value, str):
+            total += len(value)
+        elif value is not None:
+            total += len(json.dumps(_plain(value), ensure_ascii=False, default=str))
+    return total
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return value
 
 
 def record_extraction(

@@ -156,7 +156,11 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
             settings.session_batch_size, within=settings.session_batch_wait_s
         ):
             batch = fold_batch(
-                store, [event.message for event in events], limits, settings.max_event_bytes
+                store,
+                [event.message for event in events],
+                limits,
+                settings.max_event_bytes,
+                settings.max_content_chars,
             )
             for message, reason in batch.dead:
                 await dead_letter("sessions", message, reason)

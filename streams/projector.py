@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+import pyarrow as pa
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 
 from memstream.models.codec import InvalidEvent, encode_event
@@ -42,7 +43,12 @@ from memstream.models.events import (
 )
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
-from memstream.projections.memories import DEFAULT_TABLE, MemoryProjection, SourcePosition
+from memstream.projections.memories import (
+    DEFAULT_TABLE,
+    EncryptedContentError,
+    MemoryProjection,
+    SourcePosition,
+)
 from memstream.projections.shadow import live_name
 from memstream.streams.agents import ACCESS_TYPES, MEMORY_TYPES, decode_checked
 from memstream.streams.deadletters import DeadLetter
@@ -57,6 +63,14 @@ INDEX_REFRESH_IDLE_S = 0.3
 INDEX_REFRESH_BUSY_S = 5.0
 
 AccessItem = tuple[MemoriesRetrieved, SourcePosition]
+#: Errors that come from one event's data, not from the store: that event is dead-lettered.
+POISON_ERRORS: tuple[type[Exception], ...] = (
+    EncryptedContentError,
+    ValueError,
+    TypeError,
+    KeyError,
+    pa.ArrowException,
+)
 
 
 class WriterLock:
@@ -313,6 +327,8 @@ class _Projector:
         #: Access events held per partition until that memories partition is read to its end.
         self.held: dict[int, list[AccessItem]] = {}
         self._paused: set[TopicPartition] = set()
+        #: The records of the batch being applied, to dead-letter a poison one.
+        self._records: dict[tuple[str, int, int], ConsumerRecord] = {}
 
     async def run(self, stop: asyncio.Event) -> None:
         """Fetch, project and refresh indexes until ``stop`` is set."""
@@ -324,6 +340,7 @@ class _Projector:
                 max_records=self.settings.projection_batch_size,
             )
             memory_batch: list[tuple[MemoryAdded | MemoryChange, SourcePosition]] = []
+            self._records = {}
             for tp, records in fetched.items():
                 limit = self.finish_at.get(tp) if self.finish_at is not None else None
                 for record in records:
@@ -339,7 +356,7 @@ class _Projector:
             if self.on_batch is not None:
                 self.on_batch(sum(len(records) for records in fetched.values()))
             if memory_batch:
-                await asyncio.to_thread(self.projection.apply, memory_batch)
+                await self._apply_memories(memory_batch)
                 dirty = True
             if await self._apply_released_accesses():
                 dirty = True
@@ -353,6 +370,26 @@ class _Projector:
                 await asyncio.to_thread(self.projection.refresh_indexes)
                 dirty = False
                 last_refresh = time.monotonic()
+
+    async def _apply_memories(
+        self, batch: list[tuple[MemoryAdded | MemoryChange, SourcePosition]]
+    ) -> None:
+        """Apply a batch; if an event in it cannot be projected (its data is at fault:
+        ciphertext, values the table refuses), apply the batch one event at a time and
+        dead-letter the ones at fault, so a poison event never stops the others. Anything
+        else (a short write, I/O) stops the projector, which resumes from its offsets."""
+        try:
+            await asyncio.to_thread(self.projection.apply, batch)
+            return
+        except POISON_ERRORS as exc:
+            log.warning("projector: a batch of %d failed (%s); one at a time", len(batch), exc)
+        for event, position in batch:
+            try:
+                await asyncio.to_thread(self.projection.apply, [(event, position)])
+            except POISON_ERRORS as error:
+                record = self._records[(position.topic, position.partition, position.offset)]
+                reason = f"cannot project: {type(error).__name__}: {error}"
+                await self._dead_letter(record, reason)
 
     def _finished(self) -> bool:
         """Whether a bounded run (a replay) has read and applied everything it should."""
@@ -383,6 +420,7 @@ class _Projector:
                 record.topic, record.partition, record.offset, timestamp=_broker_time(record)
             )
             memory_batch.append((event, position))
+            self._records[(record.topic, record.partition, record.offset)] = record
         elif isinstance(event, MemoriesRetrieved):
             position = SourcePosition(record.topic, record.partition, record.offset)
             self.held.setdefault(record.partition, []).append((event, position))

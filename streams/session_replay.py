@@ -133,7 +133,9 @@ async def fold_chat_topic(
     read = invalid = skipped = 0
     async with aclosing(reader) as batches:
         async for records in batches:
-            batch = fold_batch(store, records, limits, settings.max_event_bytes)
+            batch = fold_batch(
+                store, records, limits, settings.max_event_bytes, settings.max_content_chars
+            )
             folded.values.update((key, value) for key, (value, _) in batch.writes.items())
             read += len(records)
             invalid += len(batch.dead)

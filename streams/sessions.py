@@ -129,6 +129,7 @@ def fold_batch(
     messages: Sequence[Any],
     limits: WindowLimits,
     max_event_bytes: int,
+    max_content_chars: int | None = None,
 ) -> BatchResult:
     """Fold a batch of chat-topic messages into session values, without writing anything."""
     result = BatchResult()
@@ -136,7 +137,9 @@ def fold_batch(
     for message in messages:
         try:
             event = cast(
-                ChatEvent, decode_checked(message.value, message.key, CHAT_TYPES, max_event_bytes)
+                ChatEvent, decode_checked(
+                    message.value, message.key, CHAT_TYPES, max_event_bytes, max_content_chars
+                )
             )
         except InvalidEvent as exc:
             result.dead.append((message, f"invalid event: {exc}"))

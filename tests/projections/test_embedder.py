@@ -225,3 +225,11 @@ def test_openai_embedder_probes_dimensions_only_when_unknown() -> None:
 def test_openai_embedder_builds_its_client_from_settings_values() -> None:
     embedder = OpenAIEmbedder("m", base_url="http://embeddings.invalid/v1", api_key="k")
     assert str(embedder._client.base_url).startswith("http://embeddings.invalid/v1")
+
+
+def test_a_lone_surrogate_is_embedded_not_raised(minilm: MiniLMOnnxEmbedder) -> None:
+    # Legal in a decoded JSON string ("\ud800"), not in UTF-8: one such message must not
+    # stop the batch it is in.
+    vectors = minilm.embed(["I live in Lisbon \ud800", "I live in Lisbon"])
+    assert vectors.shape == (2, 384)
+    assert float(vectors[0] @ vectors[1]) > 0.9

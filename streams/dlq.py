@@ -1,0 +1,188 @@
+"""``memstream dlq``: list, show and retry dead letters.
+
+Every agent routes what it cannot process to the dead-letters topic with the original bytes,
+the source position and the reason, and moves on (:mod:`memstream.streams.deadletters`).
+These commands read that topic. A dead letter is named by its place in it,
+``<partition>:<offset>``. ``retry`` republishes the original bytes, with the original key,
+to the source topic, with a header naming the dead letter it retries; consumers are
+idempotent by event id, so a retry of an event that did get through changes nothing, and an
+event that still fails is dead-lettered again with its new reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaProducer
+from pydantic import ValidationError
+
+from memstream.models.settings import Settings
+from memstream.streams.deadletters import DeadLetter
+from memstream.streams.logreader import read_topic
+from memstream.streams.topics import Topics
+
+#: Header on a retried record: the dead letter it came from.
+RETRY_HEADER = "memstream-retry-of"
+
+
+@dataclass(frozen=True)
+class StoredLetter:
+    """A dead letter and where it sits in the dead-letters topic."""
+
+    partition: int
+    offset: int
+    letter: DeadLetter
+
+    @property
+    def letter_id(self) -> str:
+        """``<partition>:<offset>`` in the dead-letters topic."""
+        return f"{self.partition}:{self.offset}"
+
+
+async def dead_letters(settings: Settings) -> tuple[list[StoredLetter], int]:
+    """Every dead letter now in the topic, and how many records there were not readable."""
+    records = await read_topic(settings, Topics.from_settings(settings).deadletters)
+    found, unreadable = [], 0
+    for record in records:
+        try:
+            letter = DeadLetter.model_validate_json(record.value or b"")
+        except ValidationError:
+            unreadable += 1
+            continue
+        found.append(StoredLetter(record.partition, record.offset, letter))
+    return found, unreadable
+
+
+async def retry(settings: Settings, letters: Sequence[StoredLetter]) -> int:
+    """Republish the original records of ``letters`` to their source topics; return how many."""
+    producer = AIOKafkaProducer(bootstrap_servers=settings.broker, acks="all")
+    await producer.start()
+    try:
+        futures = []
+        for stored in letters:
+            letter = stored.letter
+            key = None if letter.key_b64 is None else _b64(letter.key_b64)
+            headers = [(RETRY_HEADER, stored.letter_id.encode())]
+            futures.append(
+                await producer.send(
+                    letter.source_topic, key=key, value=letter.original_value(), headers=headers
+                )
+            )
+        for future in futures:
+            await future
+    finally:
+        await producer.stop()
+    return len(letters)
+
+
+def _b64(text: str) -> bytes:
+    return base64.b64decode(text)
+
+
+def _selected(letters: list[StoredLetter], args: argparse.Namespace) -> list[StoredLetter]:
+    chosen = letters
+    if getattr(args, "agent", None):
+        chosen = [s for s in chosen if s.letter.agent == args.agent]
+    if getattr(args, "topic", None):
+        chosen = [s for s in chosen if s.letter.source_topic == args.topic]
+    return chosen
+
+
+def _preview(value: bytes, width: int = 60) -> str:
+    text = value.decode("utf-8", "replace").replace("\n", " ")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def cmd_dlq_list(args: argparse.Namespace, settings: Settings) -> int:
+    """List dead letters: id, agent, source, reason."""
+    letters, unreadable = asyncio.run(dead_letters(settings))
+    chosen = _selected(letters, args)[-args.limit :] if args.limit else _selected(letters, args)
+    if args.json:
+        print(json.dumps([{"id": s.letter_id, **s.letter.model_dump(mode="json")} for s in chosen], indent=2))
+        return 0
+    for stored in chosen:
+        letter = stored.letter
+        print(
+            f"{stored.letter_id:>9}  {letter.dead_at:%Y-%m-%d %H:%M:%S}  {letter.agent:<10} "
+            f"{letter.source_topic}[{letter.source_partition}]@{letter.source_offset}  "
+            f"{letter.reason[:100]}"
+        )
+    print(f"{len(chosen)} dead letter(s)" + (f"; {unreadable} unreadable record(s)" if unreadable else ""))
+    return 0
+
+
+def cmd_dlq_show(args: argparse.Namespace, settings: Settings) -> int:
+    """Show one dead letter: reason, source, the original key and bytes."""
+    letters, _ = asyncio.run(dead_letters(settings))
+    found = {s.letter_id: s for s in letters}.get(args.id)
+    if found is None:
+        print(f"no dead letter {args.id!r} (ids are <partition>:<offset>)", file=sys.stderr)
+        return 1
+    letter = found.letter
+    print(f"dead letter {found.letter_id}, {letter.dead_at.isoformat()}")
+    print(f"  agent   {letter.agent}")
+    print(f"  source  {letter.source_topic}[{letter.source_partition}]@{letter.source_offset}")
+    print(f"  reason  {letter.reason}")
+    key = None if letter.key_b64 is None else _b64(letter.key_b64)
+    print(f"  key     {key!r}")
+    print(f"  value   ({len(letter.original_value())} bytes)")
+    print(letter.original_value().decode("utf-8", "replace"))
+    return 0
+
+
+def cmd_dlq_retry(args: argparse.Namespace, settings: Settings) -> int:
+    """Republish dead letters to their source topics (after a fix, or a transient failure)."""
+    letters, _ = asyncio.run(dead_letters(settings))
+    if args.all:
+        chosen = _selected(letters, args)
+    else:
+        by_id = {s.letter_id: s for s in letters}
+        missing = [i for i in args.ids if i not in by_id]
+        if missing:
+            print(f"no dead letter(s) {', '.join(missing)}", file=sys.stderr)
+            return 1
+        chosen = [by_id[i] for i in args.ids]
+    if not chosen:
+        print("nothing to retry")
+        return 0
+    sent = asyncio.run(retry(settings, chosen))
+    for stored in chosen:
+        print(f"{stored.letter_id} → {stored.letter.source_topic}: {_preview(stored.letter.original_value())}")
+    print(f"retried {sent} dead letter(s); one that fails again is dead-lettered again")
+    return 0
+
+
+Handler = Callable[[argparse.Namespace, Settings], int]
+
+
+def add_dlq_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``memstream dlq list|show|retry`` on ``commands``."""
+    dlq = commands.add_parser("dlq", help="inspect and retry dead letters")
+    sub = dlq.add_subparsers(dest="dlq_command", required=True)
+
+    def bind(handler: Handler) -> Callable[[argparse.Namespace], int]:
+        from memstream.streams.cli import settings_from_args
+
+        return lambda args: handler(args, settings_from_args(args))
+
+    listing = sub.add_parser("list", help=cmd_dlq_list.__doc__)
+    listing.add_argument("--agent", help="only this agent's (sessions, extraction, projector)")
+    listing.add_argument("--topic", help="only those from this source topic")
+    listing.add_argument("--limit", type=int, default=0, help="only the last N")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(run=bind(cmd_dlq_list))
+    show = sub.add_parser("show", help=cmd_dlq_show.__doc__)
+    show.add_argument("id", help="<partition>:<offset> as `dlq list` prints it")
+    show.set_defaults(run=bind(cmd_dlq_show))
+    again = sub.add_parser("retry", help=cmd_dlq_retry.__doc__)
+    again.add_argument("ids", nargs="*", help="<partition>:<offset> ids")
+    again.add_argument("--all", action="store_true", help="every dead letter (filtered below)")
+    again.add_argument("--agent")
+    again.add_argument("--topic")
+    again.set_defaults(run=bind(cmd_dlq_retry))
