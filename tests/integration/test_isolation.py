@@ -1,0 +1,168 @@
+"""Tenant isolation: 100 hostile strings thrown at ids, filters and queries on every read
+path (client, CLI, the worker's session pages, analytics) find nothing of other users and
+raise no error that shows their data."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+from chat import conversation
+
+from memstream.models.settings import Settings
+from memstream.projections.embedder import embedder_from_settings
+from memstream.projections.memories import MemoryProjection, SearchFilters
+from memstream.streams.broker import free_port
+from memstream.streams.cli import main
+from memstream.streams.client import MemoryClient
+from memstream.streams.publish import publish_events
+from memstream.streams.worker import WorkerProcess, fetch_json
+
+SettingsFactory = Callable[..., Settings]
+VICTIMS = {
+    "ann": [("user", "I live in Reykjavik and my bank PIN is 4417."), ("assistant", "Noted.")],
+    "bob": [("user", "I work at Initech and my badge code is BX-99."), ("assistant", "Noted.")],
+}
+SECRETS = ("Reykjavik", "4417", "Initech", "BX-99")
+
+
+def hostile_strings() -> list[str]:
+    """100 ids an attacker (or a careless caller) might send."""
+    ann_digest = hashlib.sha256(b"ann").hexdigest()
+    base = [
+        "'", '"', "`", "' OR '1'='1", '" OR "1"="1', "ann' --", "ann'; DROP TABLE memories; --",
+        "') OR 1=1 --", "1; DELETE FROM memories", "' UNION SELECT * FROM memories --",
+        "%", "_", "*", "ann%", "a_n", "%ann%", "[a-z]*", ".*", "ann|bob", "ann OR bob",
+        "user_key IS NOT NULL", "user_key = user_key", "1=1", "true", "NULL", "None", "null",
+        "\\", "\\'", "\\\\", "ann\\", "../../etc/passwd", "..\\..\\windows", "/", "./ann",
+        "ann/../bob", "~", "$HOME", "${user}", "{{user}}", "%s", "%d%n", "{0}", "<script>",
+        "аnn",  # Cyrillic а
+        "ａｎｎ",  # fullwidth
+        "ann\u200b", "\u200bann", "ANN", "Ann", " ann", "ann ", "ann\u0301", "\u202eann",
+        "ann\u00a0", "ⓐⓝⓝ", "𝐚𝐧𝐧", "bob\ufeff", "b\u00f6b", "bób", "🙂", "👩‍💻",
+        ann_digest, ann_digest.upper(), "sha256:" + ann_digest, "user_key", "memory_key",
+        '{"$ne": null}', '{"user_id": "ann"}', "[\"ann\"]", "ann,bob", "ann;bob", "ann\tbob",
+        "ann\nbob", "ann\rbob", "a" * 256, "a" * 257, "ann" * 1000, "x" * 10_000, "",
+        " ", "\x00", "ann\x00", "\x1f", "ann\x1fbob", "\x7f", "\ud800", "ann\udfff",
+        "SELECT", "memories", "*/", "/*", "--", "#", "$1", "?", ":user",
+        "' AND 1=(SELECT COUNT(*) FROM memories) --", "'||(SELECT content FROM memories)||'",
+        "ann' AND session_key IS NOT NULL --", "0x616e6e", "%61%6e%6e", "&#97;nn",
+    ]
+    assert len(base) >= 100, len(base)
+    return base[:100]
+
+
+def leaks(text: str) -> list[str]:
+    return [s for s in SECRETS if s in text]
+
+
+def attempt(call: Callable[[], Any]) -> tuple[Any, str | None]:
+    """Run a read; return (result, None), or (None, the error's text) for a refused id."""
+    try:
+        return call(), None
+    except (ValueError, TypeError, UnicodeError) as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory, broker_address: str, broker_kind: str) -> Any:
+    tmp = tmp_path_factory.mktemp("isolation")
+    settings = Settings(
+        broker=broker_address, broker_kind=broker_kind, data_dir=tmp / "data",  # type: ignore[arg-type]
+        topic_prefix=f"iso{int(time.time() * 1000) % 10**9}", partitions=4,
+        web_port=free_port(), session_timeout_s=10.0, heartbeat_interval_s=2.0,
+    )
+    projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
+    worker = WorkerProcess(settings, log_path=tmp / "worker.log").start()
+    for user, turns in VICTIMS.items():
+        asyncio.run(publish_events(settings, conversation(user, "trip", turns)))
+        asyncio.run(publish_events(settings, conversation(user, "open", turns[:1], close=False)))
+    deadline = time.monotonic() + 90
+    while not all(projection.list_memories(u) for u in VICTIMS):
+        assert time.monotonic() < deadline, "no memories"
+        time.sleep(0.5)
+    deadline = time.monotonic() + 60
+    while len(fetch_json(settings, "/sessions/")["sessions"]) < len(VICTIMS):
+        assert time.monotonic() < deadline, "no open sessions"
+        time.sleep(0.5)
+    yield settings, projection
+    worker.stop()
+
+
+def test_the_client_returns_nothing_of_other_users_for_hostile_ids(world: Any) -> None:
+    settings, projection = world
+    ann_ids = [m.memory_id for m in projection.list_memories("ann")]
+    errors = []
+    with MemoryClient(settings) as client:
+        for hostile in hostile_strings():
+            for call in (
+                lambda: client.search("Reykjavik PIN", user_id=hostile),
+                lambda: client.search(hostile, user_id=hostile),
+                lambda: client.get_all(user_id=hostile, include_inactive=True),
+                lambda: client.get(ann_ids[0], user_id=hostile),
+                lambda: client.history(ann_ids[0], user_id=hostile),
+                lambda: client.get(hostile, user_id=hostile),
+                lambda: client.search("x", user_id=hostile, filters=SearchFilters(session_id=hostile)),
+            ):
+                result, error = attempt(call)
+                assert result in (None, []), (hostile, result)
+                if error is not None:
+                    errors.append(error)
+            # The victim's own reads with hostile filters and queries stay the victim's.
+            hits = client.search(hostile or "?", user_id="ann") if hostile.strip() else []
+            assert all("Initech" not in h["memory"] and "BX-99" not in h["memory"] for h in hits)
+            result, error = attempt(lambda: client.search(
+                "badge", user_id="ann", filters=SearchFilters(session_id=hostile)))
+            assert not result or all(h["session_id"] == hostile for h in result)
+    assert not [e for e in errors if leaks(e)]
+
+
+def test_the_cli_returns_nothing_of_other_users_for_hostile_ids(
+    world: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings, projection = world
+    for name, value in settings.to_env().items():
+        monkeypatch.setenv(name, value)
+    ann_id = projection.list_memories("ann")[0].memory_id
+    for hostile in hostile_strings():
+        if "\x00" in hostile or "\ud800" in hostile or "\udfff" in hostile:
+            continue  # no command line can carry these (the OS refuses NUL, UTF-8 refuses surrogates)
+        for argv in (
+            ["search", "Reykjavik", "--user", hostile],
+            ["memories", "list", "--all", "--user", hostile],
+            ["memories", "get", ann_id, "--user", hostile],
+            ["memories", "history", ann_id, "--user", hostile],
+        ):
+            try:
+                main(argv)
+            except SystemExit:
+                pass  # argparse refused the value (e.g. one starting with '-')
+            out = capsys.readouterr()
+            assert not leaks(out.out + out.err), (hostile, argv, out)
+
+
+def test_the_workers_session_pages_return_nothing_of_other_users(world: Any) -> None:
+    settings, _ = world
+    for hostile in hostile_strings():
+        if "\ud800" in hostile or "\udfff" in hostile:
+            continue  # not encodable in a URL: no HTTP client can send it
+        for path in (
+            "/sessions/?" + urlencode({"user": hostile}),
+            "/session/?" + urlencode({"user": hostile, "session": "open"}),
+            "/session/?" + urlencode({"user": "ann", "session": hostile}),
+        ):
+            try:
+                reply = fetch_json(settings, path, timeout_s=10)
+            except OSError as exc:  # 404: no such session; 400: a request line over the limit
+                assert getattr(exc, "code", None) in (400, 404), (hostile, path, exc)
+                body = exc.read().decode() if hasattr(exc, "read") else str(exc)
+                assert not leaks(body), (hostile, body)
+                continue
+            assert reply.get("sessions", []) == [] or hostile == "ann", (hostile, reply)
+            assert not leaks(str(reply)), (hostile, path, reply)
