@@ -16,7 +16,8 @@ from memstream.models.events import MemoryType, json_schemas
 from memstream.models.settings import Settings
 
 
-def _settings(args: argparse.Namespace) -> Settings:
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """The settings of a command: ``MEMSTREAM_*`` variables, and ``--broker`` over them."""
     overrides = {}
     if getattr(args, "broker", None):
         overrides["broker"] = args.broker
@@ -36,7 +37,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
     """Run the embedded broker (Tansu, memory storage) until Ctrl-C."""
     from memstream.streams.broker import run_broker_forever
 
-    settings = _settings(args)
+    settings = settings_from_args(args)
     return run_broker_forever(settings, args.port or settings.broker_port)
 
 
@@ -44,7 +45,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     """Run the Faust worker: session state, consolidation, extraction, projection."""
     from memstream.streams.worker import run_worker
 
-    run_worker(_settings(args))
+    run_worker(settings_from_args(args))
     return 0
 
 
@@ -52,7 +53,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     """Publish chat events from JSONL (file or stdin) or the quick form."""
     from memstream.streams.publish import LineError, publish_events, quick_events, read_events
 
-    settings = _settings(args)
+    settings = settings_from_args(args)
     if args.text is not None or args.close:
         if not (args.user and args.session):
             print("error: the quick form needs --user and --session", file=sys.stderr)
@@ -84,7 +85,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     from memstream.projections.embedder import embedder_from_settings
     from memstream.projections.memories import MemoryProjection, SearchFilters
 
-    settings = _settings(args)
+    settings = settings_from_args(args)
     projection = MemoryProjection(
         settings.lancedb_dir, embedder_from_settings(settings), args.table
     )
@@ -139,7 +140,7 @@ class _ProgressBar:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """Rebuild projections from the topics into shadow targets, verify, swap them in."""
-    settings = _settings(args)
+    settings = settings_from_args(args)
     if args.reextract:
         return _reextract(settings, args)
     chosen = ["sessions", "memories", "analytics"] if args.projection == "all" else [args.projection]
@@ -221,7 +222,7 @@ def _replay_memories(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Fingerprint each live projection and one rebuilt from the log; exit 1 if they differ."""
-    settings = _settings(args)
+    settings = settings_from_args(args)
     chosen = ["sessions", "memories", "analytics"] if args.projection == "all" else [args.projection]
     differ = []
     for name in chosen:
@@ -365,7 +366,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
     """Re-seed an empty broker from the Parquet archive (same keys, ids, times, offsets)."""
     from memstream.streams.archive import ArchiveError, live_archive_dir, restore
 
-    settings = _settings(args)
+    settings = settings_from_args(args)
     source = Path(args.source) if args.source else live_archive_dir(settings)
     if not source.is_dir():
         print(f"error: no archive at {source}", file=sys.stderr)
@@ -387,7 +388,7 @@ def cmd_memories_list(args: argparse.Namespace) -> int:
     """List one user's memories, newest first (--all: every status)."""
     from memstream.streams.client import MemoryClient
 
-    with MemoryClient(_settings(args)) as client:
+    with MemoryClient(settings_from_args(args)) as client:
         memories = client.get_all(user_id=args.user, include_inactive=args.all)
     for memory in memories:
         status = "" if memory["status"] == "active" else f"  <{_status(memory)}>"
@@ -407,7 +408,7 @@ def cmd_memories_get(args: argparse.Namespace) -> int:
     """Show one of a user's memories, whatever its status."""
     from memstream.streams.client import MemoryClient
 
-    with MemoryClient(_settings(args)) as client:
+    with MemoryClient(settings_from_args(args)) as client:
         memory = client.get(args.memory_id, user_id=args.user)
     if memory is None:
         print(f"no memory {args.memory_id!r} for user {args.user!r}", file=sys.stderr)
@@ -428,7 +429,7 @@ def cmd_memories_history(args: argparse.Namespace) -> int:
     """Show the life of a memory from the memories topic: each event, its time and sources."""
     from memstream.streams.client import MemoryClient
 
-    with MemoryClient(_settings(args)) as client:
+    with MemoryClient(settings_from_args(args)) as client:
         entries = client.history(args.memory_id, user_id=args.user)
     if args.json:
         print(json.dumps(entries, indent=2))
@@ -450,7 +451,7 @@ def cmd_memories_delete(args: argparse.Namespace) -> int:
     """Delete one of a user's memories (publishes a memory_deleted event)."""
     from memstream.streams.client import MemoryClient
 
-    with MemoryClient(_settings(args)) as client:
+    with MemoryClient(settings_from_args(args)) as client:
         try:
             event_id = client.delete(args.memory_id, user_id=args.user, reason=args.reason)
         except KeyError:
@@ -466,7 +467,7 @@ def cmd_session_show(args: argparse.Namespace) -> int:
 
     from memstream.streams.worker import fetch_json
 
-    settings = _settings(args)
+    settings = settings_from_args(args)
     query = {"user": args.user, "session": args.session}
     if args.budget is not None:
         query["budget"] = str(args.budget)
@@ -497,11 +498,84 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def _analytics_scope(args: argparse.Namespace) -> Any:
+    from memstream.projections.analytics import Scope
+
+    # `is not None`: an empty --user is a (matchless) user, never "every user".
+    return Scope(user_id=args.user, since=args.since, now=args.now)
+
+
+def _analytics_output(args: argparse.Namespace, table: Any) -> int:
+    from memstream.projections.analytics import write_output
+
+    out = Path(args.out) if args.out else None
+    write_output(table, args.format, out)
+    sys.stdout.flush()  # before any note on stderr
+    if out is not None:
+        print(f"{table.num_rows} row(s) written to {out}", file=sys.stderr)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Run a named analytics report (DuckDB over the memory table and the archive)."""
+    import duckdb
+
+    from memstream.projections.analytics import REPORTS, ReportOptions, render_plot, run_report
+
+    if args.list:
+        for name, report in REPORTS.items():
+            takes = "".join(f" [--{option}]" for option in report.options)
+            print(f"{name + takes:<24} {report.description}")
+        return 0
+    if args.name is None or args.name not in REPORTS:
+        what = "a report name" if args.name is None else f"unknown report {args.name!r}"
+        print(f"error: {what}; known: {', '.join(REPORTS)} (--list)", file=sys.stderr)
+        return 2
+    if args.format == "parquet" and not args.out:
+        print("error: --format parquet needs --out FILE", file=sys.stderr)
+        return 2
+    try:
+        options = ReportOptions(days=args.days, limit=args.limit)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        result = run_report(settings_from_args(args), args.name, _analytics_scope(args), options)
+    except (ValueError, duckdb.Error) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    _analytics_output(args, result.table)
+    if args.plot:
+        render_plot(result, Path(args.plot))
+        print(f"chart written to {args.plot}", file=sys.stderr)
+    return 0
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    """Run one read-only SELECT over the analytics views."""
+    import duckdb
+
+    from memstream.projections.analytics import NotReadOnly, run_sql
+
+    if args.format == "parquet" and not args.out:
+        print("error: --format parquet needs --out FILE", file=sys.stderr)
+        return 2
+    try:
+        table = run_sql(settings_from_args(args), args.query, _analytics_scope(args))
+    except NotReadOnly as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except duckdb.Error as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return _analytics_output(args, table)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the whole path on the bundled sample and print what memory holds."""
     from memstream.streams.demo import run_demo
 
-    return run_demo(_settings(args))
+    return run_demo(settings_from_args(args))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -582,6 +656,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     verify.set_defaults(run=cmd_verify)
 
+    from memstream.streams.forgetting import add_forget_command
+
+    add_forget_command(commands)
+    from memstream.streams.dlq import add_dlq_command
+
+    add_dlq_command(commands)
+
     restore = commands.add_parser("restore", help=cmd_restore.__doc__)
     restore.add_argument("--from", dest="source", help="archive directory (default: the live one)")
     restore.set_defaults(run=cmd_restore)
@@ -590,7 +671,7 @@ def build_parser() -> argparse.ArgumentParser:
     memory_commands = memories.add_subparsers(dest="memories_command", required=True)
     listing = memory_commands.add_parser("list", help=cmd_memories_list.__doc__)
     listing.add_argument("--user", required=True)
-    listing.add_argument("--all", action="store_true", help="also superseded, expired, deleted")
+    listing.add_argument("--all", action="store_true", help="also superseded, expired, forgotten, deleted")
     listing.set_defaults(run=cmd_memories_list)
     get = memory_commands.add_parser("get", help=cmd_memories_get.__doc__)
     get.add_argument("memory_id")
@@ -620,6 +701,33 @@ def build_parser() -> argparse.ArgumentParser:
     schema = commands.add_parser("schema", help=cmd_schema.__doc__)
     schema.add_argument("--out", default="schemas", help="directory to write into")
     schema.set_defaults(run=cmd_schema)
+
+    def analytics_options(command: argparse.ArgumentParser) -> None:
+        command.add_argument("--user", help="only this user's rows, in every view")
+        command.add_argument(
+            "--since", type=_timestamp, help="only rows from this event time on (ISO 8601)"
+        )
+        command.add_argument(
+            "--now", type=_timestamp, help="compute ages (decay, junk) at this time, not now"
+        )
+        command.add_argument(
+            "--format", choices=["table", "csv", "json", "parquet"], default="table"
+        )
+        command.add_argument("--out", help="write to this file instead of stdout")
+
+    report = commands.add_parser("report", help=cmd_report.__doc__)
+    report.add_argument("name", nargs="?", help="the report (see --list)")
+    report.add_argument("--list", action="store_true", help="list the reports")
+    analytics_options(report)
+    report.add_argument("--days", type=int, default=7, help="junk: retrieval window in days")
+    report.add_argument("--limit", type=int, default=10, help="rows per ranking")
+    report.add_argument("--plot", help="also draw the report's chart into this PNG file")
+    report.set_defaults(run=cmd_report)
+
+    sql = commands.add_parser("sql", help=cmd_sql.__doc__)
+    sql.add_argument("query", help="one SELECT (or WITH ... SELECT) statement")
+    analytics_options(sql)
+    sql.set_defaults(run=cmd_sql)
 
     commands.add_parser("demo", help=cmd_demo.__doc__).set_defaults(run=cmd_demo)
     return parser

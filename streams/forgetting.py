@@ -271,8 +271,9 @@ async def _publish(settings: Settings, topic: str, events: Sequence[MemoryForgot
 
 def cmd_forget(args: argparse.Namespace) -> int:
     """Forget memories that no longer earn their place (publishes memory_forgotten events)."""
-    overrides = {"broker": args.broker} if getattr(args, "broker", None) else {}
-    settings = Settings(**overrides)
+    from memstream.streams.cli import settings_from_args
+
+    settings = settings_from_args(args)
     try:
         report = asyncio.run(forget(settings, dry_run=args.dry_run, user_id=args.user))
     except ValueError as exc:
