@@ -8,7 +8,6 @@ import asyncio
 import hashlib
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -102,13 +101,13 @@ def test_the_client_returns_nothing_of_other_users_for_hostile_ids(world: Any) -
     with MemoryClient(settings) as client:
         for hostile in hostile_strings():
             for call in (
-                lambda: client.search("Reykjavik PIN", user_id=hostile),
-                lambda: client.search(hostile, user_id=hostile),
-                lambda: client.get_all(user_id=hostile, include_inactive=True),
-                lambda: client.get(ann_ids[0], user_id=hostile),
-                lambda: client.history(ann_ids[0], user_id=hostile),
-                lambda: client.get(hostile, user_id=hostile),
-                lambda: client.search("x", user_id=hostile, filters=SearchFilters(session_id=hostile)),
+                lambda h=hostile: client.search("Reykjavik PIN", user_id=h),
+                lambda h=hostile: client.search(h, user_id=h),
+                lambda h=hostile: client.get_all(user_id=h, include_inactive=True),
+                lambda h=hostile: client.get(ann_ids[0], user_id=h),
+                lambda h=hostile: client.history(ann_ids[0], user_id=h),
+                lambda h=hostile: client.get(h, user_id=h),
+                lambda h=hostile: client.search("x", user_id=h, filters=SearchFilters(session_id=h)),
             ):
                 result, error = attempt(call)
                 assert result in (None, []), (hostile, result)
@@ -117,8 +116,10 @@ def test_the_client_returns_nothing_of_other_users_for_hostile_ids(world: Any) -
             # The victim's own reads with hostile filters and queries stay the victim's.
             hits = client.search(hostile or "?", user_id="ann") if hostile.strip() else []
             assert all("Initech" not in h["memory"] and "BX-99" not in h["memory"] for h in hits)
-            result, error = attempt(lambda: client.search(
-                "badge", user_id="ann", filters=SearchFilters(session_id=hostile)))
+            only_session = SearchFilters(session_id=hostile)
+            result, error = attempt(
+                lambda f=only_session: client.search("badge", user_id="ann", filters=f)
+            )
             assert not result or all(h["session_id"] == hostile for h in result)
     assert not [e for e in errors if leaks(e)]
 
@@ -166,3 +167,34 @@ def test_the_workers_session_pages_return_nothing_of_other_users(world: Any) -> 
                 continue
             assert reply.get("sessions", []) == [] or hostile == "ann", (hostile, reply)
             assert not leaks(str(reply)), (hostile, path, reply)
+
+
+def test_reports_and_sql_hold_nothing_of_other_users_for_hostile_ids(world: Any) -> None:
+    from memstream.projections.analytics import REPORTS, Scope, run_report, run_sql
+
+    settings, _ = world
+
+    def archived(user: str) -> int:
+        query = "SELECT count(*) AS n FROM events"
+        return int(run_sql(settings, query, Scope(user_id=user)).column("n")[0].as_py())
+
+    # The worker's archive sink flushes every couple of seconds.
+    deadline = time.monotonic() + 60
+    while not (archived("ann") and archived("bob")):
+        assert time.monotonic() < deadline, "the archive holds nothing of the victims"
+        time.sleep(0.5)
+    assert run_report(settings, "growth", Scope(user_id="ann")).table.num_rows > 0
+    for hostile in hostile_strings():
+        scope = Scope(user_id=hostile)
+        for name in REPORTS:
+            result, error = attempt(lambda n=name, s=scope: run_report(settings, n, s))
+            if error is not None:
+                assert not leaks(error), (hostile, name, error)
+                continue
+            rows = result.table.to_pylist()
+            assert not leaks(repr(rows)), (hostile, name, rows)
+            assert all(r.get("user_id") in (None, hostile) for r in rows), (hostile, name)
+        for view in ("memories", "memory_history", "accesses", "sessions", "events"):
+            table, error = attempt(lambda v=view, s=scope: run_sql(settings, f"SELECT * FROM {v}", s))
+            assert error is None or not leaks(error), (hostile, view, error)
+            assert table is None or table.num_rows == 0, (hostile, view, table.num_rows)
