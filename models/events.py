@@ -27,11 +27,17 @@ class Frozen(BaseModel):
 
 
 class ContentEncryption(Frozen):
-    """How the content fields of an event are encrypted (per-user key, crypto-shredding)."""
+    """How the content fields of an event are encrypted (per-user key, crypto-shredding).
+
+    The fields it names hold placeholders; their values are in ``ciphertext`` (base64 of
+    the 12-byte nonce and the AES-GCM output over their JSON, bound to the event id). Once
+    the user's key is destroyed, nothing can read them.
+    """
 
     scheme: Literal["aes-256-gcm"]
     key_id: Identifier
     fields: tuple[str, ...]
+    ciphertext: Annotated[str, StringConstraints(max_length=4_000_000)] = ""
 
 
 class Event(Frozen):
@@ -109,6 +115,8 @@ class ScratchpadUpdated(Event):
 class EntityMentioned(Event):
     """An entity (person, place, project, ...) was mentioned."""
 
+    #: A name the user mentioned is the user's content (a person, a place).
+    content_fields: ClassVar[tuple[str, ...]] = ("name",)
     type: Literal["entity_mentioned"] = "entity_mentioned"
     name: Annotated[str, StringConstraints(min_length=1, max_length=512)]
     kind: Identifier | None = None
@@ -126,8 +134,30 @@ class SessionClosed(Event):
     last_event_id: Identifier | None = None
 
 
+class UserErased(Event):
+    """A user is erased (``memstream erase``): every projection drops the user's data, and
+    the user's key is destroyed, so the encrypted copies in the log can never be read again.
+
+    Published to the chat topic (session state) and the memories topic (memory projection),
+    keyed by the user; ``session_id`` is ``"-"``. A replay that meets it drops what it has
+    folded of the user so far, so nothing erased comes back.
+    """
+
+    type: Literal["user_erased"] = "user_erased"
+    erasure_id: Identifier
+    reason: Annotated[str, StringConstraints(max_length=500)] = "requested"
+
+
 ChatEvent = Annotated[
-    SessionStarted | MessageAdded | ToolCalled | TaskSet | TaskProgress | ScratchpadUpdated | EntityMentioned | SessionClosed,
+    SessionStarted
+    | MessageAdded
+    | ToolCalled
+    | TaskSet
+    | TaskProgress
+    | ScratchpadUpdated
+    | EntityMentioned
+    | SessionClosed
+    | UserErased,
     Field(discriminator="type"),
 ]
 
@@ -223,7 +253,8 @@ class MemoryAdded(Event):
     ``"unrecorded"`` (see :mod:`memstream.models.upcasting`).
     """
 
-    content_fields: ClassVar[tuple[str, ...]] = ("content",)
+    #: The entities are names taken from the user's words: content too.
+    content_fields: ClassVar[tuple[str, ...]] = ("content", "entities")
     type: Literal["memory_added"] = "memory_added"
     schema_version: Literal[2] = 2  # type: ignore[assignment]
     extractor: Identifier
@@ -331,7 +362,8 @@ MemoryEvent = Annotated[
     | MemoryDeleted
     | MemoryPromoted
     | MemoryExpired
-    | MemoryForgotten,
+    | MemoryForgotten
+    | UserErased,
     Field(discriminator="type"),
 ]
 
@@ -354,7 +386,8 @@ AnyEvent = Annotated[
     | MemoryPromoted
     | MemoryExpired
     | MemoryForgotten
-    | MemoriesRetrieved,
+    | MemoriesRetrieved
+    | UserErased,
     Field(discriminator="type"),
 ]
 
@@ -393,6 +426,7 @@ def json_schemas() -> dict[str, dict[str, Any]]:
         MemoryExpired,
         MemoryForgotten,
         MemoriesRetrieved,
+        UserErased,
     )
     return {
         model.model_fields["type"].default: model.model_json_schema(mode="validation")

@@ -174,6 +174,12 @@ class Settings(BaseSettings):
         return self.data_dir / "archive"
 
     @property
+    def keys_dir(self) -> Path:
+        """Directory of the per-user content keys (one file per key; see
+        :class:`memstream.streams.keys.FileKeyStore`). Clients and workers must share it."""
+        return self.data_dir / "keys"
+
+    @property
     def faust_dir(self) -> Path:
         """Directory Faust keeps its table state in."""
         return self.data_dir / "faust"

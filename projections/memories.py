@@ -26,6 +26,7 @@ import logging
 import re
 import threading
 import time
+import warnings
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -729,6 +730,55 @@ class MemoryProjection:
             )
         return table
 
+    def erase_user(self, user_id: str) -> int:
+        """Remove every row of the user and every copy of them in the table's files; return
+        the rows removed (0 when there are none: erasing twice changes nothing).
+
+        A Lance delete only marks rows deleted: the data files, and every older version of
+        the table, still hold them. So the user's rows are deleted, the other rows that share
+        a data file with them are written again unchanged (an update moves them to new
+        files, which leaves the old files with no live row), and ``optimize`` runs with no
+        version kept (``cleanup_older_than=0``, ``delete_unverified=True``) twice: the first
+        pass compacts and folds the change into the indexes, the second deletes the files of
+        the index versions the first replaced. Afterwards no file of the table holds the
+        user's content, vectors or index entries.
+
+        Readers in other processes that still hold an older version lose it (they reopen on
+        the next read): an erasure outranks them. Only this projection's table is touched.
+        """
+        table = self._open()
+        if table is None:
+            return 0
+        key = user_key(user_id)
+        assert _HEX64.fullmatch(key)
+        placement = (
+            table.search().select(["memory_id", "user_key", "_rowaddr"]).limit(None).to_arrow()
+        ).to_pylist()
+        mine = [row for row in placement if row["user_key"] == key]
+        if not mine:
+            return 0
+        files = {row["_rowaddr"] >> 32 for row in mine}
+        neighbours = sorted(
+            memory_key(row["memory_id"])
+            for row in placement
+            if row["user_key"] != key and row["_rowaddr"] >> 32 in files
+        )
+        table.delete(f"user_key = '{key}'")
+        for start in range(0, len(neighbours), KEY_LOOKUP_CHUNK):
+            rows = self._rows_by_key(table, neighbours[start : start + KEY_LOOKUP_CHUNK])
+            data = pa.Table.from_pylist(list(rows.values()), schema=table.schema)
+            self._write_checked(table, data, len(rows))
+        with warnings.catch_warnings():
+            # The warning is about readers of older versions: cutting them off is the point.
+            warnings.filterwarnings("ignore", message=".*cleanup_older_than.*")
+            for _ in range(2):
+                table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
+        self._refreshed_version = table.version
+        if self._ids_written is not None:
+            self._ids_written.difference_update(row["memory_id"] for row in mine)
+        log.info("memories: erased %d row(s) of one user from %r", len(mine), self.table_name)
+        return len(mine)
+
     # --- opening --------------------------------------------------------------------
 
     def follow_live_table(self) -> bool:
@@ -771,7 +821,13 @@ class MemoryProjection:
             if self._table is None:
                 if not self._table_exists():
                     return None
-                table = self._db.open_table(self.table_name)
+                try:
+                    table = self._db.open_table(self.table_name)
+                except ValueError as exc:
+                    # Another process is creating it: listed already, not openable yet.
+                    if "was not found" in str(exc):
+                        return None
+                    raise
                 model = (table.schema.metadata or {}).get(_SCHEMA_MODEL_KEY, b"").decode()
                 version = (table.schema.metadata or {}).get(_SCHEMA_VERSION_KEY, b"1").decode()
                 if version != SCHEMA_VERSION:

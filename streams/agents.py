@@ -6,12 +6,13 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from pydantic import BaseModel
 
 from memstream.models.codec import InvalidEvent, decode_event
+from memstream.models.crypto import SealError
 from memstream.models.decisions import Decision, ExistingMemory, decide
 from memstream.models.events import (
     ConsolidationRequested,
@@ -27,6 +28,7 @@ from memstream.models.events import (
 from memstream.models.extraction import Extractor
 from memstream.projections.embedder import Embedder
 from memstream.projections.memories import MemoryProjection
+from memstream.streams.keys import KeyStore, open_event
 from memstream.streams.llm_extractor import ExtractionFailed
 
 #: Default importance at or above which a memory goes straight to long-term (seed 2).
@@ -41,6 +43,7 @@ CHAT_TYPES = (
     "scratchpad_updated",
     "entity_mentioned",
     "session_closed",
+    "user_erased",
 )
 CONSOLIDATION_TYPES = ("consolidation_requested",)
 MEMORY_TYPES = (
@@ -53,6 +56,7 @@ MEMORY_TYPES = (
     "memory_promoted",
     "memory_expired",
     "memory_forgotten",
+    "user_erased",
 )
 ACCESS_TYPES = ("memories_retrieved",)
 
@@ -80,16 +84,63 @@ def decode_checked(
     if event.type not in allowed:
         raise InvalidEvent(f"event type {event.type!r} does not belong on this topic")
     if max_content_chars is not None:
-        size = content_chars(event)
-        if size > max_content_chars:
-            raise InvalidEvent(
-                f"{event.type} content is {size} characters, over the limit of {max_content_chars}"
-            )
+        _check_content(event, max_content_chars)
     if key is None:
         raise InvalidEvent("message has no key: memstream topics are keyed by user_id")
     if key != event.user_id.encode():
         raise InvalidEvent("message key is not the event's user_id")
     return event
+
+
+class Opened(NamedTuple):
+    """An event off a topic with its content readable, and the id of the key it was sealed
+    with (None: it was not sealed). Events derived from it are sealed with the same key."""
+
+    event: Event
+    key_id: str | None
+
+
+def decode_opened(
+    raw: bytes | None,
+    key: bytes | None,
+    allowed: Sequence[str],
+    max_bytes: int,
+    keys: KeyStore | None,
+    max_content_chars: int | None = None,
+) -> Opened | None:
+    """:func:`decode_checked`, then the content opened with the user's key: None when that
+    key is destroyed (the user was erased: the event is skipped, it is not an error).
+
+    An event with no ``encryption`` (older events, raw producers) is used as it is; with
+    ``keys`` None nothing is opened. The content limit is checked on the opened content.
+
+    Raises
+    ------
+    InvalidEvent
+        As :func:`decode_checked`, and for sealed content that does not open with its key
+        (altered in the log).
+    """
+    event = decode_checked(raw, key, allowed, max_bytes)
+    key_id = event.encryption.key_id if event.encryption is not None else None
+    if keys is not None:
+        try:
+            opened = open_event(event, keys)
+        except SealError as exc:
+            raise InvalidEvent(str(exc)) from None
+        if opened is None:
+            return None
+        event = opened
+    if max_content_chars is not None:
+        _check_content(event, max_content_chars)
+    return Opened(event, key_id)
+
+
+def _check_content(event: Event, max_content_chars: int) -> None:
+    size = content_chars(event)
+    if size > max_content_chars:
+        raise InvalidEvent(
+            f"{event.type} content is {size} characters, over the limit of {max_content_chars}"
+        )
 
 
 def content_chars(event: Event) -> int:

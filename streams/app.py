@@ -10,6 +10,11 @@ Topics → agents → projections::
 Processing is at-least-once (Tansu has no transactions), so every step is idempotent: the
 session state records the last applied offset, derived events have deterministic ids, and
 the projection tracks its source offsets in the rows it writes.
+
+Content is sealed with its user's key everywhere it is durable (:mod:`memstream.streams.keys`):
+every event this app publishes is sealed with the key of the events it comes from, the
+sessions table's values too, and dead letters of a user with a key. Events whose key is
+destroyed (an erased user) are skipped and counted, never dead-lettered.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import asyncio
 import functools
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import faust
@@ -31,6 +37,7 @@ from memstream.models.extraction import Extractor, OfflineExtractor
 from memstream.models.session import (
     ClosedSession,
     SessionState,
+    SessionValue,
     session_key,
     working_context,
 )
@@ -40,12 +47,13 @@ from memstream.projections.memories import MemoryProjection
 from memstream.streams.agents import (
     CONSOLIDATION_TYPES,
     MemoryDecider,
-    decode_checked,
+    decode_opened,
     extraction_failure,
     record_extraction,
 )
 from memstream.streams.archive import run_archive_sink
 from memstream.streams.deadletters import DeadLetter
+from memstream.streams.keys import BatchKeys, keystore_from_settings, seal_event
 from memstream.streams.llm_extractor import ExtractionFailed, LLMExtractor
 from memstream.streams.projector import run_memory_projector
 from memstream.streams.sessions import (
@@ -114,12 +122,30 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
     sessions = app.Table(
         "sessions", default=None, partitions=settings.partitions, key_type=str, value_type=bytes
     )
-    store = SessionStore(sessions, settings.session_cache_size)
+    keys = keystore_from_settings(settings)
+    store = SessionStore(sessions, settings.session_cache_size, keys)
     idle = IdleTracker(settings.idle_timeout_s, settings.max_session_age_s)
 
-    async def publish(topic: Any, *events: Event) -> None:
+    def sealed(events: Sequence[Event], key_ids: Sequence[str | None]) -> list[Event]:
+        """The events sealed with the key of what they derive from (None: the user's
+        current key); those whose key is destroyed meanwhile (an erasure) are dropped."""
+        kept: list[Event] = []
+        looked_up = BatchKeys(keys)  # looked up once per call: fresh after any erasure
+        for event, key_id in zip(events, key_ids, strict=True):
+            sealed_event = seal_event(event, looked_up, key_id=key_id)
+            if sealed_event is None:
+                log.info("%s %s dropped: its user was erased", event.type, event.event_id)
+                continue
+            kept.append(sealed_event)
+        return kept
+
+    async def publish(topic: Any, *events: Event, key_id: str | None = None) -> None:
         # Send them all, then wait for the broker's acks: the state change that follows must
         # never get ahead of what it announced.
+        ready = await asyncio.to_thread(sealed, events, [key_id] * len(events))
+        await send_all(topic, ready)
+
+    async def send_all(topic: Any, events: Sequence[Event]) -> None:
         futures = [
             await topic.send(key=event.user_id.encode(), value=encode_event(event))
             for event in events
@@ -140,6 +166,7 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
             offset=message.offset,
             key=message.key,
             value=message.value,
+            keys=keys,
         )
         future = await deadletters.send(key=message.key, value=letter.model_dump_json().encode())
         await future
@@ -161,14 +188,30 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
                 limits,
                 settings.max_event_bytes,
                 settings.max_content_chars,
+                keys,
             )
+            if batch.erased:
+                log.info("sessions: %d event(s) of erased users skipped", batch.erased)
             for message, reason in batch.dead:
                 await dead_letter("sessions", message, reason)
-            await publish(consolidation, *batch.consolidations)
+            # A span is sealed with the key of the session it comes from.
+            session_keys = [
+                batch.key_ids.get(key) or store.key_id(key)
+                for key in (session_key(c.user_id, c.session_id) for c in batch.consolidations)
+            ]
+            await send_all(
+                consolidation,
+                await asyncio.to_thread(sealed, batch.consolidations, session_keys),
+            )
             # Changelog writes are queued, not awaited (see SessionStore.write).
-            for key, (value, partition) in batch.writes.items():
-                await store.write(key, value, partition)
-                idle.touch(key, value)
+            written: list[tuple[str, SessionValue | None, int, str | None]] = [
+                (key, value, partition, batch.key_ids.get(key))
+                for key, (value, partition) in batch.writes.items()
+            ]
+            for key, value, partition, key_id in written:
+                await store.write(key, value, partition, key_id)
+                if value is not None:
+                    idle.touch(key, value)
 
     async def close_idle_sessions() -> None:
         """Publish closes for idle and over-age sessions; drop old closed-session markers."""
@@ -200,25 +243,35 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
 
     retries: set[asyncio.Task[None]] = set()
 
-    async def retry_later(request: ConsolidationRequested) -> None:
+    async def retry_later(request: ConsolidationRequested, key_id: str | None) -> None:
         await asyncio.sleep(settings.llm_retry_delay_s)
-        await publish(consolidation, request)
+        await publish(consolidation, request, key_id=key_id)
 
     async def extraction_failed(
-        message: Any, request: ConsolidationRequested, failure: ExtractionFailed, latency_ms: float
+        message: Any,
+        request: ConsolidationRequested,
+        key_id: str | None,
+        failure: ExtractionFailed,
+        latency_ms: float,
     ) -> None:
-        """Record the failure, dead-letter the request with the raw reply, and retry the span
-        later while attempts remain: nothing is dropped silently."""
+        """Record the failure (with the raw reply), dead-letter the request, and retry the
+        span later while attempts remain: nothing is dropped silently."""
         retry = request.attempt + 1 < settings.llm_attempts_per_span
         await publish(
-            memories, extraction_failure(request, extractor, failure, latency_ms, retry=retry)
+            memories,
+            extraction_failure(request, extractor, failure, latency_ms, retry=retry),
+            key_id=key_id,
         )
-        await dead_letter(
-            "extraction", message, f"{failure}; raw reply: {failure.raw_response[:1500]!r}"
-        )
+        # A dead letter's reason is plain text: the raw reply (user content) goes in it only
+        # for a user without a key; otherwise it is in the sealed extraction_failed event.
+        if key_id is None and keys.key_for(request.user_id, create=False) is None:
+            reason = f"{failure}; raw reply: {failure.raw_response[:1500]!r}"
+        else:
+            reason = f"{failure}; raw reply in the sealed extraction_failed event"
+        await dead_letter("extraction", message, reason)
         if retry:
             task = asyncio.create_task(
-                retry_later(request.model_copy(update={"attempt": request.attempt + 1}))
+                retry_later(request.model_copy(update={"attempt": request.attempt + 1}), key_id)
             )
             retries.add(task)  # keep a reference until it is done
             task.add_done_callback(retries.discard)
@@ -228,9 +281,17 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
         async for event in stream.events():
             message = event.message
             try:
-                request = decode_checked(
-                    message.value, message.key, CONSOLIDATION_TYPES, settings.max_event_bytes
+                opened = decode_opened(
+                    message.value,
+                    message.key,
+                    CONSOLIDATION_TYPES,
+                    settings.max_event_bytes,
+                    keys,
                 )
+                if opened is None:
+                    log.info("extraction: a span of an erased user skipped")
+                    continue
+                request, key_id = opened
                 assert isinstance(request, ConsolidationRequested)
                 # Extraction (maybe an LLM) and decisions (embedding, LanceDB lookups) are
                 # slow: keep them off the event loop.
@@ -239,10 +300,11 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
                     recorded = await asyncio.to_thread(record_extraction, request, extractor)
                 except ExtractionFailed as failure:
                     latency_ms = (time.perf_counter() - started) * 1000
-                    await extraction_failed(message, request, failure, latency_ms)
+                    await extraction_failed(message, request, key_id, failure, latency_ms)
                     continue
                 decisions = await asyncio.to_thread(memory_decider().decide, recorded)
-                await publish(memories, recorded, *decisions)
+                # Sealed with the span's key: if the user was erased meanwhile, none go out.
+                await publish(memories, recorded, *decisions, key_id=key_id)
             except InvalidEvent as exc:
                 await dead_letter("extraction", message, f"invalid event: {exc}")
             except Exception as exc:

@@ -662,6 +662,9 @@ def build_parser() -> argparse.ArgumentParser:
     from memstream.streams.dlq import add_dlq_command
 
     add_dlq_command(commands)
+    from memstream.streams.erasure import add_erase_command
+
+    add_erase_command(commands)
 
     restore = commands.add_parser("restore", help=cmd_restore.__doc__)
     restore.add_argument("--from", dest="source", help="archive directory (default: the live one)")

@@ -11,6 +11,12 @@ Every call names one user (``user_id`` is a required keyword) and only ever retu
 user's data: the projection filters on a digest of the id computed in code, and ``history``
 keeps only events keyed by and belonging to that user.
 
+What the client publishes is sealed with the user's key (chat content, retrieval queries;
+:mod:`memstream.streams.keys`), created on the user's first write. **The client and the
+workers must share the key store** (``MEMSTREAM_DATA_DIR/keys`` on one machine, a shared
+directory, or a KMS behind :class:`~memstream.streams.keys.KeyStore`, passed as ``keys``):
+a worker that cannot find a user's key skips the user's events as erased.
+
 Examples
 --------
 >>> with MemoryClient() as memory:  # doctest: +SKIP
@@ -32,6 +38,7 @@ from typing import Any, Self, TypedDict, TypeVar, cast, get_args
 from aiokafka import AIOKafkaProducer
 
 from memstream.models.codec import InvalidEvent, decode_event, encode_event
+from memstream.models.crypto import SealError
 from memstream.models.events import (
     Event,
     MemoriesRetrieved,
@@ -54,6 +61,13 @@ from memstream.projections.memories import (
     SearchFilters,
 )
 from memstream.projections.retrieval import MAX_CANDIDATES, RankedMemory, Retriever
+from memstream.streams.keys import (
+    BatchKeys,
+    KeyStore,
+    keystore_from_settings,
+    open_event,
+    seal_event,
+)
 from memstream.streams.logreader import read_topic
 from memstream.streams.publish import Message, chat_events_for_add
 from memstream.streams.topics import Topics, ensure_topics
@@ -287,6 +301,9 @@ class AsyncMemoryClient:
     projection
         The memory projection to read; by default the one in ``settings.lancedb_dir``,
         opened (with its embedder) on the first read.
+    keys
+        The per-user content keys; by default ``settings.keys_dir``. It must be the key
+        store the workers use (see the module docstring).
 
     Examples
     --------
@@ -295,9 +312,14 @@ class AsyncMemoryClient:
     """
 
     def __init__(
-        self, settings: Settings | None = None, *, projection: MemoryProjection | None = None
+        self,
+        settings: Settings | None = None,
+        *,
+        projection: MemoryProjection | None = None,
+        keys: KeyStore | None = None,
     ) -> None:
         self.settings = settings or _settings_from_env()
+        self.keys = keys if keys is not None else keystore_from_settings(self.settings)
         self.topics = Topics.from_settings(self.settings)
         self._projection = projection
         self._projection_lock = threading.Lock()
@@ -489,7 +511,8 @@ class AsyncMemoryClient:
         Its add, reinforcements, supersession (either side), promotion, expiry, forgetting
         and deletion, each with event type, event time and source events. Only events keyed
         by the user and carrying the user's id count, so another user's memory id yields an
-        empty list. Reads the whole topic: cost grows with the log.
+        empty list. Sealed events are opened with the user's key; once the user is erased
+        (the key destroyed) they are left out. Reads the whole topic: cost grows with the log.
         """
         _check_id("memory_id", memory_id)
         try:
@@ -507,7 +530,13 @@ class AsyncMemoryClient:
                 continue  # dead-lettered by the projector; not part of any memory's life
             if event.user_id != user_id:
                 continue
-            entry = history_entry(event, memory_id, record.partition, record.offset)
+            try:
+                opened = open_event(event, self.keys)
+            except SealError:
+                continue  # altered in the log: dead-lettered by the projector
+            if opened is None:
+                continue  # the user was erased: nothing of it can be read
+            entry = history_entry(opened, memory_id, record.partition, record.offset)
             if entry is not None:
                 entries.append(entry)
         return entries
@@ -535,7 +564,10 @@ class AsyncMemoryClient:
     # --- publishing -------------------------------------------------------------------
 
     async def _publish(self, topic: str, events: Sequence[Event]) -> None:
-        """Send events keyed by user id and wait for every ack; checks sizes first."""
+        """Seal the events' content with their users' keys, send them keyed by user id and
+        wait for every ack; checks sizes (sealed) first."""
+        if any(type(event).content_fields for event in events):
+            events = await asyncio.to_thread(self._sealed, events)
         encoded = [(event.user_id.encode(), encode_event(event)) for event in events]
         for (_, value), event in zip(encoded, events, strict=True):
             if len(value) > self.settings.max_event_bytes:
@@ -548,6 +580,16 @@ class AsyncMemoryClient:
         producer = await self._producer_ready()
         futures = [await producer.send(topic, key=key, value=value) for key, value in encoded]
         await asyncio.gather(*futures)
+
+    def _sealed(self, events: Sequence[Event]) -> list[Event]:
+        keys = BatchKeys(self.keys)  # one look-up per user, not per event
+        sealed = []
+        for event in events:
+            # Without a key id the user's current key seals it (created on first use): never None.
+            found = seal_event(event, keys)
+            assert found is not None
+            sealed.append(found)
+        return sealed
 
     async def _producer_ready(self) -> AIOKafkaProducer:
         if self._producer_lock is None:
@@ -594,9 +636,13 @@ class MemoryClient:
     """
 
     def __init__(
-        self, settings: Settings | None = None, *, projection: MemoryProjection | None = None
+        self,
+        settings: Settings | None = None,
+        *,
+        projection: MemoryProjection | None = None,
+        keys: KeyStore | None = None,
     ) -> None:
-        self._client = AsyncMemoryClient(settings, projection=projection)
+        self._client = AsyncMemoryClient(settings, projection=projection, keys=keys)
         self.settings = self._client.settings
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(

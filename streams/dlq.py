@@ -7,6 +7,10 @@ These commands read that topic. A dead letter is named by its place in it,
 to the source topic, with a header naming the dead letter it retries; consumers are
 idempotent by event id, so a retry of an event that did get through changes nothing, and an
 event that still fails is dead-lettered again with its new reason.
+
+A dead letter of a user with a key holds its bytes sealed with that key: ``show`` and
+``retry`` open them with the key store (``MEMSTREAM_DATA_DIR/keys``); once the user is
+erased they say so, and ``retry`` leaves those letters out.
 """
 
 from __future__ import annotations
@@ -22,8 +26,10 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaProducer
 from pydantic import ValidationError
 
+from memstream.models.crypto import SealError
 from memstream.models.settings import Settings
-from memstream.streams.deadletters import DeadLetter
+from memstream.streams.deadletters import DeadLetter, SealedDeadLetter
+from memstream.streams.keys import KeyStore, keystore_from_settings
 from memstream.streams.logreader import read_topic
 from memstream.streams.topics import Topics
 
@@ -59,26 +65,42 @@ async def dead_letters(settings: Settings) -> tuple[list[StoredLetter], int]:
     return found, unreadable
 
 
-async def retry(settings: Settings, letters: Sequence[StoredLetter]) -> int:
-    """Republish the original records of ``letters`` to their source topics; return how many."""
+async def retry(
+    settings: Settings, letters: Sequence[StoredLetter], keys: KeyStore | None = None
+) -> int:
+    """Republish the original records of ``letters`` to their source topics; return how many.
+
+    Sealed letters are opened with ``keys`` (default: the key store of ``settings``); those
+    whose key is destroyed (an erased user) are left out.
+    """
+    keys = keys if keys is not None else keystore_from_settings(settings)
     producer = AIOKafkaProducer(bootstrap_servers=settings.broker, acks="all")
     await producer.start()
     try:
         futures = []
         for stored in letters:
             letter = stored.letter
+            value = _original(letter, keys)
+            if value is None:
+                continue
             key = None if letter.key_b64 is None else _b64(letter.key_b64)
             headers = [(RETRY_HEADER, stored.letter_id.encode())]
             futures.append(
-                await producer.send(
-                    letter.source_topic, key=key, value=letter.original_value(), headers=headers
-                )
+                await producer.send(letter.source_topic, key=key, value=value, headers=headers)
             )
         for future in futures:
             await future
     finally:
         await producer.stop()
-    return len(letters)
+    return len(futures)
+
+
+def _original(letter: DeadLetter, keys: KeyStore) -> bytes | None:
+    """The letter's original bytes, opened if sealed; None when they cannot be read."""
+    try:
+        return letter.original_value(keys)
+    except (SealedDeadLetter, SealError):
+        return None
 
 
 def _b64(text: str) -> bytes:
@@ -131,8 +153,13 @@ def cmd_dlq_show(args: argparse.Namespace, settings: Settings) -> int:
     print(f"  reason  {letter.reason}")
     key = None if letter.key_b64 is None else _b64(letter.key_b64)
     print(f"  key     {key!r}")
-    print(f"  value   ({len(letter.original_value())} bytes)")
-    print(letter.original_value().decode("utf-8", "replace"))
+    value = _original(letter, keystore_from_settings(settings))
+    if value is None:
+        print(f"  value   sealed with key {letter.key_id}: erased (the user's key is destroyed)")
+        return 0
+    sealed = f", sealed with key {letter.key_id}" if letter.sealed else ""
+    print(f"  value   ({len(value)} bytes{sealed})")
+    print(value.decode("utf-8", "replace"))
     return 0
 
 
@@ -151,9 +178,12 @@ def cmd_dlq_retry(args: argparse.Namespace, settings: Settings) -> int:
     if not chosen:
         print("nothing to retry")
         return 0
-    sent = asyncio.run(retry(settings, chosen))
+    keys = keystore_from_settings(settings)
+    sent = asyncio.run(retry(settings, chosen, keys))
     for stored in chosen:
-        print(f"{stored.letter_id} → {stored.letter.source_topic}: {_preview(stored.letter.original_value())}")
+        value = _original(stored.letter, keys)
+        shown = _preview(value) if value is not None else "erased (the user's key is destroyed): not retried"
+        print(f"{stored.letter_id} → {stored.letter.source_topic}: {shown}")
     print(f"retried {sent} dead letter(s); one that fails again is dead-lettered again")
     return 0
 

@@ -40,6 +40,7 @@ from memstream.models.events import (
     MemoriesRetrieved,
     MemoryAdded,
     MemoryChange,
+    UserErased,
 )
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
@@ -50,8 +51,9 @@ from memstream.projections.memories import (
     SourcePosition,
 )
 from memstream.projections.shadow import live_name
-from memstream.streams.agents import ACCESS_TYPES, MEMORY_TYPES, decode_checked
+from memstream.streams.agents import ACCESS_TYPES, MEMORY_TYPES, decode_opened
 from memstream.streams.deadletters import DeadLetter
+from memstream.streams.keys import BatchKeys, keystore_from_settings
 from memstream.streams.tansu import true_end_offsets
 from memstream.streams.tiers import run_tier_keeper, scan_interval
 from memstream.streams.topics import Topics
@@ -317,6 +319,11 @@ class _Projector:
         self.on_batch = on_batch
         #: Records that were not valid events of their topic (dead-lettered when live).
         self.invalid = 0
+        #: Records skipped because their user's key is destroyed (erased users' events).
+        self.erased = 0
+        self.keys = keystore_from_settings(settings)
+        #: The key look-ups of the fetch being handled (see BatchKeys).
+        self._fetch_keys = BatchKeys(self.keys)
         self.topics = Topics.from_settings(settings)
         self.consumer = consumer
         self.producer = producer
@@ -341,6 +348,7 @@ class _Projector:
             )
             memory_batch: list[tuple[MemoryAdded | MemoryChange, SourcePosition]] = []
             self._records = {}
+            self._fetch_keys = BatchKeys(self.keys)
             for tp, records in fetched.items():
                 limit = self.finish_at.get(tp) if self.finish_at is not None else None
                 for record in records:
@@ -409,11 +417,26 @@ class _Projector:
         is_memory = record.topic == self.topics.memories
         allowed = MEMORY_TYPES if is_memory else ACCESS_TYPES
         try:
-            event = decode_checked(record.value, record.key, allowed, self.settings.max_event_bytes)
+            opened = decode_opened(
+                record.value, record.key, allowed, self.settings.max_event_bytes, self._fetch_keys
+            )
         except InvalidEvent as exc:
             await self._dead_letter(record, f"invalid event: {exc}")
             return
-        if isinstance(event, MemoryAdded | MemoryChange):
+        if opened is None:
+            self.erased += 1  # an erased user's: not an error, nothing to project
+            return
+        event = opened.event
+        if isinstance(event, UserErased):
+            # In log order: what came before is applied, then the user's rows go.
+            if memory_batch:
+                await self._apply_memories(memory_batch)
+                memory_batch.clear()
+            erased = await asyncio.to_thread(self.projection.erase_user, event.user_id)
+            # Keys read before the erasure must not open what follows it.
+            self._fetch_keys = BatchKeys(self.keys)
+            log.info("projector: user erased (%s): %d memory row(s) removed", event.erasure_id, erased)
+        elif isinstance(event, MemoryAdded | MemoryChange):
             # The broker timestamp is processing time recorded in the log: the projection
             # keeps it as learned_at, the start of a short-term memory's TTL.
             position = SourcePosition(
@@ -437,6 +460,7 @@ class _Projector:
             offset=record.offset,
             key=record.key,
             value=record.value,
+            keys=self.keys,
         )
         log.warning(
             "projector: dead-lettered %s[%d]@%d: %s",

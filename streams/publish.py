@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from memstream.models.events import (
 )
 from memstream.models.settings import Settings
 from memstream.streams.agents import CHAT_TYPES
+from memstream.streams.keys import BatchKeys, KeyStore, keystore_from_settings, seal_event
 from memstream.streams.topics import Topics, ensure_topics
 
 
@@ -146,8 +148,16 @@ def quick_events(
     return events
 
 
-async def publish_events(settings: Settings, events: Sequence[Event]) -> int:
-    """Publish chat events keyed by user id (one user's events stay in order); wait for acks."""
+async def publish_events(
+    settings: Settings, events: Sequence[Event], *, keys: KeyStore | None = None
+) -> int:
+    """Publish chat events keyed by user id (one user's events stay in order); wait for acks.
+
+    Content is sealed with each user's key from ``keys`` (default: ``settings.keys_dir``,
+    which must be the workers' key store), created on the user's first event.
+    """
+    keys = keys if keys is not None else keystore_from_settings(settings)
+    sealed = await asyncio.to_thread(_sealed, events, keys)
     await ensure_topics(settings)
     topic = Topics.from_settings(settings).chat
     producer = AIOKafkaProducer(bootstrap_servers=settings.broker, acks="all", linger_ms=5)
@@ -155,10 +165,21 @@ async def publish_events(settings: Settings, events: Sequence[Event]) -> int:
     try:
         futures = [
             await producer.send(topic, key=event.user_id.encode(), value=encode_event(event))
-            for event in events
+            for event in sealed
         ]
         for future in futures:
             await future
     finally:
         await producer.stop()
     return len(futures)
+
+
+def _sealed(events: Sequence[Event], keys: KeyStore) -> list[Event]:
+    """The events with their content sealed with their users' current keys."""
+    keys = BatchKeys(keys)  # one look-up per user, not per event
+    sealed = []
+    for event in events:
+        found = seal_event(event, keys)  # no key id: the user's key, created if none
+        assert found is not None
+        sealed.append(found)
+    return sealed

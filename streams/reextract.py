@@ -8,6 +8,9 @@ span, and records everything it decides as events on a topic of its own,
 and table are not touched, so the two versions can be searched side by side
 (``memstream search --table memories-<label>``), and the new version is itself a log that a
 replay can rebuild without calling the extractor again.
+
+Spans are opened with their users' keys (an erased user's spans are skipped), and what is
+published is sealed with the span's key, like the worker's own extractions.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from aiokafka import AIOKafkaProducer, ConsumerRecord
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from memstream.models.codec import InvalidEvent, decode_event, encode_event
+from memstream.models.crypto import SealError
 from memstream.models.events import (
     ConsolidationRequested,
     Event,
@@ -36,6 +40,7 @@ from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection, SourcePosition
 from memstream.streams.agents import MemoryDecider, extraction_failure, record_extraction
+from memstream.streams.keys import KeyStore, keystore_from_settings, open_event, seal_event
 from memstream.streams.llm_extractor import ExtractionFailed
 from memstream.streams.logreader import read_topic
 from memstream.streams.topics import Topics
@@ -94,19 +99,25 @@ async def reextract(
     projection = MemoryProjection(settings.lancedb_dir, embedder, table)
     if projection.exists():
         raise LabelInUse(f"table {table!r} exists: choose another --label")
-    spans = _spans(await read_topic(settings, topics.consolidation, timeout_s=600))
+    keys = keystore_from_settings(settings)
+    spans = _spans(await read_topic(settings, topics.consolidation, timeout_s=600), keys)
     await _create_topic(settings, topic)
     decider = MemoryDecider(projection, embedder, settings.long_term_importance)
     producer = AIOKafkaProducer(bootstrap_servers=settings.broker, acks="all")
     await producer.start()
     failed = added = changes = 0
     try:
-        for done, request in enumerate(spans, start=1):
+        for done, (request, key_id) in enumerate(spans, start=1):
             events = await asyncio.to_thread(_decisions, extractor, decider, request)
-            positioned = []
+            positioned: list[tuple[MemoryAdded | MemoryChange, SourcePosition]] = []
             for event in events:
+                sealed = await asyncio.to_thread(seal_event, event, keys, key_id=key_id)
+                if sealed is None:
+                    log.info("reextract: the user of span %s was erased", request.event_id)
+                    positioned = []  # nothing of an erased user enters the table
+                    break
                 metadata = await producer.send_and_wait(
-                    topic, key=event.user_id.encode(), value=encode_event(event)
+                    topic, key=event.user_id.encode(), value=encode_event(sealed)
                 )
                 position = SourcePosition(
                     topic, metadata.partition, metadata.offset,
@@ -137,8 +148,11 @@ async def reextract(
     )
 
 
-def _spans(records: list[ConsumerRecord]) -> list[ConsolidationRequested]:
-    """Each consolidation span once, in log order (retries repeat a span's event id)."""
+def _spans(
+    records: list[ConsumerRecord], keys: KeyStore
+) -> list[tuple[ConsolidationRequested, str | None]]:
+    """Each consolidation span once, in log order (retries repeat a span's event id), opened,
+    with the id of the key it was sealed with; spans of erased users are left out."""
     seen: set[str] = set()
     spans = []
     for record in records:
@@ -146,9 +160,17 @@ def _spans(records: list[ConsumerRecord]) -> list[ConsolidationRequested]:
             event = decode_event(record.value)
         except InvalidEvent:
             continue  # dead-lettered when it was first read
-        if isinstance(event, ConsolidationRequested) and event.event_id not in seen:
-            seen.add(event.event_id)
-            spans.append(event)
+        if not isinstance(event, ConsolidationRequested) or event.event_id in seen:
+            continue
+        key_id = event.encryption.key_id if event.encryption is not None else None
+        try:
+            opened = open_event(event, keys)
+        except SealError:
+            continue  # altered in the log: dead-lettered when it was first read
+        if opened is None:
+            continue  # the user was erased
+        seen.add(event.event_id)
+        spans.append((opened, key_id))
     return spans
 
 

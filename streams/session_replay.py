@@ -23,16 +23,18 @@ from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import aclosing
 from datetime import datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
+from memstream.models.crypto import SealError
 from memstream.models.fingerprint import Fingerprint, fingerprint
-from memstream.models.session import SessionState, SessionValue, load_session
+from memstream.models.session import SessionState, SessionValue
 from memstream.models.settings import Settings
-from memstream.streams.sessions import SessionStore, fold_batch, window_limits
+from memstream.streams.keys import keystore_from_settings
+from memstream.streams.sessions import fold_batch, open_session_value, window_limits
 from memstream.streams.tansu import true_end_offsets
 from memstream.streams.topics import Topics
 
@@ -100,7 +102,9 @@ async def fold_chat_topic(
     (:func:`memstream.streams.sessions.fold_batch`): the same decoding and checks
     (``decode_checked``, ``max_event_bytes``), the same :class:`WindowLimits` and the same
     offsets and partitions, so an event the worker dead-letters or skips changes nothing
-    here either. Partitions are read one after the other, a batch at a time.
+    here either. Partitions are read one after the other, a batch at a time. Sealed events
+    are opened with the key store of ``settings``; an erased user's events no longer open,
+    and the ``user_erased`` event drops what was folded of the user before it.
 
     Parameters
     ----------
@@ -125,27 +129,32 @@ async def fold_chat_topic(
     True
     """
     limits = window_limits(settings)
+    keys = keystore_from_settings(settings)
     folded = _FoldedSessions()
-    # fold_batch only looks sessions up with ``store.get``; the replay keeps them in a dict.
-    store = cast(SessionStore, folded)
     chat = Topics.from_settings(settings).chat
     reader = _read_partitions(settings, chat, until=until, progress=progress)
-    read = invalid = skipped = 0
+    read = invalid = skipped = erased = 0
     async with aclosing(reader) as batches:
         async for records in batches:
             batch = fold_batch(
-                store, records, limits, settings.max_event_bytes, settings.max_content_chars
+                folded, records, limits, settings.max_event_bytes, settings.max_content_chars, keys
             )
-            folded.values.update((key, value) for key, (value, _) in batch.writes.items())
+            for key, (value, _) in batch.writes.items():
+                if value is None:
+                    folded.values.pop(key, None)
+                else:
+                    folded.values[key] = value
             read += len(records)
             invalid += len(batch.dead)
             skipped += batch.skipped
+            erased += batch.erased
     log.info(
         "sessions replay: %d chat records folded, %d invalid (the worker dead-letters them), "
-        "%d changed nothing",
+        "%d changed nothing, %d of erased users",
         read,
         invalid,
         skipped,
+        erased,
     )
     return folded.values
 
@@ -153,10 +162,12 @@ async def fold_chat_topic(
 async def live_sessions(settings: Settings) -> dict[str, SessionValue]:
     """What the workers' sessions table holds, read from its changelog topic.
 
-    The last value of each key wins and a tombstone (a deleted closed-session marker)
-    removes the key, exactly as a worker recovering the table would; values are decoded
-    with :func:`load_session`. Works with no worker running; before any worker ran there
-    is no changelog and the result is empty.
+    The last value of each key wins and a tombstone (a deleted closed-session marker, an
+    erased user's session) removes the key, exactly as a worker recovering the table would;
+    values are opened with the key store of ``settings`` and decoded with
+    :func:`~memstream.models.session.load_session`, and a value whose key is destroyed reads
+    as no session. Works with no worker running; before any worker ran there is no
+    changelog and the result is empty.
 
     Returns
     -------
@@ -164,15 +175,22 @@ async def live_sessions(settings: Settings) -> dict[str, SessionValue]:
         Table key -> value: open sessions and the closed-session markers still kept.
     """
     values: dict[str, SessionValue] = {}
+    keys = keystore_from_settings(settings)
     reader = _read_partitions(settings, sessions_changelog_topic(settings))
     async with aclosing(reader) as batches:
         async for records in batches:
             for record in records:
                 key = _table_key(record.key)
-                if record.value is None:
+                value = None
+                if record.value is not None:
+                    try:
+                        value, _ = open_session_value(key, record.value, keys)
+                    except SealError:
+                        log.exception("sessions changelog: the value of %r does not open", key)
+                if value is None:
                     values.pop(key, None)
                 else:
-                    values[key] = load_session(record.value)
+                    values[key] = value
     return values
 
 
@@ -273,13 +291,16 @@ async def rebuild_sessions(
 
 
 class _FoldedSessions:
-    """The session values of a replay: the one method of a session store the fold reads."""
+    """The session values of a replay: what the fold reads of a session store."""
 
     def __init__(self) -> None:
         self.values: dict[str, SessionValue] = {}
 
     def get(self, key: str) -> SessionValue | None:
         return self.values.get(key)
+
+    def session_keys(self) -> list[str]:
+        return list(self.values)
 
 
 def _snapshot_row(state: SessionState) -> dict[str, Any]:

@@ -5,6 +5,11 @@ Each batch of chat events is decoded, grouped by session and folded with
 published and acknowledged, and only then is each touched session written once (table and
 changelog). Events are acknowledged after that, so a crash at any point re-delivers events
 whose effects are either absent or recognised by the state's last offset.
+
+Open sessions hold the window's messages, so their stored bytes (the table, and the
+changelog topic behind it) are sealed with the user's key (:func:`seal_session_value`);
+once the key is destroyed they read as no session. A ``user_erased`` event drops every
+session of its user (tombstones for all the user's keys).
 """
 
 from __future__ import annotations
@@ -15,10 +20,17 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, cast
+from typing import Any, Literal, Protocol, cast
 
 from memstream.models.codec import InvalidEvent
-from memstream.models.events import ChatEvent, ConsolidationRequested, SessionClosed, derived_id
+from memstream.models.crypto import SealError, open_bytes, seal_bytes, sealed_key_id
+from memstream.models.events import (
+    ChatEvent,
+    ConsolidationRequested,
+    SessionClosed,
+    UserErased,
+    derived_id,
+)
 from memstream.models.session import (
     ClosedSession,
     SessionState,
@@ -30,7 +42,8 @@ from memstream.models.session import (
     session_key,
 )
 from memstream.models.settings import Settings
-from memstream.streams.agents import CHAT_TYPES, decode_checked
+from memstream.streams.agents import CHAT_TYPES, decode_opened
+from memstream.streams.keys import BatchKeys, KeyStore
 
 log = logging.getLogger(__name__)
 
@@ -45,34 +58,116 @@ def window_limits(settings: Settings) -> WindowLimits:
     )
 
 
+def seal_session_value(
+    key: str, value: SessionValue, keys: KeyStore | None, key_id: str | None = None
+) -> bytes | None:
+    """The stored bytes of a session value: an open session sealed with its user's key
+    (``key_id``'s, or the user's current one), bound to the table key; a closed-session
+    marker (no content) as plain JSON. None when ``key_id``'s key is destroyed: the user
+    was erased meanwhile and the value must not be kept.
+    """
+    raw = dump_session(value)
+    if keys is None or not isinstance(value, SessionState):
+        return raw
+    if key_id is not None:
+        secret = keys.key_by_id(key_id)
+        if secret is None:
+            return None
+    else:
+        found = keys.key_for(value.user_id, create=True)
+        assert found is not None
+        key_id, secret = found
+    return seal_bytes(raw, secret, key_id, key.encode("utf-8", "surrogatepass"))
+
+
+def open_session_value(
+    key: str, raw: bytes, keys: KeyStore | None
+) -> tuple[SessionValue | None, str | None]:
+    """A stored session value and the id of the key it was sealed with (None if it was not
+    sealed); the value is None when that key is destroyed (an erased user).
+
+    Raises
+    ------
+    SealError
+        A sealed value with no key store to open it, or one altered since it was written.
+    """
+    key_id = sealed_key_id(raw)
+    if key_id is None:
+        return load_session(raw), None
+    if keys is None:
+        raise SealError(f"session {key!r} is sealed and no key store was given")
+    secret = keys.key_by_id(key_id)
+    if secret is None:
+        return None, key_id
+    return load_session(open_bytes(raw, secret, key.encode("utf-8", "surrogatepass"))), key_id
+
+
 class SessionStore:
-    """The sessions table (key → compact JSON bytes) with a bounded cache of parsed values.
+    """The sessions table (key → compact bytes) with a bounded cache of parsed values.
 
     Values are written with an explicit changelog partition (the partition of the events
     that changed them), so a batch holding several partitions writes each session to the
-    right changelog partition.
+    right changelog partition. With ``keys``, open sessions are stored sealed with their
+    user's key (see :func:`seal_session_value`) and a session whose key is destroyed reads
+    as None.
     """
 
-    def __init__(self, table: Any, cache_size: int) -> None:
+    def __init__(self, table: Any, cache_size: int, keys: KeyStore | None = None) -> None:
         self.table = table
         self.cache_size = cache_size
-        self._cache: OrderedDict[str, SessionValue] = OrderedDict()
+        self.keys = keys
+        #: Parsed values, with the id of the key their stored bytes are sealed with.
+        self._cache: OrderedDict[str, tuple[SessionValue, str | None]] = OrderedDict()
 
     def get(self, key: str) -> SessionValue | None:
-        """The session's current value, or None."""
-        value = self._cache.get(key)
-        if value is not None:
+        """The session's current value, or None (none, or its user's key is destroyed)."""
+        cached = self._cache.get(key)
+        if cached is not None:
+            known, sealed_with = cached
+            if (
+                sealed_with is not None
+                and self.keys is not None
+                and self.keys.key_by_id(sealed_with) is None
+            ):
+                # Erased while cached: what the cache holds must not outlive the key.
+                self._cache.pop(key, None)
+                return None
             self._cache.move_to_end(key)
-            return value
+            return known
         raw = self.table.data.get(key)
         if raw is None:
             return None
-        value = load_session(raw)
-        self._remember(key, value)
+        try:
+            value, key_id = open_session_value(key, raw, self.keys)
+        except SealError:
+            log.exception("sessions: the stored value of %r does not open; starting afresh", key)
+            return None
+        if value is None:
+            return None
+        self._remember(key, value, key_id)
         return value
 
-    async def write(self, key: str, value: SessionValue | None, partition: int) -> None:
+    def key_id(self, key: str) -> str | None:
+        """The id of the key the session's stored value is sealed with (None: not sealed)."""
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached[1]
+        raw = self.table.data.get(key)
+        if raw is None:
+            return None
+        try:
+            return sealed_key_id(raw)
+        except SealError:
+            return None
+
+    async def write(
+        self, key: str, value: SessionValue | None, partition: int, key_id: str | None = None
+    ) -> None:
         """Store ``value`` (None deletes) locally and queue it for the changelog.
+
+        An open session is sealed with ``key_id``'s key (the key of the events it holds),
+        else with the key it was stored under, else with its user's current key; if that
+        key is destroyed the session is deleted instead (its user was erased).
 
         The record goes straight to the Kafka producer's batch, not through Faust's
         one-message-at-a-time send buffer (which throttled ingest to a third of the no-op
@@ -80,13 +175,17 @@ class SessionStore:
         so no event is committed before the state it produced is in the changelog.
         """
         raw = None
-        if value is None:
+        if value is not None:
+            if isinstance(value, SessionState) and self.keys is not None:
+                key_id = key_id or self.key_id(key)
+            raw = seal_session_value(key, value, self.keys, key_id)
+        if raw is None:
             self.table.data.pop(key, None)
             self._cache.pop(key, None)
         else:
-            raw = dump_session(value)
+            assert value is not None
             self.table.data[key] = raw
-            self._remember(key, value)
+            self._remember(key, value, sealed_key_id(raw))
         changelog = self.table.changelog_topic
         key_bytes = changelog.prepare_key(key, None)[0]
         await self.table.app.producer.send(
@@ -105,10 +204,10 @@ class SessionStore:
         """Drop parsed values, e.g. when partitions move to another worker."""
         self._cache.clear()
 
-    def _remember(self, key: str, value: SessionValue) -> None:
+    def _remember(self, key: str, value: SessionValue, key_id: str | None) -> None:
         if self.cache_size <= 0:
             return
-        self._cache[key] = value
+        self._cache[key] = (value, key_id)
         self._cache.move_to_end(key)
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
@@ -116,34 +215,80 @@ class SessionStore:
 
 @dataclass
 class BatchResult:
-    """What folding one batch produced."""
+    """What folding one batch produced.
+
+    ``writes`` maps table keys to their new value (None: delete it) and changelog partition;
+    ``key_ids`` the table keys whose events in the batch were sealed to the id of that key
+    (what the session and its consolidations are sealed with); ``erased`` counts events
+    skipped because their key is destroyed (an erased user's: not dead-lettered).
+    """
 
     consolidations: list[ConsolidationRequested] = field(default_factory=list)
-    writes: dict[str, tuple[SessionValue, int]] = field(default_factory=dict)
+    writes: dict[str, tuple[SessionValue | None, int]] = field(default_factory=dict)
     dead: list[tuple[Any, str]] = field(default_factory=list)
     skipped: int = 0
+    erased: int = 0
+    key_ids: dict[str, str] = field(default_factory=dict)
+
+
+class SessionLookup(Protocol):
+    """What the fold reads of a session store: the live :class:`SessionStore`, or a
+    replay's dict of folded values."""
+
+    def get(self, key: str) -> SessionValue | None:
+        """The session's current value, or None."""
+        ...
+
+    def session_keys(self) -> list[str]:
+        """Every session key held."""
+        ...
 
 
 def fold_batch(
-    store: SessionStore,
+    store: SessionLookup,
     messages: Sequence[Any],
     limits: WindowLimits,
     max_event_bytes: int,
     max_content_chars: int | None = None,
+    keys: KeyStore | None = None,
 ) -> BatchResult:
-    """Fold a batch of chat-topic messages into session values, without writing anything."""
+    """Fold a batch of chat-topic messages into session values, without writing anything.
+
+    Sealed events are opened with ``keys``; those whose key is destroyed are skipped and
+    counted in ``erased``. A ``user_erased`` event deletes every session of its user
+    (markers of closed sessions too), so a replay that meets it keeps nothing of the user.
+    """
     result = BatchResult()
     pending: dict[str, SessionValue | None] = {}
+    batch_keys = BatchKeys(keys) if keys is not None else None
     for message in messages:
         try:
-            event = cast(
-                ChatEvent, decode_checked(
-                    message.value, message.key, CHAT_TYPES, max_event_bytes, max_content_chars
-                )
+            opened = decode_opened(
+                message.value,
+                message.key,
+                CHAT_TYPES,
+                max_event_bytes,
+                batch_keys,
+                max_content_chars,
             )
         except InvalidEvent as exc:
             result.dead.append((message, f"invalid event: {exc}"))
             continue
+        if opened is None:
+            result.erased += 1
+            continue
+        if isinstance(opened.event, UserErased):
+            prefix = session_key(opened.event.user_id, "")
+            doomed = {k for k in (*store.session_keys(), *pending) if k.startswith(prefix)}
+            for key in doomed:
+                pending[key] = None
+                result.writes[key] = (None, message.partition)
+                result.key_ids.pop(key, None)
+            log.info("sessions: user erased: %d session(s) dropped", len(doomed))
+            if keys is not None:
+                batch_keys = BatchKeys(keys)  # keys read before it must not open what follows
+            continue
+        event = cast(ChatEvent, opened.event)
         key = session_key(event.user_id, event.session_id)
         current = pending[key] if key in pending else store.get(key)
         try:
@@ -162,6 +307,8 @@ def fold_batch(
         pending[key] = transition.state
         if transition.state is not None:
             result.writes[key] = (transition.state, message.partition)
+        if opened.key_id is not None:
+            result.key_ids[key] = opened.key_id
     return result
 
 

@@ -17,13 +17,14 @@ from aiokafka import AIOKafkaProducer
 from chat import conversation
 
 from memstream.models.codec import encode_event
-from memstream.models.events import ContentEncryption, MemoryAdded
+from memstream.models.events import MemoryAdded
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection
 from memstream.streams.broker import free_port
 from memstream.streams.cli import main
 from memstream.streams.dlq import dead_letters
+from memstream.streams.keys import KeyStore, keystore_from_settings, seal_event
 from memstream.streams.topics import Topics, ensure_topics
 from memstream.streams.worker import WorkerProcess
 
@@ -78,14 +79,19 @@ async def publish_mixed(settings: Settings, records: list[tuple[str, bytes | Non
         await producer.stop()
 
 
-def poison_memory(user: str) -> MemoryAdded:
-    """A valid event the projection cannot apply: its content is (said to be) ciphertext."""
-    return MemoryAdded(
+def poison_memory(user: str, keys: KeyStore) -> MemoryAdded:
+    """A well-formed event the projector cannot use: sealed with the user's key, then its
+    ciphertext altered, so it no longer opens (an erased user's events, whose key is gone,
+    are skipped instead)."""
+    event = MemoryAdded(
         event_id=f"{user}/poison", user_id=user, session_id="s", occurred_at="2026-11-02T09:00:00Z",
-        memory_id=f"{user}/poison", memory_type="fact", content="Zm9vYmFy", importance=0.5,
+        memory_id=f"{user}/poison", memory_type="fact", content="the user's words", importance=0.5,
         extraction_event_id="x", extractor="test/1",
-        encryption=ContentEncryption(scheme="aes-256-gcm", key_id="k1", fields=("content",)),
     )
+    sealed = seal_event(event, keys)
+    assert sealed is not None and sealed.encryption is not None
+    altered = sealed.encryption.model_copy(update={"ciphertext": "A" * 64})
+    return sealed.model_copy(update={"encryption": altered})
 
 
 def wait_for(check: Callable[[], bool], what: str, timeout_s: float = 120) -> None:
@@ -119,7 +125,10 @@ def test_a_thousand_malformed_records_are_dead_lettered_and_valid_events_all_pro
     # The rest of the thousand on the other topics the worker reads.
     records += [(topics.memories, b"mallory", b"{broken") for _ in range(4)]
     records += [(topics.accesses, b"mallory", b'{"type": "memories_retrieved"}') for _ in range(3)]
-    records += [(topics.memories, u.encode(), encode_event(poison_memory(u))) for u in users[:3]]
+    keys = keystore_from_settings(settings)
+    records += [
+        (topics.memories, u.encode(), encode_event(poison_memory(u, keys))) for u in users[:3]
+    ]
     assert len(records) == 1_000
     mixed = records + valid
     rng.shuffle(mixed)
@@ -152,14 +161,16 @@ def test_a_thousand_malformed_records_are_dead_lettered_and_valid_events_all_pro
     assert sum("over the limit of 2000" in t for t in texts) == by_kind["content too long"]
     assert sum("over the limit of 8192" in t for t in texts) == by_kind["event too large"]
     assert sum("has no key" in t for t in texts) == by_kind["no key"]
-    assert sum("cannot project" in t for t in texts) == 3
+    assert sum("does not open with key" in t for t in texts) == 3
     # Every valid session was consolidated; the poisoned users still got their memories.
     for user in users:
         assert any("Porto" in m.content or "Bosch" in m.content for m in projection.list_memories(user))
         assert projection.get(user, f"{user}/poison") is None
     # The original bytes are kept.
-    originals = {s.letter.original_value() for s in letters}
+    originals = {s.letter.original_value(keys) for s in letters}
     assert b"{broken" in originals
+    # Records keyed by a user with a key are kept sealed with it; mallory has none.
+    assert {s.letter.sealed for s in letters} == {True, False}
 
     for name, value in settings.to_env().items():
         monkeypatch.setenv(name, value)

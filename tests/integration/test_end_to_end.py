@@ -15,6 +15,7 @@ from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection
 from memstream.streams.broker import free_port
 from memstream.streams.deadletters import DeadLetter
+from memstream.streams.keys import keystore_from_settings
 from memstream.streams.logreader import read_topic
 from memstream.streams.publish import publish_events
 from memstream.streams.topics import Topics
@@ -108,9 +109,12 @@ def test_conversations_become_searchable_memories_scoped_to_their_user(
             DeadLetter.model_validate_json(r.value)
             for r in asyncio.run(read_topic(settings, Topics.from_settings(settings).deadletters))
         ]
-        assert sorted(letter.original_value() for letter in letters) == sorted(
+        keys = keystore_from_settings(settings)
+        assert sorted(letter.original_value(keys) for letter in letters) == sorted(
             v for _, v in malformed
         )
+        # Keyed by a user with a key (alice, bob): sealed; mallory has none.
+        assert {letter.sealed for letter in letters} == {True, False}
         assert all(letter.reason and letter.agent == "sessions" for letter in letters)
         reasons = " | ".join(letter.reason for letter in letters)
         assert "not JSON" in reasons and "key is not the event's user_id" in reasons

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from chat import conversation
 from llm_server import Reply, ScriptedServer, completion
+from sealed import topic_events
 
-from memstream.models.codec import decode_event
 from memstream.models.events import ExtractionFailure, ExtractionRecorded
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection
@@ -40,8 +40,7 @@ def good_reply(message_id: str) -> Reply:
 
 
 def memory_events(settings) -> list:
-    records = asyncio.run(read_topic(settings, Topics.from_settings(settings).memories))
-    return [decode_event(r.value) for r in records]
+    return topic_events(settings, Topics.from_settings(settings).memories)
 
 
 def wait_for(predicate, timeout_s: float = 60) -> None:
@@ -104,5 +103,8 @@ def test_a_reply_that_never_validates_is_recorded_dead_lettered_and_retried(
         DeadLetter.model_validate_json(r.value)
         for r in asyncio.run(read_topic(settings, Topics.from_settings(settings).deadletters))
     ]
-    assert len(letters) == 2 and all("this is not JSON" in letter.reason for letter in letters)
+    # The reply is the user's content: it is in the sealed extraction_failed events, and the
+    # plaintext reason of the dead letter only says so.
+    assert len(letters) == 2 and all("raw reply in the sealed" in letter.reason for letter in letters)
+    assert not any("this is not JSON" in letter.reason for letter in letters)
     assert len(server.received) == 4  # 2 attempts per try, 2 tries

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 from chat import conversation
+from sealed import opened
+from sealed import topic_events as sealed_topic_events
 
-from memstream.models.codec import decode_event
 from memstream.models.events import ConsolidationRequested, MessageAdded, SessionClosed
 from memstream.models.session import SessionState, WindowLimits, apply, session_key
 from memstream.models.settings import Settings
@@ -25,7 +26,7 @@ from memstream.streams.worker import WorkerProcess, fetch_json
 
 
 def topic_events(settings: Settings, name: str) -> list[Any]:
-    return [decode_event(r.value) for r in asyncio.run(read_topic(settings, name))]
+    return sealed_topic_events(settings, name)
 
 
 def consolidations(settings: Settings) -> dict[str, ConsolidationRequested]:
@@ -52,7 +53,7 @@ def reference_states(settings: Settings, limits: WindowLimits) -> dict[str, Any]
     """The open sessions a crash-free worker holds: the pure fold of the chat topic."""
     values: dict[str, Any] = {}
     for record in asyncio.run(read_topic(settings, Topics.from_settings(settings).chat)):
-        event = decode_event(record.value)
+        event = opened(settings, record.value)
         key = session_key(event.user_id, event.session_id)
         transition = apply(values.get(key), event, record.offset, limits, record.partition)  # type: ignore[arg-type]
         if not transition.skipped:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import functools
+import shutil
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -14,9 +14,10 @@ from typing import TypeVar
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from chat import conversation
+from sealed import topic_events as sealed_topic_events
 
 import memstream.streams.projector as projector_module
-from memstream.models.codec import decode_event, encode_event
+from memstream.models.codec import encode_event
 from memstream.models.events import (
     Event,
     MemoriesRetrieved,
@@ -31,6 +32,7 @@ from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection, MemoryRecord
 from memstream.streams.broker import free_port
 from memstream.streams.deadletters import DeadLetter
+from memstream.streams.keys import keystore_from_settings
 from memstream.streams.logreader import read_topic
 from memstream.streams.projector import run_memory_projector
 from memstream.streams.publish import publish_events
@@ -88,8 +90,7 @@ async def publish_to(
 
 
 def topic_events(settings: Settings) -> list[Event]:
-    records = asyncio.run(read_topic(settings, Topics.from_settings(settings).memories))
-    return [decode_event(record.value) for record in records]
+    return sealed_topic_events(settings, Topics.from_settings(settings).memories)
 
 
 def state(records: list[MemoryRecord]) -> dict[str, tuple[str, str, int]]:
@@ -157,12 +158,16 @@ def test_a_memory_retrieved_three_times_is_promoted(
     assert retrieved_once is not None and retrieved_once.access_count == 1
     letters = asyncio.run(read_topic(settings, Topics.from_settings(settings).deadletters))
     dead = [DeadLetter.model_validate_json(r.value) for r in letters]
-    assert [(d.agent, d.source_topic, base64.b64decode(d.value_b64)) for d in dead] == [
+    keys = keystore_from_settings(settings)
+    assert [(d.agent, d.source_topic, d.original_value(keys)) for d in dead] == [
         ("projector", Topics.from_settings(settings).accesses, b"{not json")
     ]
+    assert dead[0].sealed  # ann has a key: the bytes are sealed with it
 
-    # The log alone gives the same projection: tiers, statuses and access counts.
+    # The log alone gives the same projection: tiers, statuses and access counts. The
+    # rebuild reads sealed events, so it needs the key store.
     rebuilt = settings_factory(data_dir=tmp_path / "replay")
+    shutil.copytree(settings.keys_dir, rebuilt.keys_dir)
     asyncio.run(
         replay(
             rebuilt,

@@ -545,3 +545,30 @@ def test_filters_by_importance_session_and_time(projection: MemoryProjection) ->
     assert ids(until=T0 + timedelta(minutes=60)) == {"m-early"}
     assert ids(session_id="s1") == {"m-early", "m-late"}
     assert ids(session_id="x' OR '1'='1") == set()
+
+
+def _files_holding(directory: Path, needle: bytes) -> list[str]:
+    return [p.name for p in directory.rglob("*") if p.is_file() and needle in p.read_bytes()]
+
+
+def test_erasing_a_user_leaves_no_row_and_no_file_holding_them(
+    tmp_path: Path, minilm: MiniLMOnnxEmbedder
+) -> None:
+    projection = MemoryProjection(tmp_path / "lancedb", minilm, vector_index_min_rows=40)
+    others = [memory(f"b-{i}", f"Bob note {i} about gardening", user_id="bob") for i in range(60)]
+    mine = [memory(f"a-{i}", f"Alice lives at Quillmore Lane {i}") for i in range(2)]
+    # Alice's two rows share data files with 60 of Bob's: a plain delete would leave them there.
+    projection.apply(batch_of(*others[:30], *mine, *others[30:]))
+    projection.apply([(change("reinforced", "a-0"), at(100))])
+    projection.refresh_indexes()  # full-text, scalar and vector indexes over her rows too
+    assert _files_holding(tmp_path / "lancedb", b"Quillmore")
+    assert projection.erase_user("alice") == 2
+    assert projection.count("alice") == 0 and projection.list_memories("alice", include_inactive=True) == []
+    assert projection.search("alice", "Quillmore Lane", limit=5) == []
+    assert _files_holding(tmp_path / "lancedb", b"Quillmore") == []
+    assert projection.count("bob") == 60
+    assert projection.get("bob", "b-7") is not None
+    assert any(h.memory_id.startswith("b-") for h in projection.search("bob", "gardening", limit=3))
+    assert projection.erase_user("alice") == 0  # idempotent
+    projection.refresh_indexes()
+    assert projection.count("bob") == 60

@@ -30,6 +30,7 @@ from memstream.streams.client import (
     history_entry,
     normalise_messages,
 )
+from memstream.streams.keys import open_event
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
@@ -224,6 +225,10 @@ async def test_add_refuses_an_oversized_event_before_publishing(
     result = await client.add("I live in Oslo", user_id="ann", session_id="s1", close=False)
     assert result["session_id"] == "s1" and len(result["event_ids"]) == 1
     assert [(t, k) for t, k, _ in producer.sent] == [("t.chat", b"ann")]
+    ((_, _, value),) = producer.sent
+    assert b"Oslo" not in value  # sealed with ann's key, created on her first write
+    opened = open_event(decode_event(value), client.keys)
+    assert isinstance(opened, MessageAdded) and opened.content == "I live in Oslo"
 
 
 def test_the_sync_client_works_inside_a_running_loop(
@@ -248,6 +253,9 @@ async def test_search_publishes_the_access_event_of_what_it_returned(
     assert topic == "t.accesses" and key == b"ann"
     assert isinstance(event, MemoriesRetrieved) and event.user_id == "ann"
     assert [m.memory_id for m in event.memories] == ["ann-1"]
+    # The query is the user's words: sealed with ann's key, readable with it.
+    assert b"lives in Oslo" not in value and event.encryption is not None
+    assert open_event(event, client.keys).query == "Ann lives in Oslo"  # type: ignore[union-attr]
     assert await client.search("lives", user_id="bob", limit=200)
     with pytest.raises(ValueError):
         await client.search("lives", user_id="ann", limit=0)
