@@ -30,7 +30,7 @@ import uuid
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from memstream.models.codec import encode_event
@@ -99,32 +99,36 @@ def _wait(check: Callable[[], bool], timeout_s: float) -> bool:
 
 
 def erase_lancedb(settings: Settings, user_id: str, *, skip: str | None) -> dict[str, int]:
-    """Delete the user's rows from every memory table but ``skip`` (the projector's) and
-    drop the table versions that still hold them; rows removed per table."""
+    """Remove the user from every memory table but ``skip`` (the projector's), files and
+    older versions included (:meth:`MemoryProjection.erase_user`); rows removed per table."""
     import lancedb
 
-    from memstream.projections.memories import user_key
+    from memstream.projections.embedder import embedder_from_settings
+    from memstream.projections.memories import (
+        EmbeddingModelMismatch,
+        MemoryProjection,
+        ProjectionOutdated,
+    )
 
     directory = settings.lancedb_dir
     if not directory.exists():
         return {}
+    embedder = embedder_from_settings(settings)
     db = lancedb.connect(directory)
     removed: dict[str, int] = {}
-    digest = user_key(user_id)
     for name in db.list_tables().tables:
         if name == skip:
             continue
-        table = db.open_table(name)
-        where = f"user_key = '{digest}'"  # a sha256 hex digest made here, never user text
-        count = int(table.count_rows(where))
-        if count:
-            table.delete(where)
         with warnings.catch_warnings():
             # Dropping every older version is the point: they still hold the user's rows.
-            # A reader of another process on an old version fails and reopens.
-            warnings.filterwarnings("ignore", message=r"optimize\(cleanup_older_than=0\)")
-            table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
-        removed[name] = count
+            warnings.filterwarnings("ignore", message=".*cleanup_older_than.*")
+            try:
+                removed[name] = MemoryProjection(directory, embedder, name).erase_user(user_id)
+            except (ProjectionOutdated, EmbeddingModelMismatch):
+                # A table of an older memstream or another model: it cannot be opened as a
+                # projection, so it is dropped whole rather than kept with the user in it.
+                db.drop_table(name)
+                removed[f"{name} (dropped: unreadable by this version)"] = -1
     return removed
 
 
@@ -248,11 +252,12 @@ async def erase(
     receipt = ErasureReceipt(
         user_key=user_key(user_id), erasure_id=uuid.uuid4().hex, started_at=datetime.now(UTC)
     )
+    # The key first: from here on no process can read (or project) the user's sealed
+    # records, so none can slip in after the erasure event is applied.
+    receipt.removed["keys destroyed"] = keystore_from_settings(settings).destroy(user_id)
     receipt.removed["erasure events published"] = await publish_erasure(
         settings, user_id, receipt.erasure_id, reason
     )
-    # The key first: from here on no process can read the user's sealed records.
-    receipt.removed["keys destroyed"] = keystore_from_settings(settings).destroy(user_id)
 
     live = live_table(settings)
     lock = WriterLock(settings.lancedb_dir / ".projector.lock")
