@@ -11,23 +11,21 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from aiokafka import TopicPartition
 from chat import conversation
+from harness import archive_caught_up, cli
 
 from memstream.models.events import MessageAdded
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection
-from memstream.streams.archive import archive_positions, archived_topics, live_archive_dir
+from memstream.streams.archive import archived_topics
 from memstream.streams.broker import free_port
-from memstream.streams.cli import main
 from memstream.streams.client import MemoryClient
 from memstream.streams.keys import keystore_from_settings
 from memstream.streams.logreader import read_topic
 from memstream.streams.publish import publish_events
 from memstream.streams.replay import rebuild_memories
 from memstream.streams.session_replay import fold_chat_topic, live_sessions
-from memstream.streams.tansu import true_end_offsets
 from memstream.streams.worker import WorkerProcess
 
 SettingsFactory = Callable[..., Settings]
@@ -50,21 +48,8 @@ def wait_for(check: Callable[[], Any], what: str, timeout_s: float = 90) -> None
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def cli(settings: Settings, monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
-    for name, value in settings.to_env().items():
-        monkeypatch.setenv(name, value)
-    return main(list(args))
 
 
-def archive_caught_up(settings: Settings) -> bool:
-    topics = archived_topics(settings)
-    tps = [TopicPartition(t, p) for t in topics for p in range(settings.partitions)]
-    try:
-        ends = asyncio.run(true_end_offsets(settings.broker, tps))
-    except Exception:  # noqa: BLE001 - the changelog may not exist yet
-        return False
-    archived = archive_positions(live_archive_dir(settings))
-    return all(archived.get((tp.topic, tp.partition), 0) == end for tp, end in ends.items())
 
 
 def marker_hits(blob: bytes) -> list[str]:

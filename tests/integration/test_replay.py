@@ -15,6 +15,7 @@ from typing import TypeVar
 import pytest
 from aiokafka import AIOKafkaProducer
 from chat import conversation
+from harness import archive_caught_up, cli
 from llm_server import Reply, ScriptedServer, completion
 
 from memstream.models.codec import decode_event, encode_event
@@ -30,7 +31,6 @@ from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection, MemoryRecord
 from memstream.projections.shadow import live_name
 from memstream.streams.broker import free_port
-from memstream.streams.cli import main
 from memstream.streams.client import MemoryClient
 from memstream.streams.llm_extractor import LLMExtractor
 from memstream.streams.logreader import read_topic
@@ -84,11 +84,6 @@ async def publish_raw(settings: Settings, topic: str, records: list[tuple[bytes,
         await producer.stop()
 
 
-def cli(settings: Settings, monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
-    """Run the ``memstream`` command with ``settings`` in its environment."""
-    for name, value in settings.to_env().items():
-        monkeypatch.setenv(name, value)
-    return main(list(args))
 
 
 def retrieval(number: int, user_id: str, memory_id: str) -> MemoriesRetrieved:
@@ -315,18 +310,6 @@ def test_search_as_of_answers_from_what_was_believed_then(
         assert client.search("budget", user_id="bob", as_of=second) == []
 
 
-def archive_caught_up(settings: Settings) -> bool:
-    """Whether the live archive holds every record now in every memstream topic."""
-    from aiokafka import TopicPartition
-
-    from memstream.streams.archive import archive_positions, live_archive_dir
-    from memstream.streams.tansu import true_end_offsets
-
-    topics = Topics.from_settings(settings).all()
-    tps = [TopicPartition(t, p) for t in topics for p in range(settings.partitions)]
-    ends = asyncio.run(true_end_offsets(settings.broker, tps))
-    archived = archive_positions(live_archive_dir(settings))
-    return all(archived.get((tp.topic, tp.partition), 0) == end for tp, end in ends.items())
 
 
 def test_a_lost_broker_is_reported_then_restored_from_the_archive_and_replayed_identically(
