@@ -1043,13 +1043,25 @@ class _ArchiveSink:
     async def _flush(self) -> None:
         if self.buffered:
             batch = dict(sorted(self.buffer.items()))
-            await asyncio.to_thread(
-                _write_batch, self.directory, batch, self.settings.max_event_bytes
+            write = asyncio.ensure_future(
+                asyncio.to_thread(_write_batch, self.directory, batch, self.settings.max_event_bytes)
             )
-            self.buffer = {}
-            self.buffered = 0
-            self.first_buffered_at = None
+            try:
+                await asyncio.shield(write)
+            except asyncio.CancelledError:
+                # A stop cancels the task, not the thread: let the write land before anything
+                # else (the final flush of a clean stop) writes the same files.
+                await asyncio.wait({write})
+                if write.exception() is None:
+                    self._written()
+                raise
+            self._written()
         await self._keep_group_offsets()
+
+    def _written(self) -> None:
+        self.buffer = {}
+        self.buffered = 0
+        self.first_buffered_at = None
 
 
 # --- rebuilding from the log ----------------------------------------------------------------
