@@ -208,6 +208,7 @@ def bulk_rows(
             "superseded_by": pa.nulls(n, pa.string()),
             "reinforcement_count": pa.array(np.zeros(n, dtype=np.int64)),
             "last_reinforced_at": pa.nulls(n, pa.timestamp("us", tz="UTC")),
+            "reinforced_by": pa.array([[] for _ in range(n)], pa.list_(pa.string())),
             "changed_offset": pa.array(np.full(n, -1, dtype=np.int64)),
             "learned_at": pa.array(created_us, pa.timestamp("us", tz="UTC")),
             "access_count": pa.array(access_count.astype(np.int64)),

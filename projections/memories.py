@@ -69,7 +69,7 @@ _TABLE_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _SCHEMA_MODEL_KEY = b"memstream.embedding_model"
 _SCHEMA_VERSION_KEY = b"memstream.schema_version"
 #: Bumped when the table's columns change; an older table must be rebuilt from the topic.
-SCHEMA_VERSION = "4"
+SCHEMA_VERSION = "5"
 #: The live memories table, until a replay swaps another in (see memstream.projections.shadow).
 DEFAULT_TABLE = "memories"
 #: The columns that make up the projection's view, fingerprinted by ``memstream verify``:
@@ -281,6 +281,9 @@ def memory_schema(dimensions: int, embedding_model: str) -> pa.Schema:
             pa.field("ended_at", pa.timestamp("us", tz="UTC"), nullable=True),
             required("reinforcement_count", pa.int64()),
             pa.field("last_reinforced_at", pa.timestamp("us", tz="UTC"), nullable=True),
+            # Event ids of the reinforcements counted: a decision re-published after a crash
+            # (same id, later offset) counts once.
+            required("reinforced_by", pa.list_(pa.string())),
             # Offset (same topic and partition) of the last change event applied to the row:
             # a re-delivered change at or below it is skipped.
             required("changed_offset", pa.int64()),
@@ -383,8 +386,9 @@ class MemoryProjection:
     ) -> int:
         """Project a batch of memory events; return the number of rows written.
 
-        New memories are upserted in one write (events with the same ``memory_id`` collapse
-        to the last one). Then the changes (reinforced, superseded, deleted, ...) are applied in
+        New memories are inserted in one write; the first event of a ``memory_id`` wins, in
+        a batch as across batches (a worker that crashed after publishing a memory publishes
+        it again, later in the log, and where batches cut must not matter). Then the changes (reinforced, superseded, deleted, ...) are applied in
         order to the rows they name, in one more write. Applying the same events again
         leaves the table as it was: a row records the offset of the last change it took.
         Indexes are not touched: see :meth:`refresh_indexes`.
@@ -402,14 +406,14 @@ class MemoryProjection:
         return written + self._change(changes)
 
     def _add(self, batch: Sequence[tuple[MemoryAdded, SourcePosition]]) -> int:
-        latest: dict[str, tuple[MemoryAdded, SourcePosition]] = {}
+        first: dict[str, tuple[MemoryAdded, SourcePosition]] = {}
         for event, position in batch:
             if event.encryption is not None and "content" in event.encryption.fields:
                 raise EncryptedContentError(
                     f"memory {event.memory_id} (event {event.event_id}) has encrypted content"
                 )
-            latest[event.memory_id] = (event, position)
-        if not latest:
+            first.setdefault(event.memory_id, (event, position))
+        if not first:
             return 0
         table = self._open()
         if table is not None:
@@ -417,11 +421,11 @@ class MemoryProjection:
             if self._ids_written is not None:
                 current: Any = self._ids_written  # every row of the table was written here
             else:
-                current = self._rows_by_key(table, [memory_key(m) for m in latest], ["memory_id"])
-            latest = {m: item for m, item in latest.items() if m not in current}
-            if not latest:
+                current = self._rows_by_key(table, [memory_key(m) for m in first], ["memory_id"])
+            first = {m: item for m, item in first.items() if m not in current}
+            if not first:
                 return 0
-        items = list(latest.values())
+        items = list(first.values())
         vectors = self._vectors([event for event, _ in items])
         if vectors.shape[0] != len(items) or not np.isfinite(vectors).all():
             raise ValueError(f"embedder returned {vectors.shape} / non-finite vectors")
@@ -430,7 +434,7 @@ class MemoryProjection:
         table = self._writable_table(schema)
         self._write_checked(table, data, len(items))
         if self._ids_written is not None:
-            self._ids_written.update(latest)
+            self._ids_written.update(first)
         return len(items)
 
     def _vectors(self, events: Sequence[MemoryAdded]) -> np.ndarray:
@@ -482,6 +486,8 @@ class MemoryProjection:
                 continue
             if position.offset <= row["changed_offset"]:
                 continue  # re-delivered
+            if isinstance(event, MemoryReinforced) and event.event_id in row["reinforced_by"]:
+                continue  # the same decision published again (after a crash), later in the log
             _apply_change(row, event)
             row["changed_offset"] = position.offset
             touched.add(event.memory_id)
@@ -673,6 +679,7 @@ class MemoryProjection:
             columns["ended_at"].append(None)
             columns["reinforcement_count"].append(0)
             columns["last_reinforced_at"].append(None)
+            columns["reinforced_by"].append([])
             columns["changed_offset"].append(-1)
             columns["learned_at"].append(position.timestamp)
             columns["access_count"].append(0)
@@ -1013,18 +1020,41 @@ class MemoryProjection:
         ]
 
     def neighbours(
-        self, user_id: str, vector: np.ndarray, *, limit: int = 5
-    ) -> list[tuple[MemoryRecord, float]]:
-        """The user's active memories nearest to ``vector``, with cosine similarity."""
-        where = _user_filter(user_id, SearchFilters())
+        self,
+        user_id: str,
+        vector: np.ndarray,
+        *,
+        limit: int = 5,
+        before: datetime | None = None,
+    ) -> list[tuple[MemoryRecord, np.ndarray]]:
+        """The user's memories nearest to ``vector`` (exact cosine, never the approximate
+        index), with their vectors, nearest first.
+
+        Without ``before``: the active ones. With it: the view just before that event time,
+        memories recorded before it and not ended before it, whatever was written since (a
+        decision made again after a crash sees what the first one saw).
+        """
+        if before is None:
+            filters = SearchFilters()
+        else:
+            filters = SearchFilters(as_of=before - timedelta(microseconds=1))
+        where = _user_filter(user_id, filters)
         table = self._open()
         if table is None or where is None:
             return []
-        rows = _nearest(table, vector, where, limit)
-        distances = rows.column("_distance").to_pylist()
+        rows = (
+            table.search(vector)
+            .distance_type("cosine")
+            .where(where, prefilter=True)
+            .bypass_vector_index()
+            .select([*_RECORD_COLUMNS, "vector", "_distance"])
+            .limit(limit)
+            .to_arrow()
+        )
+        vectors = rows.column("vector").to_pylist()
         return [
-            (MemoryRecord(**_record_fields(row)), 1.0 - float(distance))
-            for row, distance in zip(rows.select(_RECORD_COLUMNS).to_pylist(), distances, strict=True)
+            (MemoryRecord(**_record_fields(row)), np.asarray(found, dtype=np.float32))
+            for row, found in zip(rows.select(_RECORD_COLUMNS).to_pylist(), vectors, strict=True)
         ]
 
     def get(self, user_id: str, memory_id: str) -> MemoryRecord | None:
@@ -1154,6 +1184,7 @@ def _record_fields(row: dict[str, Any]) -> dict[str, Any]:
 def _apply_change(row: dict[str, Any], event: MemoryChange) -> None:
     """Fold one change event into a row (in place: the row is about to be rewritten)."""
     if isinstance(event, MemoryReinforced):
+        row["reinforced_by"] = [*row["reinforced_by"], event.event_id]
         row["reinforcement_count"] += 1
         row["last_reinforced_at"] = event.occurred_at.astimezone(UTC)
     elif isinstance(event, MemorySuperseded):

@@ -163,12 +163,21 @@ def test_applying_the_same_events_twice_changes_nothing(
     assert table_snapshot(tmp_path / "lancedb").equals(before)
 
 
-def test_the_last_event_of_a_memory_in_a_batch_wins(projection: MemoryProjection) -> None:
+def test_the_first_event_of_a_memory_wins_within_a_batch_as_across_batches(
+    tmp_path: Path, minilm: MiniLMOnnxEmbedder
+) -> None:
+    # A worker that crashed after publishing a memory publishes it again, later in the log:
+    # where the batches of a live run and of a replay happen to cut must not matter.
     first = memory("m-1", "Alice lives in Porto")
     second = memory("m-1", "Alice lives in Lisbon", minutes=1)
-    assert projection.apply([(first, at(0)), (second, at(1))]) == 1
-    (record,) = projection.list_memories("alice")
-    assert (record.content, record.source_offset) == ("Alice lives in Lisbon", 1)
+    together = MemoryProjection(tmp_path / "together", minilm)
+    assert together.apply([(first, at(0)), (second, at(1))]) == 1
+    apart = MemoryProjection(tmp_path / "apart", minilm)
+    assert apart.apply([(first, at(0))]) == 1
+    assert apart.apply([(second, at(1))]) == 0
+    for projection in (together, apart):
+        (record,) = projection.list_memories("alice")
+        assert (record.content, record.source_offset) == ("Alice lives in Porto", 0)
 
 
 def test_positions_are_the_next_offset_per_partition(projection: MemoryProjection) -> None:
@@ -516,6 +525,21 @@ def test_reinforcement_counts_once_per_event_even_when_re_delivered(
     record = projection.get("alice", "m-1")
     assert record is not None and record.reinforcement_count == 1
     assert projection.count("alice") == 1  # no new row
+
+
+def test_a_reinforcement_published_again_later_in_the_log_counts_once(
+    projection: MemoryProjection,
+) -> None:
+    projection.apply([(memory("m-1", "Alice likes tea"), at(0))])
+    reinforce = change("reinforced", "m-1")
+    assert projection.apply([(reinforce, at(5))]) == 1
+    # A worker that crashed after publishing the decision makes it again: same event id,
+    # a later offset.
+    assert projection.apply([(reinforce, at(9))]) == 0
+    other = change("reinforced", "m-1").model_copy(update={"event_id": "another-decision"})
+    assert projection.apply([(other, at(12))]) == 1
+    record = projection.get("alice", "m-1")
+    assert record is not None and record.reinforcement_count == 2
 
 
 def test_a_change_for_another_users_memory_is_refused(projection: MemoryProjection) -> None:
