@@ -100,6 +100,10 @@ class Settings(BaseSettings):
     # --- long-term memory ---------------------------------------------------------------
     #: Memories at or above this importance go straight to long-term; below, short-term.
     long_term_importance: float = Field(0.8, ge=0, le=1)
+    #: After a start or a rebalance, extraction waits up to this long for the projector of
+    #: the same worker to catch up with the log before it decides (a decision made again
+    #: after a crash must see the memories the first one saw).
+    decision_catch_up_s: float = Field(120.0, ge=0)
     #: A short-term memory expires this long after memstream learned it (see README)...
     short_term_ttl_s: float = Field(86_400.0, gt=0)
     #: ...unless it was retrieved this many times, which promotes it to long-term.

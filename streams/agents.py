@@ -6,6 +6,7 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -227,11 +228,20 @@ def extraction_failure(
 class MemoryDecider:
     """Turns an extraction's candidates into memory decisions, recorded as events.
 
-    Each candidate is compared with the user's nearest active memories in the projection and
-    with the memories this decider announced recently (the projection may not show them yet)
-    and becomes :class:`MemoryAdded` (plus :class:`MemorySuperseded` for the memory it
-    replaces) or :class:`MemoryReinforced`. Event ids derive from the extraction, so a
-    re-delivered request repeats the same decisions' ids.
+    Each candidate is compared with the user's memories nearest to it and becomes
+    :class:`MemoryAdded` (plus :class:`MemorySuperseded` for the memory it replaces) or
+    :class:`MemoryReinforced`. Event ids derive from the extraction, so a re-delivered request
+    repeats the same decisions' ids.
+
+    **The same decision every time.** A request re-delivered after a crash is decided again,
+    when the projection already holds that extraction's own memories and those of later ones.
+    So a decision sees the user's memories *as they stood at the extraction's event time*:
+    recorded before it and not ended before it (:meth:`MemoryProjection.neighbours` with
+    ``before``), plus the earlier candidates of the same extraction; nearest by exact cosine
+    (never an approximate index), computed here the same way for every source, ties broken by
+    id. The memories this decider announced recently fill in for the projector's lag; after
+    a start or a rebalance the worker waits until the projector has caught up with the log
+    before deciding (see ``create_app``).
     """
 
     projection: MemoryProjection
@@ -239,10 +249,15 @@ class MemoryDecider:
     long_term_importance: float = LONG_TERM_IMPORTANCE
     neighbours: int = 5
     recent_per_user: int = 200
-    #: Per user: memories announced by this decider, with their vectors, newest last.
-    _recent: dict[str, list[tuple[ExistingMemory, np.ndarray]]] = field(default_factory=dict)
-    #: Memories this decider superseded (the projection may still show them as active).
-    _gone: set[str] = field(default_factory=set)
+    gone_kept: int = 50_000
+    #: Per user: memories announced by this decider, with their vectors and event times,
+    #: oldest first.
+    _recent: dict[str, list[tuple[ExistingMemory, np.ndarray, datetime]]] = field(
+        default_factory=dict
+    )
+    #: Memories this decider superseded, with the event time of the supersession (the
+    #: projection may still show them as active).
+    _gone: dict[str, datetime] = field(default_factory=dict)
 
     def decide(self, recorded: ExtractionRecorded) -> list[Event]:
         """The memory events for ``recorded``'s candidates, in order."""
@@ -250,37 +265,59 @@ class MemoryDecider:
         if not candidates:
             return []
         vectors = self.embedder.embed([c.content for c in candidates])
-        recent = self._recent.setdefault(recorded.user_id, [])
+        moment = recorded.occurred_at
+        # What this extraction adds and supersedes, seen by its later candidates.
+        added: list[tuple[ExistingMemory, np.ndarray]] = []
+        superseded: set[str] = set()
         events: list[Event] = []
         for index, (candidate, vector) in enumerate(zip(candidates, vectors, strict=True)):
-            decision = decide(candidate, self._nearby(recorded.user_id, vector, recent))
-            new = self._events(recorded, index, candidate, decision)
+            nearby = self._nearby(recorded.user_id, vector, moment, added, superseded)
+            new = self._events(recorded, index, candidate, decide(candidate, nearby))
             events += new
             for event in new:
                 if isinstance(event, MemoryAdded):
-                    known = ExistingMemory(event.memory_id, event.memory_type, event.content, 0.0)
-                    recent.append((known, vector))
+                    added.append(
+                        (ExistingMemory(event.memory_id, event.memory_type, event.content, 0.0), vector)
+                    )
                 elif isinstance(event, MemorySuperseded):
-                    self._gone.add(event.memory_id)
-            del recent[: -self.recent_per_user]
+                    superseded.add(event.memory_id)
+        recent = self._recent.setdefault(recorded.user_id, [])
+        recent += [(known, vector, moment) for known, vector in added]
+        del recent[: -self.recent_per_user]
+        self._gone.update(dict.fromkeys(superseded, moment))
+        while len(self._gone) > self.gone_kept:  # the oldest first: the projection has them
+            del self._gone[next(iter(self._gone))]
         return events
 
     def _nearby(
-        self, user_id: str, vector: np.ndarray, recent: list[tuple[ExistingMemory, np.ndarray]]
+        self,
+        user_id: str,
+        vector: np.ndarray,
+        moment: datetime,
+        added: list[tuple[ExistingMemory, np.ndarray]],
+        superseded: set[str],
     ) -> list[ExistingMemory]:
-        found = {
-            record.memory_id: ExistingMemory(
-                record.memory_id, record.memory_type, record.content, similarity
-            )
-            for record, similarity in self.projection.neighbours(
-                user_id, vector, limit=self.neighbours
-            )
-        }
-        for known, other in recent:
-            if known.memory_id not in found:
-                similarity = float(np.dot(vector, other))  # both unit length: cosine
-                found[known.memory_id] = replace(known, similarity=similarity)
-        return [m for m in found.values() if m.memory_id not in self._gone]
+        """The ``neighbours`` memories nearest to ``vector`` in the view at ``moment``."""
+        pool: dict[str, tuple[ExistingMemory, np.ndarray]] = {}
+        # Twice as many as kept: the cut below is made on similarities computed here.
+        for record, other in self.projection.neighbours(
+            user_id, vector, limit=2 * self.neighbours, before=moment
+        ):
+            known = ExistingMemory(record.memory_id, record.memory_type, record.content, 0.0)
+            pool[record.memory_id] = (known, other)
+        for known, other, created in self._recent.get(user_id, []):
+            if created < moment:
+                pool.setdefault(known.memory_id, (known, other))
+        for known, other in added:
+            pool.setdefault(known.memory_id, (known, other))
+        gone = superseded | {m for m, ended in self._gone.items() if ended < moment}
+        scored = [
+            replace(known, similarity=float(np.dot(vector, other)))  # unit vectors: cosine
+            for memory_id, (known, other) in pool.items()
+            if memory_id not in gone
+        ]
+        scored.sort(key=lambda m: (-m.similarity, m.memory_id))
+        return scored[: self.neighbours]
 
     def _events(
         self,

@@ -55,7 +55,8 @@ from memstream.streams.archive import run_archive_sink
 from memstream.streams.deadletters import DeadLetter
 from memstream.streams.keys import BatchKeys, keystore_from_settings, seal_event
 from memstream.streams.llm_extractor import ExtractionFailed, LLMExtractor
-from memstream.streams.projector import run_memory_projector
+from memstream.streams.ordering import InOrder, install_commit_guard
+from memstream.streams.projector import ProjectorProgress, run_memory_projector
 from memstream.streams.sessions import (
     IdleTracker,
     SessionStore,
@@ -86,6 +87,7 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
     'doc.worker'
     """
     prepare_for_broker(settings)
+    install_commit_guard()
     topics = Topics.from_settings(settings)
     extractor = extractor or extractor_from_settings(settings)
     limits = window_limits(settings)
@@ -173,6 +175,13 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
 
     roles = settings.role_set
 
+    async def seek(tp: Any, offset: int) -> None:
+        await app.consumer.seek(tp, offset)
+
+    # Each agent processes its partitions' records in offset order, never past a hole.
+    chat_order = InOrder("sessions", seek)
+    consolidation_order = InOrder("extraction", seek)
+
     async def session_agent(stream: Any) -> None:
         """Keep one state per open session; hand transcripts to consolidation.
 
@@ -184,7 +193,7 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
         ):
             batch = fold_batch(
                 store,
-                [event.message for event in events],
+                [event.message for event in events if await chat_order.accept(event.message)],
                 limits,
                 settings.max_event_bytes,
                 settings.max_content_chars,
@@ -241,6 +250,28 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
         projection = MemoryProjection(settings.lancedb_dir, embedder)
         return MemoryDecider(projection, embedder, settings.long_term_importance)
 
+    progress = ProjectorProgress()
+    #: monotonic times: the last start or partition assignment, and the last one the
+    #: decider waited for the projector after.
+    assigned = {"at": time.monotonic(), "waited": float("-inf")}
+
+    async def note_assignment(sender: Any, *args: Any, **kwargs: Any) -> None:
+        assigned["at"] = time.monotonic()
+
+    async def projection_holds_the_log() -> None:
+        """Once after each start or assignment: wait until the projector holds every memory
+        event now in the log, which a re-delivered request's first decisions may have seen
+        (the decider's own recent memories are gone with the process that had them)."""
+        moment = assigned["at"]
+        if assigned["waited"] >= moment or "projector" not in roles:
+            return
+        if not await progress.caught_up_after(moment, settings.decision_catch_up_s):
+            log.warning(
+                "extraction: the projector did not catch up within %.0f s; deciding anyway",
+                settings.decision_catch_up_s,
+            )
+        assigned["waited"] = moment
+
     retries: set[asyncio.Task[None]] = set()
 
     async def retry_later(request: ConsolidationRequested, key_id: str | None) -> None:
@@ -280,6 +311,8 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
         """Turn consolidation requests into recorded extractions and memory events."""
         async for event in stream.events():
             message = event.message
+            if not await consolidation_order.accept(message):
+                continue
             try:
                 opened = decode_opened(
                     message.value,
@@ -302,6 +335,7 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
                     latency_ms = (time.perf_counter() - started) * 1000
                     await extraction_failed(message, request, key_id, failure, latency_ms)
                     continue
+                await projection_holds_the_log()
                 decisions = await asyncio.to_thread(memory_decider().decide, recorded)
                 # Sealed with the span's key: if the user was erased meanwhile, none go out.
                 await publish(memories, recorded, *decisions, key_id=key_id)
@@ -313,7 +347,7 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
 
     async def project_memories() -> None:
         """Project memory events into LanceDB (single writer, tracks its own offsets)."""
-        await run_memory_projector(settings)
+        await run_memory_projector(settings, progress=progress)
 
     async def archive_log() -> None:
         """Copy every topic into the Parquet archive (single writer, resumes from its files)."""
@@ -321,6 +355,7 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
 
     if "extraction" in roles:
         app.agent(consolidation, name="extraction")(extraction_agent)
+        app.on_partitions_assigned.connect(note_assignment)  # type: ignore[arg-type]
     if "projector" in roles:
         app.task(project_memories)
     if "archive" in roles:

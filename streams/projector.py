@@ -75,6 +75,28 @@ POISON_ERRORS: tuple[type[Exception], ...] = (
 )
 
 
+class ProjectorProgress:
+    """When the projector of this process last held everything in the log applied, for the
+    extraction agent of the same process to wait on (see :meth:`caught_up_after`)."""
+
+    def __init__(self) -> None:
+        #: ``time.monotonic()`` of the last time it was caught up (None: not yet).
+        self.caught_up_at: float | None = None
+
+    def mark(self) -> None:
+        self.caught_up_at = time.monotonic()
+
+    async def caught_up_after(self, moment: float, timeout_s: float, poll_s: float = 0.05) -> bool:
+        """Wait until the projector is caught up at some time after ``moment`` (monotonic):
+        then every event in the log by ``moment`` is applied. False if ``timeout_s`` passes."""
+        deadline = time.monotonic() + timeout_s
+        while self.caught_up_at is None or self.caught_up_at <= moment:
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(poll_s)
+        return True
+
+
 class WriterLock:
     """An advisory, process-wide lock file: held by the one projector of a data directory."""
 
@@ -125,7 +147,11 @@ class TopicMissing(RuntimeError):
 
 
 async def run_memory_projector(
-    settings: Settings, stop: asyncio.Event | None = None, *, tiers: bool = True
+    settings: Settings,
+    stop: asyncio.Event | None = None,
+    *,
+    tiers: bool = True,
+    progress: ProjectorProgress | None = None,
 ) -> None:
     """Project memory and access events into LanceDB until cancelled (or ``stop`` is set).
 
@@ -137,6 +163,7 @@ async def run_memory_projector(
     the same process, on the projection this writes, and publishes its promotions and
     expiries with the projector's producer. It scans only while the projection is caught up
     with the log, so a replay or a restart never acts on a half-built projection.
+    ``progress`` is marked whenever it is caught up.
     """
     stop = stop or asyncio.Event()
     lock = WriterLock(settings.lancedb_dir / ".projector.lock")
@@ -151,7 +178,7 @@ async def run_memory_projector(
             halt = asyncio.Event()
             watcher = asyncio.create_task(_watch_live_table(settings, table, stop, halt))
             try:
-                await _project_table(settings, projection, halt, tiers=tiers)
+                await _project_table(settings, projection, halt, tiers=tiers, progress=progress)
             finally:
                 watcher.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -179,7 +206,12 @@ async def _watch_live_table(
 
 
 async def _project_table(
-    settings: Settings, projection: MemoryProjection, stop: asyncio.Event, *, tiers: bool
+    settings: Settings,
+    projection: MemoryProjection,
+    stop: asyncio.Event,
+    *,
+    tiers: bool,
+    progress: ProjectorProgress | None = None,
 ) -> None:
     """One spell of projecting into ``projection``'s table, until ``stop`` is set."""
     topics = Topics.from_settings(settings)
@@ -223,7 +255,9 @@ async def _project_table(
                 ),
                 name="tier-keeper",
             )
-        projector = _Projector(settings, consumer, producer, projection, starts, caught_up)
+        projector = _Projector(
+            settings, consumer, producer, projection, starts, caught_up, progress=progress
+        )
         await projector.run(stop)
     finally:
         if keeper is not None:
@@ -308,6 +342,7 @@ class _Projector:
         until: datetime | None = None,
         finish_at: Mapping[TopicPartition, int] | None = None,
         on_batch: Callable[[int], None] | None = None,
+        progress: ProjectorProgress | None = None,
     ) -> None:
         """``producer`` None (a replay): invalid records are counted, not dead-lettered again.
         ``until``: records the log got later than this are read past, not applied.
@@ -317,6 +352,7 @@ class _Projector:
         self.until = until
         self.finish_at = dict(finish_at) if finish_at is not None else None
         self.on_batch = on_batch
+        self.progress = progress
         #: Records that were not valid events of their topic (dead-lettered when live).
         self.invalid = 0
         #: Records skipped because their user's key is destroyed (erased users' events).
@@ -505,5 +541,7 @@ class _Projector:
         """Set ``caught_up`` while everything fetched is applied and nothing is behind."""
         if not self._paused and all(self._read_to_end(tp) for tp in self.read_to):
             self.caught_up.set()
+            if self.progress is not None:
+                self.progress.mark()
         else:
             self.caught_up.clear()

@@ -1,0 +1,186 @@
+"""Every record of an agent's topic processed, in offset order, and no commit past one that
+was not: what faust-streaming does not guarantee around rebalances.
+
+The crash test (``tests/integration/test_chaos.py``) found records that a worker never
+processed after a SIGKILL and the rebalance that follows, while it processed the records
+after them and committed past them: a consolidation request never extracted, a chat message
+never in any session. Two faust mechanisms let that happen (faust-streaming 0.15.3,
+``faust/transport/consumer.py``):
+
+1. ``Consumer._new_offset`` commits through a hole at the committed offset: it waits only
+   when ``min(acked) - committed > 1``, but the committed offset is the *next* record to read,
+   so with ``committed = C`` and ``C + 1`` acked it commits ``C + 2`` and ``C`` is skipped for
+   good.
+2. A jump in the fetched offsets is recorded as a "gap" (``_add_gap``: meant for transaction
+   markers) and committed as if it had been processed.
+
+:func:`install_commit_guard` replaces both: a commit never passes an offset that was not
+acknowledged, and a jump is not taken as processed. Neither makes faust *deliver* a record it
+skipped, and an agent that saw ``C + 1`` before ``C`` has already acted out of order (an
+extraction decided without the memories of the span before it). So each agent also checks
+its records with an :class:`InOrder`: a record past a hole is not processed, and the
+partition is read again from the hole.
+
+Memstream's topics are not transactional and not compacted, so their offsets have no holes;
+the changelog topics of tables (compacted) are not checked. The patches touch private methods
+of the faust version pinned in pyproject.toml (checked by :mod:`memstream.streams.tansu`'s
+version guard) and are installed for every broker.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import weakref
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from faust.transport import consumer as faust_consumer
+from faust.types import TP
+from faust.utils.functional import consecutive_numbers
+
+__all__ = ["InOrder", "commit_guard_installed", "install_commit_guard"]
+
+log = logging.getLogger(__name__)
+
+_perform_seek = faust_consumer.Consumer.perform_seek
+_consumer_init = faust_consumer.Consumer.__init__
+#: The guards of this process, told where each partition continues after every seek to the
+#: committed offsets (an assignment).
+_GUARDS: weakref.WeakSet[InOrder] = weakref.WeakSet()
+#: Partitions being read again from a hole, and the hole's offset.
+_REWINDING: dict[TP, int] = {}
+
+
+class _ReadOffsets(defaultdict[TP, int | None]):
+    """faust's "read offset" per partition, which it drops any fetched record below. While a
+    partition is read again from a hole, the records still in the fetch buffer past the hole
+    must not move it past the hole, or the re-read records would be dropped."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda: None)
+
+    def __setitem__(self, tp: TP, offset: int | None) -> None:
+        hole = _REWINDING.get(tp)
+        if hole is not None and offset is not None and offset > hole:
+            offset = hole
+        super().__setitem__(tp, offset)
+
+
+def _init_with_read_offsets(self: Any, *args: Any, **kwargs: Any) -> None:
+    _consumer_init(self, *args, **kwargs)
+    self._read_offset = _ReadOffsets()
+
+
+def _new_offset_without_skipping(self: Any, tp: TP) -> int | None:
+    """The offset to commit for ``tp``: one past the run of acknowledged offsets that starts
+    at the committed one; None while the committed offset itself is not acknowledged."""
+    acked: list[int] = self._acked[tp]
+    if not acked:
+        return None
+    acked.sort()
+    committed = self._committed_offset[tp]
+    if committed is not None and acked[0] > committed:
+        return None  # the record at the committed offset is not processed yet
+    batch = next(consecutive_numbers(acked))
+    acked[: len(batch)] = []
+    self._acked_index[tp].difference_update(batch)
+    return int(batch[-1]) + 1
+
+
+async def _no_gap(self: Any, tp: TP, offset_from: int, offset_to: int) -> None:
+    """A jump in fetched offsets is not taken as processed (see the module docstring)."""
+    if tp not in _REWINDING:  # while re-reading, the buffer's later records jump: expected
+        log.warning(
+            "consumer: %s jumped to offset %d; offsets from %d are not taken as processed",
+            tp, offset_to, offset_from,
+        )
+
+
+async def _perform_seek_and_tell(self: Any) -> None:
+    """faust's seek to the committed offsets (after an assignment, before fetching resumes),
+    then every :class:`InOrder` continues from those offsets."""
+    await _perform_seek(self)
+    committed = list(self._committed_offset.items())
+    for guard in list(_GUARDS):
+        guard.start_at(committed)
+
+
+def install_commit_guard() -> None:
+    """Install the consumer patches (idempotent)."""
+    faust_consumer.Consumer._new_offset = _new_offset_without_skipping  # type: ignore[method-assign]
+    faust_consumer.Consumer._add_gap = _no_gap  # type: ignore[method-assign]
+    faust_consumer.Consumer.perform_seek = _perform_seek_and_tell  # type: ignore[method-assign]
+    faust_consumer.Consumer.__init__ = _init_with_read_offsets  # type: ignore[method-assign]
+
+
+def commit_guard_installed() -> bool:
+    """Whether :func:`install_commit_guard` is in place."""
+    return (
+        faust_consumer.Consumer._new_offset is _new_offset_without_skipping
+        and faust_consumer.Consumer._add_gap is _no_gap
+        and faust_consumer.Consumer.perform_seek is _perform_seek_and_tell
+        and faust_consumer.Consumer.__init__ is _init_with_read_offsets
+    )
+
+
+class InOrder:
+    """Lets an agent process each partition's records in offset order, without holes.
+
+    ``accept(message)`` says whether to process a record: yes for the next offset of its
+    partition and for an earlier one (a re-delivery after a rebalance: processed again, the
+    agents are idempotent); no for one past a hole, and then the partition is read again
+    from the hole (``seek``, once per hole). A rejected record is acknowledged like a processed
+    one, which commits nothing past the hole (see :func:`install_commit_guard`), and it comes
+    again after the hole's records.
+
+    The offset where each partition continues comes from the record last processed, and
+    after an assignment from the committed offsets (``start_at``, called by the patched
+    ``perform_seek`` for every guard of the process).
+    """
+
+    #: Seek to the hole again if records past it still come this long after the last seek.
+    reseek_after_s = 5.0
+
+    def __init__(self, agent: str, seek: Callable[[TP, int], Any]) -> None:
+        self.agent = agent
+        self._sought: dict[TP, float] = {}
+        self._seek = seek
+        #: Next offset to process per partition (None: take whatever comes first).
+        self.expected: dict[TP, int] = {}
+        #: Records rejected so far (for tests and logs).
+        self.rejected = 0
+        _GUARDS.add(self)
+
+    def start_at(self, offsets: Iterable[tuple[TP, int | None]]) -> None:
+        """Partitions were assigned: continue each from its committed offset (None: from the
+        first record that comes)."""
+        for tp in self.expected:
+            _REWINDING.pop(tp, None)
+        self.expected.clear()
+        for tp, offset in offsets:
+            if offset is not None:
+                self.expected[tp] = offset
+
+    async def accept(self, message: Any) -> bool:
+        """Whether to process ``message`` now (see the class docstring)."""
+        tp = message.tp
+        expected = self.expected.get(tp)
+        if expected is not None and message.offset > expected:
+            self.rejected += 1
+            now = time.monotonic()
+            if _REWINDING.get(tp) != expected:
+                log.warning(
+                    "%s: %s delivered offset %d before %d; reading it again from %d",
+                    self.agent, tp, message.offset, expected, expected,
+                )
+            elif now - self._sought.get(tp, now) < self.reseek_after_s:
+                return False
+            _REWINDING[tp] = expected
+            self._sought[tp] = now
+            await self._seek(tp, expected)
+            return False
+        _REWINDING.pop(tp, None)
+        self.expected[tp] = message.offset + 1
+        return True

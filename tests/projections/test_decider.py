@@ -1,0 +1,98 @@
+"""Memory decisions made again (a request re-delivered after a crash) on a real LanceDB
+projection with the real MiniLM embedder: the same events as the first time."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from memstream.models.events import (
+    Event,
+    ExtractionRecorded,
+    MemoryAdded,
+    MemoryCandidate,
+    MemoryReinforced,
+    MemorySuperseded,
+)
+from memstream.projections.embedder import MiniLMOnnxEmbedder
+from memstream.projections.memories import MemoryProjection, SourcePosition
+from memstream.streams.agents import MemoryDecider
+
+T0 = datetime(2026, 11, 2, 9, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def minilm() -> MiniLMOnnxEmbedder:
+    return MiniLMOnnxEmbedder(threads=1)
+
+
+def extraction(name: str, hours: int, *facts: str) -> ExtractionRecorded:
+    return ExtractionRecorded(
+        event_id=f"ext-{name}",
+        user_id="alice",
+        session_id=name,
+        occurred_at=T0 + timedelta(hours=hours),
+        consolidation_event_id=f"span-{name}",
+        extractor="offline",
+        extractor_version="1",
+        candidates=tuple(
+            MemoryCandidate(memory_type="fact", content=fact, importance=0.6) for fact in facts
+        ),
+    )
+
+
+class Log:
+    """The memories topic of one partition, projected as it grows."""
+
+    def __init__(self, projection: MemoryProjection) -> None:
+        self.projection = projection
+        self.offset = 0
+
+    def publish(self, events: Sequence[Event]) -> None:
+        batch = []
+        for event in events:
+            assert isinstance(event, MemoryAdded | MemoryReinforced | MemorySuperseded)
+            batch.append((event, SourcePosition("t.memories", 0, self.offset)))
+            self.offset += 1
+        self.projection.apply(batch)
+
+
+def test_a_request_decided_again_after_later_ones_were_projected_gets_the_same_events(
+    tmp_path: Path, minilm: MiniLMOnnxEmbedder
+) -> None:
+    projection = MemoryProjection(tmp_path / "lancedb", minilm)
+    log = Log(projection)
+    first = MemoryDecider(projection, minilm)
+    lisbon = extraction("a", 0, "User lives in Lisbon.", "User works at Acme.")
+    again = extraction("b", 1, "User lives in Lisbon.")
+    porto = extraction("c", 2, "User moved to Porto.", "User works at Acme.")
+    decided = {}
+    for recorded in (lisbon, again, porto):
+        decided[recorded.event_id] = first.decide(recorded)
+        log.publish(decided[recorded.event_id])
+    # What the first run did: add two, reinforce Lisbon, supersede it with Porto and
+    # reinforce Acme.
+    assert [e.type for e in decided["ext-a"]] == ["memory_added", "memory_added"]
+    assert [e.type for e in decided["ext-b"]] == ["memory_reinforced"]
+    assert [e.type for e in decided["ext-c"]] == [
+        "memory_added", "memory_superseded", "memory_reinforced",
+    ]
+
+    # A restarted worker (a new decider, nothing in memory) gets the requests again: the
+    # projection now holds their own memories, Lisbon superseded and Acme reinforced.
+    restarted = MemoryDecider(projection, minilm)
+    for recorded in (lisbon, again, porto):
+        assert restarted.decide(recorded) == decided[recorded.event_id], recorded.event_id
+    # The same again in the other order (a rebalance hands them over out of turn).
+    other = MemoryDecider(projection, minilm)
+    for recorded in (porto, again, lisbon):
+        assert other.decide(recorded) == decided[recorded.event_id], recorded.event_id
+    # Re-published, they change nothing: the reinforcements count once.
+    before = {m.memory_id: m.reinforcement_count for m in projection.list_memories("alice", include_inactive=True)}
+    for events in decided.values():
+        log.publish(events)
+    after = {m.memory_id: m.reinforcement_count for m in projection.list_memories("alice", include_inactive=True)}
+    assert after == before and sum(after.values()) == 2

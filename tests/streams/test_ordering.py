@@ -1,0 +1,102 @@
+"""The in-order guard of the agents and the commit guard patched into faust."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+from faust.types import TP
+
+from memstream.streams import ordering
+from memstream.streams.ordering import InOrder, install_commit_guard
+
+CHAT = TP("t.chat", 0)
+OTHER = TP("t.chat", 1)
+
+
+@dataclass
+class Message:
+    tp: TP
+    offset: int
+
+
+def run(guard: InOrder, *messages: Message) -> list[int]:
+    """The offsets the guard lets through, in order."""
+
+    async def go() -> list[int]:
+        return [m.offset for m in messages if await guard.accept(m)]
+
+    return asyncio.run(go())
+
+
+def test_records_past_a_hole_wait_for_it_and_the_partition_is_read_again_from_it() -> None:
+    seeks: list[tuple[TP, int]] = []
+
+    async def seek(tp: TP, offset: int) -> None:
+        seeks.append((tp, offset))
+
+    guard = InOrder("sessions", seek)
+    guard.start_at([(CHAT, 10), (OTHER, None)])
+    # 10, 11 come; 12 is skipped by the consumer; 13, 14 come before it; the other partition
+    # goes on meanwhile; then 12.. again after the seek.
+    delivered = run(
+        guard,
+        Message(CHAT, 10), Message(CHAT, 11), Message(CHAT, 13), Message(OTHER, 7),
+        Message(CHAT, 14), Message(CHAT, 12), Message(CHAT, 13), Message(CHAT, 14),
+    )
+    assert delivered == [10, 11, 7, 12, 13, 14]
+    assert seeks == [(CHAT, 12)], "one seek per hole"
+    assert guard.rejected == 2
+
+
+def test_a_redelivery_from_an_earlier_offset_is_processed_again() -> None:
+    guard = InOrder("extraction", lambda tp, offset: asyncio.sleep(0))
+    assert run(guard, Message(CHAT, 5), Message(CHAT, 6), Message(CHAT, 4), Message(CHAT, 5)) == [
+        5, 6, 4, 5,
+    ]
+
+
+def test_a_hole_right_after_an_assignment_is_read_from_the_committed_offset() -> None:
+    seeks: list[int] = []
+
+    async def seek(tp: TP, offset: int) -> None:
+        seeks.append(offset)
+
+    guard = InOrder("extraction", seek)
+    guard.start_at([(CHAT, 100)])
+    assert run(guard, Message(CHAT, 103), Message(CHAT, 100)) == [100]
+    assert seeks == [100]
+
+
+def commit_offsets(acked: list[int], committed: int | None) -> int | None:
+    consumer = SimpleNamespace(
+        _acked=defaultdict(list, {CHAT: list(acked)}),
+        _acked_index=defaultdict(set, {CHAT: set(acked)}),
+        _committed_offset=defaultdict(lambda: None, {CHAT: committed}),
+    )
+    return ordering._new_offset_without_skipping(consumer, CHAT)
+
+
+def test_a_commit_never_passes_the_record_at_the_committed_offset_until_it_is_acked() -> None:
+    # faust 0.15.3 commits 13 here: offset 10 would be skipped for good.
+    assert commit_offsets([11, 12], committed=10) is None
+    assert commit_offsets([10, 11, 12, 14], committed=10) == 13
+    assert commit_offsets([3, 4], committed=None) == 5
+
+
+def test_the_patches_are_in_place_on_faust_consumers() -> None:
+    install_commit_guard()
+    assert ordering.commit_guard_installed()
+    offsets: Any = ordering._ReadOffsets()
+    ordering._REWINDING[CHAT] = 12
+    try:
+        offsets[CHAT] = 40  # a record past the hole still in the fetch buffer
+        assert offsets[CHAT] == 12, "the re-read records from 12 on must not be dropped"
+        offsets[OTHER] = 40
+        assert offsets[OTHER] == 40
+    finally:
+        ordering._REWINDING.pop(CHAT, None)
+    assert offsets[TP("t.chat", 9)] is None
