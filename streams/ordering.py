@@ -2,24 +2,27 @@
 was not: what faust-streaming does not guarantee around rebalances.
 
 The crash test (``tests/integration/test_chaos.py``) found records that a worker never
-processed after a SIGKILL and the rebalance that follows, while it processed the records
-after them and committed past them: a consolidation request never extracted, a chat message
-never in any session. Two faust mechanisms let that happen (faust-streaming 0.15.3,
-``faust/transport/consumer.py``):
+processed after a SIGKILL and the rebalances that follow, while it processed the records
+after them: a consolidation request never extracted, a chat message never in any session.
+Three mechanisms of faust-streaming 0.15.3 and aiokafka 0.14 let that happen:
 
-1. ``Consumer._new_offset`` commits through a hole at the committed offset: it waits only
+1. After a rebalance, faust clears the agents' queues (records fetched, not processed) and
+   seeks every partition to its committed offset; but aiokafka's ``seek_to_committed`` does
+   not move a partition that has no committed offset (or 0), so reading goes on after the
+   cleared records. Seen in the test's logs: offset 0 processed, 1-4 never, 5 next.
+2. ``Consumer._new_offset`` commits through a hole at the committed offset: it waits only
    when ``min(acked) - committed > 1``, but the committed offset is the *next* record to read,
-   so with ``committed = C`` and ``C + 1`` acked it commits ``C + 2`` and ``C`` is skipped for
-   good.
-2. A jump in the fetched offsets is recorded as a "gap" (``_add_gap``: meant for transaction
+   so with ``committed = C`` and ``C + 1`` acked it commits ``C + 2``: ``C`` is skipped for good.
+3. A jump in the fetched offsets is recorded as a "gap" (``_add_gap``: meant for transaction
    markers) and committed as if it had been processed.
 
-:func:`install_commit_guard` replaces both: a commit never passes an offset that was not
-acknowledged, and a jump is not taken as processed. Neither makes faust *deliver* a record it
-skipped, and an agent that saw ``C + 1`` before ``C`` has already acted out of order (an
-extraction decided without the memories of the span before it). So each agent also checks
-its records with an :class:`InOrder`: a record past a hole is not processed, and the
-partition is read again from the hole.
+:func:`install_commit_guard` patches all three: partitions with nothing committed are read
+from the beginning after a seek to the committed offsets, a commit never passes an offset that
+was not acknowledged, and a jump is not taken as processed. Should faust still deliver a record
+after one it skipped, the agent would act out of order (an extraction decided without the
+memories of the span before it), so each agent also checks its records with an
+:class:`InOrder`: a record past a hole is not processed, and the partition is read again from
+the hole.
 
 Memstream's topics are not transactional and not compacted, so their offsets have no holes;
 the changelog topics of tables (compacted) are not checked. The patches touch private methods
@@ -37,6 +40,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from faust.transport import consumer as faust_consumer
+from faust.transport.consumer import ensure_TP
 from faust.types import TP
 from faust.utils.functional import consecutive_numbers
 
@@ -44,7 +48,6 @@ __all__ = ["InOrder", "commit_guard_installed", "install_commit_guard"]
 
 log = logging.getLogger(__name__)
 
-_perform_seek = faust_consumer.Consumer.perform_seek
 _consumer_init = faust_consumer.Consumer.__init__
 #: The guards of this process, told where each partition continues after every seek to the
 #: committed offsets (an assignment).
@@ -100,11 +103,30 @@ async def _no_gap(self: Any, tp: TP, offset_from: int, offset_to: int) -> None:
 
 async def _perform_seek_and_tell(self: Any) -> None:
     """faust's seek to the committed offsets (after an assignment, before fetching resumes),
-    then every :class:`InOrder` continues from those offsets."""
-    await _perform_seek(self)
-    committed = list(self._committed_offset.items())
+    also for partitions with nothing committed; then every :class:`InOrder` continues from
+    those offsets.
+
+    aiokafka's ``seek_to_committed`` leaves a partition with no committed offset (or 0)
+    where its fetcher was. After a rebalance that kept the partition here, the records fetched
+    before it were cleared from the agents' queues unprocessed: reading on from there skips
+    them (seen in the crash test: a consolidation request at offset 0 processed, 1-4 never,
+    5 next). Such partitions are read from the beginning, as a group that committed nothing
+    must.
+    """
+    committed: dict[Any, int | None] = dict(await self.seek_to_committed())
+    uncommitted = [
+        tp for tp, offset in committed.items() if not offset and self.app.topics.acks_enabled_for(tp.topic)
+    ]
+    if uncommitted:
+        await self._thread.seek_to_beginning(*uncommitted)
+    self._read_offset.update(
+        {tp: offset if offset is not None and offset >= 0 else None for tp, offset in committed.items()}
+    )
+    self._committed_offset.update(
+        {ensure_TP(tp): offset or None for tp, offset in committed.items() if offset is not None}
+    )
     for guard in list(_GUARDS):
-        guard.start_at(committed)
+        guard.start_at((ensure_TP(tp), offset or None) for tp, offset in committed.items())
 
 
 def install_commit_guard() -> None:

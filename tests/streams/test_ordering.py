@@ -100,3 +100,32 @@ def test_the_patches_are_in_place_on_faust_consumers() -> None:
     finally:
         ordering._REWINDING.pop(CHAT, None)
     assert offsets[TP("t.chat", 9)] is None
+
+
+def test_after_a_rebalance_partitions_with_nothing_committed_are_read_from_the_beginning() -> None:
+    # aiokafka's seek_to_committed leaves such a partition where its fetcher was: the records
+    # fetched before the rebalance (cleared from the agents' queues) would be skipped.
+    changelog = TP("t.worker-sessions-changelog", 0)
+    began: list[TP] = []
+
+    class Thread:
+        async def seek_to_beginning(self, *partitions: TP) -> None:
+            began.extend(partitions)
+
+    async def seek_to_committed() -> dict[TP, int | None]:
+        return {CHAT: 5, OTHER: None, TP("t.chat", 2): 0, changelog: None}
+
+    consumer: Any = SimpleNamespace(
+        seek_to_committed=seek_to_committed,
+        _thread=Thread(),
+        app=SimpleNamespace(topics=SimpleNamespace(acks_enabled_for=lambda topic: topic == "t.chat")),
+        _read_offset=ordering._ReadOffsets(),
+        _committed_offset=defaultdict(lambda: None),
+    )
+    guard = InOrder("sessions", lambda tp, offset: asyncio.sleep(0))
+    guard.expected = {CHAT: 99, OTHER: 42}  # where it was before the rebalance
+    asyncio.run(ordering._perform_seek_and_tell(consumer))
+    assert began == [OTHER, TP("t.chat", 2)], "the changelog is the tables' business"
+    assert consumer._read_offset[CHAT] == 5 and consumer._read_offset[OTHER] is None
+    assert consumer._committed_offset[CHAT] == 5 and consumer._committed_offset[OTHER] is None
+    assert guard.expected == {CHAT: 5}
