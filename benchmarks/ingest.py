@@ -37,7 +37,6 @@ import math
 import os
 import random
 import re
-import shutil
 import signal
 import statistics
 import subprocess
@@ -51,12 +50,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.structs import TopicPartition
+from runner import log, release, run_to_end
 
 from memstream.models.codec import encode_event
 from memstream.models.events import Event, MessageAdded, SessionClosed, SessionStarted
@@ -240,11 +239,6 @@ class Workload:
 # --- measuring -------------------------------------------------------------------------
 
 
-def _log(message: str) -> None:
-    """Progress goes to stderr, so stdout holds only the table (or the JSON)."""
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
 async def publish_workload(settings: Settings, workload: Workload) -> tuple[int, float]:
     """Produce the workload onto the chat topic, keyed by user id; wait for every ack.
 
@@ -278,7 +272,7 @@ async def publish_workload(settings: Settings, workload: Workload) -> tuple[int,
                 in_flight.clear()
                 if time.perf_counter() - last_report > 5:
                     last_report = time.perf_counter()
-                    _log(f"  published {sent:,} / {workload.total_events:,}")
+                    log(f"  published {sent:,} / {workload.total_events:,}")
         await asyncio.gather(*in_flight)
         return sent, time.perf_counter() - started
     finally:
@@ -408,7 +402,7 @@ async def follow_group(
                 break
             if now - last_report > 10:
                 last_report = now
-                _log(f"  {group_id}: {committed:,} / {progress.total:,} committed")
+                log(f"  {group_id}: {committed:,} / {progress.total:,} committed")
             await asyncio.sleep(poll_s)
         # Not finished: report the rate over what was processed.
         progress.done_at = time.monotonic()
@@ -673,13 +667,8 @@ class Bench:
         if self.worker is not None:
             self.worker.stop()
             self.worker = None
-        if self.broker is not None:
-            self.broker.stop()
-            self.broker = None
-        if self.args.keep:
-            _log(f"kept logs and data in {self.workdir}")
-        else:
-            shutil.rmtree(self.workdir, ignore_errors=True)
+        release(self.broker, self.workdir, keep=self.args.keep)
+        self.broker = None
 
     def start_broker(self) -> str:
         """The broker address: ``--broker``, or a fresh embedded Tansu on a free port."""
@@ -720,12 +709,12 @@ class Bench:
             distribution=spec.distribution,
             sessions_open=workload.open_sessions,
         )
-        _log(
+        log(
             f"broker {address}, prefix {settings.topic_prefix}, {settings.partitions} partitions; "
             f"workload {workload.total_events:,} events in {spec.sessions:,} sessions"
         )
 
-        _log("phase 1: publishing the workload")
+        log("phase 1: publishing the workload")
         sent, produce_s = asyncio.run(publish_workload(settings, workload))
         result.produce_events_per_s = sent / produce_s
         partitions = asyncio.run(chat_partitions(settings))
@@ -734,12 +723,12 @@ class Bench:
             result.notes.append(
                 f"chat topic holds {sum(ends.values()):,} records but {sent:,} were published"
             )
-        _log(f"  {sent:,} events in {produce_s:.1f} s")
+        log(f"  {sent:,} events in {produce_s:.1f} s")
 
         if not args.skip_noop:
-            _log("phase 2: no-op Faust agent")
+            log("phase 2: no-op Faust agent")
             self.run_noop(settings, ends, result)
-        _log("phase 3: memstream worker (session agent)")
+        log("phase 3: memstream worker (session agent)")
         self.run_worker(settings, ends, workload, result)
 
         if result.noop_events_per_s and result.session_events_per_s:
@@ -802,7 +791,7 @@ class Bench:
             result.notes.append(
                 f"no-op agent: {progress.failure}; rate over {progress.committed:,} events"
             )
-            _log(f"no-op agent log (tail):\n{_log_tail(log_path)}")
+            log(f"no-op agent log (tail):\n{_log_tail(log_path)}")
         if stats.get("first_at") and stats.get("last_at") and stats["events"] > 1:
             in_process = (stats["events"] - 1) / max(stats["last_at"] - stats["first_at"], 1e-9)
             result.details["noop"]["in_process_events_per_s"] = in_process
@@ -811,7 +800,7 @@ class Bench:
                 f"{in_process:,.0f} ev/s over {stats['events']:,} events "
                 f"(commit-based: {_fmt(progress.events_per_s)})"
             )
-        _log(f"  no-op: {_fmt(progress.events_per_s)} ev/s")
+        log(f"  no-op: {_fmt(progress.events_per_s)} ev/s")
 
     def run_worker(
         self,
@@ -879,8 +868,8 @@ class Bench:
             result.notes.append(
                 f"session agent: {progress.failure}; rate over {progress.committed:,} events"
             )
-            _log(f"worker log (tail):\n{_log_tail(log_path)}")
-        _log(f"  session agent: {_fmt(progress.events_per_s)} ev/s, RSS {rss_end:,.0f} MB")
+            log(f"worker log (tail):\n{_log_tail(log_path)}")
+        log(f"  session agent: {_fmt(progress.events_per_s)} ev/s, RSS {rss_end:,.0f} MB")
         self.worker.stop()
         self.worker = None
 
@@ -973,14 +962,14 @@ class Bench:
                 )
             )
             notes.append(f"spot check: {worker['spot_check']}")
-            log = worker["log"]
+            worker_log = worker["log"]
             notes.append(
-                f"worker log: {log['errors']} error lines, {log['tracebacks']} tracebacks, "
-                f"{log['warnings']} warnings, {log['dead_lettered']} dead-lettered"
+                f"worker log: {worker_log['errors']} error lines, {worker_log['tracebacks']} tracebacks, "
+                f"{worker_log['warnings']} warnings, {worker_log['dead_lettered']} dead-lettered"
                 + (
-                    f" (most frequent warning, {log['top_warning_count']}x: "
-                    f"{log['top_warning'][:80]!r})"
-                    if "top_warning" in log
+                    f" (most frequent warning, {worker_log['top_warning_count']}x: "
+                    f"{worker_log['top_warning'][:80]!r})"
+                    if "top_warning" in worker_log
                     else ""
                 )
             )
@@ -1065,26 +1054,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
-    # Raised in the main thread, so the finally blocks stop the broker and the children.
-    raise SystemExit(128 + signum)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print the table (or JSON)."""
     args = parse_args(argv)
     if args._noop:
         run_noop_agent(Path(args._noop))
         return 0
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    bench = Bench(args)
-    try:
-        result = bench.run()
-    except KeyboardInterrupt:
-        _log("interrupted; stopping what this run started")
+    result = run_to_end(Bench(args))
+    if result is None:
         return 130
-    finally:
-        bench.close()
     if args.json:
         print(json.dumps(asdict(result), indent=2))
     else:

@@ -88,6 +88,16 @@ class WorkerProcess:
         self.kill()
         raise TimeoutError(f"worker did not answer within {timeout_s:.0f} s{self._tail()}")
 
+    @property
+    def pid(self) -> int | None:
+        """The worker process's id while it is started (None before and after)."""
+        return self._process.pid if self._process is not None else None
+
+    def exited(self) -> bool:
+        """Whether the started worker has exited by itself (crashed): not stopped or killed
+        through this object."""
+        return self._process is not None and self._process.poll() is not None
+
     def stop(self, timeout_s: float = 30.0) -> int | None:
         """Stop cleanly (SIGTERM); kill if it does not exit in time."""
         if self._process is None:
