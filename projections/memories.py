@@ -36,6 +36,7 @@ from typing import Any, get_args
 import lancedb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from lancedb.index import FTS, Bitmap, BTree, HnswSq
 from lancedb.rerankers import RRFReranker
 
@@ -384,14 +385,17 @@ class MemoryProjection:
     def apply(
         self, batch: Sequence[tuple[MemoryAdded | MemoryChange, SourcePosition]]
     ) -> int:
-        """Project a batch of memory events; return the number of rows written.
+        """Project a batch of memory events in one write; return the number of rows written.
 
-        New memories are inserted in one write; the first event of a ``memory_id`` wins, in
-        a batch as across batches (a worker that crashed after publishing a memory publishes
-        it again, later in the log, and where batches cut must not matter). Then the changes (reinforced, superseded, deleted, ...) are applied in
-        order to the rows they name, in one more write. Applying the same events again
-        leaves the table as it was: a row records the offset of the last change it took.
-        Indexes are not touched: see :meth:`refresh_indexes`.
+        New memories become rows; the first event of a ``memory_id`` wins, in a batch as
+        across batches (a worker that crashed after publishing a memory publishes it again,
+        later in the log, and where batches cut must not matter). The changes (reinforced,
+        superseded, deleted, ...) are folded in order into the rows they name, new or not.
+        Everything goes to LanceDB in one upsert, one commit: the projector resumes after the
+        highest offset a row records, so a batch half written would lose the changes of its
+        other half. Applying the same events again leaves the table as it was: a row records
+        the offset of the last change it took. Indexes are not touched: see
+        :meth:`refresh_indexes`.
 
         Raises
         ------
@@ -402,10 +406,30 @@ class MemoryProjection:
         """
         added = [(e, p) for e, p in batch if isinstance(e, MemoryAdded)]
         changes = [(e, p) for e, p in batch if not isinstance(e, MemoryAdded)]
-        written = self._add(added)
-        return written + self._change(changes)
+        new = self._new_rows(added)
+        changed = self._changed_rows(changes, new)
+        if new is None and not changed:
+            return 0
+        if new is None:
+            table = self._open()
+            assert table is not None  # rows were changed, so there is a table
+            schema = table.schema
+            data = pa.Table.from_pylist(list(changed.values()), schema=schema)
+        else:
+            schema = new.schema
+            changed_ids = pa.array(list(changed), pa.string())
+            untouched = new.filter(pc.invert(pc.is_in(new["memory_id"], changed_ids)))
+            data = pa.concat_tables(
+                [untouched, pa.Table.from_pylist(list(changed.values()), schema=schema)]
+            )
+            table = self._writable_table(schema)
+        self._write_checked(table, data, data.num_rows)
+        if self._ids_written is not None and new is not None:
+            self._ids_written.update(new["memory_id"].to_pylist())
+        return data.num_rows
 
-    def _add(self, batch: Sequence[tuple[MemoryAdded, SourcePosition]]) -> int:
+    def _new_rows(self, batch: Sequence[tuple[MemoryAdded, SourcePosition]]) -> pa.Table | None:
+        """Rows (not written) for the batch's memories the table does not hold yet."""
         first: dict[str, tuple[MemoryAdded, SourcePosition]] = {}
         for event, position in batch:
             if event.encryption is not None and "content" in event.encryption.fields:
@@ -414,7 +438,7 @@ class MemoryProjection:
                 )
             first.setdefault(event.memory_id, (event, position))
         if not first:
-            return 0
+            return None
         table = self._open()
         if table is not None:
             # A re-delivered add must not undo changes applied since (a supersession, say).
@@ -424,18 +448,12 @@ class MemoryProjection:
                 current = self._rows_by_key(table, [memory_key(m) for m in first], ["memory_id"])
             first = {m: item for m, item in first.items() if m not in current}
             if not first:
-                return 0
+                return None
         items = list(first.values())
         vectors = self._vectors([event for event, _ in items])
         if vectors.shape[0] != len(items) or not np.isfinite(vectors).all():
             raise ValueError(f"embedder returned {vectors.shape} / non-finite vectors")
-        schema = memory_schema(vectors.shape[1], self.embedder.model_id)
-        data = self._rows(items, vectors, schema)
-        table = self._writable_table(schema)
-        self._write_checked(table, data, len(items))
-        if self._ids_written is not None:
-            self._ids_written.update(first)
-        return len(items)
+        return self._rows(items, vectors, memory_schema(vectors.shape[1], self.embedder.model_id))
 
     def _vectors(self, events: Sequence[MemoryAdded]) -> np.ndarray:
         """The vectors of the events' contents: taken from ``vector_donor`` where it holds
@@ -466,14 +484,26 @@ class MemoryProjection:
                 vectors[i] = vector
         return np.stack([v for v in vectors if v is not None]).astype(np.float32, copy=False)
 
-    def _change(self, changes: Sequence[tuple[MemoryChange, SourcePosition]]) -> int:
+    def _changed_rows(
+        self,
+        changes: Sequence[tuple[MemoryChange, SourcePosition]],
+        new: pa.Table | None,
+    ) -> dict[str, dict[str, Any]]:
+        """The rows ``changes`` change (rows of ``new`` or of the table), changed, by id."""
         if not changes:
-            return 0
+            return {}
+        named = sorted({e.memory_id for e, _ in changes})
+        rows: dict[str, dict[str, Any]] = {}
+        if new is not None:
+            mine = new.filter(pc.is_in(new["memory_id"], pa.array(named, pa.string())))
+            rows = {row["memory_id"]: row for row in mine.to_pylist()}
         table = self._open()
-        if table is None:
+        if table is None and new is None:
             log.warning("memories: %d change(s) before any memory exists; skipped", len(changes))
-            return 0
-        rows = self._rows_by_key(table, sorted({memory_key(e.memory_id) for e, _ in changes}))
+            return {}
+        if table is not None:
+            rest = [memory_key(m) for m in named if m not in rows]
+            rows.update(self._rows_by_key(table, rest) if rest else {})
         touched: set[str] = set()
         for event, position in changes:
             row = rows.get(event.memory_id)
@@ -491,12 +521,7 @@ class MemoryProjection:
             _apply_change(row, event)
             row["changed_offset"] = position.offset
             touched.add(event.memory_id)
-        if not touched:
-            return 0
-        schema = table.schema
-        data = pa.Table.from_pylist([rows[m] for m in sorted(touched)], schema=schema)
-        self._write_checked(table, data, len(touched))
-        return len(touched)
+        return {m: rows[m] for m in sorted(touched)}
 
     def apply_accesses(self, batch: Sequence[tuple[MemoriesRetrieved, SourcePosition]]) -> int:
         """Count retrievals (events of the accesses topic); return the rows updated.

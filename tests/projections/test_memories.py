@@ -542,6 +542,22 @@ def test_a_reinforcement_published_again_later_in_the_log_counts_once(
     assert record is not None and record.reinforcement_count == 2
 
 
+def test_a_batch_of_new_memories_and_changes_is_one_commit(projection: MemoryProjection) -> None:
+    # The projector resumes after the highest offset any row records: had the new row of
+    # offset 7 been written before the supersession of offset 6, a crash in between would
+    # lose the supersession for good.
+    projection.apply([(memory("m-old", "Alice lives in Porto"), at(0))])
+    table = lancedb.connect(projection.db_dir).open_table("memories")
+    before = table.version
+    supersede = change("superseded", "m-old", superseded_by="m-new")
+    assert projection.apply([(supersede, at(6)), (memory("m-new", "Alice lives in Lisbon"), at(7))]) == 2
+    table.checkout_latest()
+    assert table.version == before + 1
+    old = projection.get("alice", "m-old")
+    assert old is not None and old.status == "superseded" and old.superseded_by == "m-new"
+    assert projection.positions() == {(TOPIC, 0): 8}
+
+
 def test_a_change_for_another_users_memory_is_refused(projection: MemoryProjection) -> None:
     projection.apply([(memory("m-1", "Alice likes tea"), at(0))])
     assert projection.apply([(change("deleted", "m-1", user_id="mallory"), at(1))]) == 0
