@@ -1,16 +1,23 @@
-"""Helpers the integration tests share: the CLI with a test's settings, the archive's progress."""
+"""Helpers the integration tests share: the CLI with a test's settings, the archive's and
+the memory projection's progress."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from aiokafka import TopicPartition
 
+from memstream.models.codec import InvalidEvent, decode_event
+from memstream.models.events import MemoryAdded, MemoryChange
 from memstream.models.settings import Settings
+from memstream.projections.memories import MemoryProjection
 from memstream.streams.archive import archive_positions, archived_topics, live_archive_dir
 from memstream.streams.cli import main
+from memstream.streams.logreader import read_topic
 from memstream.streams.tansu import true_end_offsets
+from memstream.streams.topics import Topics
 
 
 def cli(settings: Settings, monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
@@ -29,3 +36,32 @@ def archive_caught_up(settings: Settings) -> bool:
         return False
     archived = archive_positions(live_archive_dir(settings))
     return all(archived.get((tp.topic, tp.partition), 0) == end for tp, end in ends.items())
+
+
+def wait_until_projected(settings: Settings, projection: MemoryProjection, timeout_s: float = 60) -> None:
+    """Wait until the projection has applied every memory and change event in the log (the
+    rows record the offsets they took), so a comparison with a replay is not a race with a
+    busy projector. Changes that name no row never show; so it also returns once the log
+    and the projection's offsets have not moved for three polls."""
+    topic = Topics.from_settings(settings).memories
+    deadline = time.monotonic() + timeout_s
+    previous = None
+    still = 0
+    while time.monotonic() < deadline:
+        last: dict[int, int] = {}
+        for record in asyncio.run(read_topic(settings, topic)):
+            try:
+                event = decode_event(record.value)
+            except InvalidEvent:
+                continue
+            if isinstance(event, MemoryAdded | MemoryChange):
+                last[record.partition] = record.offset
+        positions = projection.positions()
+        if all(positions.get((topic, p), 0) > offset for p, offset in last.items()):
+            return
+        state = (last, positions)
+        still = still + 1 if state == previous else 0
+        if still >= 3:
+            return
+        previous = state
+        time.sleep(0.5)

@@ -15,7 +15,7 @@ from typing import TypeVar
 import pytest
 from aiokafka import AIOKafkaProducer
 from chat import conversation
-from harness import archive_caught_up, cli
+from harness import archive_caught_up, cli, wait_until_projected
 from llm_server import Reply, ScriptedServer, completion
 
 from memstream.models.codec import decode_event, encode_event
@@ -139,7 +139,8 @@ def workload(settings: Settings, users: list[str], tmp_path: Path) -> MemoryProj
                  "the deletion")
         wait_for(lambda: any(m.access_count for m in projection.list_memories(users[1])),
                  "the client's access event")
-        time.sleep(2.0)  # let the keeper's last scans and the projector settle
+        time.sleep(2.0)  # let the keeper's last scans publish what they found
+        wait_until_projected(settings, projection)
     return projection
 
 
