@@ -21,6 +21,7 @@ unindexed rows.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import logging
 import re
@@ -931,6 +932,9 @@ class MemoryProjection:
         self._ensure_scalar_indexes(table)
         table.optimize(cleanup_older_than=self.keep_versions_for)
         self._refreshed_version = table.version
+        # optimize() allocates and frees tens of MB in LanceDB's threads; without a trim
+        # glibc keeps the freed pages of those threads' arenas (measured: ~60 MB).
+        _release_freed_memory()
         log.debug(
             "memories: indexes refreshed at version %d; LanceDB caches hold %d bytes",
             self._refreshed_version,
@@ -1130,6 +1134,24 @@ class MemoryProjection:
         if user_id is None:
             return int(table.count_rows())
         return int(table.count_rows(_user_filter(user_id, SearchFilters())))
+
+
+def _release_freed_memory() -> None:
+    """Hand memory freed by an optimize() back to the system (glibc only; else nothing)."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def _load_libc() -> Any:
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.malloc_trim  # noqa: B018 - musl and others have no malloc_trim
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
+_LIBC = _load_libc()
 
 
 def _nearest(table: Any, vector: np.ndarray, where: str, limit: int) -> pa.Table:
