@@ -406,6 +406,8 @@ class MemoryProjection:
         self._pointer_stamp: tuple[int, int] | None = None
         self.vector_index_min_rows = vector_index_min_rows
         self.keep_versions_for = keep_versions_for
+        self._read_consistency_interval = read_consistency_interval
+        self._cache_bytes = (index_cache_bytes, metadata_cache_bytes)
         self._cache_session = cache_session(index_cache_bytes, metadata_cache_bytes)
         self._db = lancedb.connect(
             self.db_dir,
@@ -932,14 +934,38 @@ class MemoryProjection:
         self._ensure_scalar_indexes(table)
         table.optimize(cleanup_older_than=self.keep_versions_for)
         self._refreshed_version = table.version
-        # optimize() allocates and frees tens of MB in LanceDB's threads; without a trim
-        # glibc keeps the freed pages of those threads' arenas (measured: ~60 MB).
-        _release_freed_memory()
         log.debug(
             "memories: indexes refreshed at version %d; LanceDB caches hold %d bytes",
             self._refreshed_version,
             self._cache_session.size_bytes,
         )
+        del table  # the last handle here on the old cache session
+        self._drop_cache()
+        # optimize() allocates and frees tens of MB in LanceDB's threads; without a trim
+        # glibc keeps the freed pages of those threads' arenas (measured: ~60 MB).
+        _release_freed_memory()
+
+    def _drop_cache(self) -> None:
+        """Reconnect with a cache session of this projection's own, empty.
+
+        optimize() caches the index parts it reads to merge them (lance#2905 reports it for
+        PQ partitions; here the files were full-text index parts), and the next optimize()
+        replaces those parts: dead entries, which held the deleted files open (134 of them
+        after a 300 s soak) until the byte bound evicted them. So the writer starts each
+        refresh interval with an empty cache; what it reloads are the current indexes only.
+        Readers keep the shared session (:func:`cache_session`).
+        """
+        index_bytes, metadata_bytes = self._cache_bytes
+        with self._lock:
+            self._cache_session = lancedb.Session(
+                index_cache_size_bytes=index_bytes, metadata_cache_size_bytes=metadata_bytes
+            )
+            self._db = lancedb.connect(
+                self.db_dir,
+                read_consistency_interval=self._read_consistency_interval,
+                session=self._cache_session,
+            )
+            self._table = None  # reopened on the next read or write, on the new session
 
     def _ensure_scalar_indexes(self, table: Any) -> None:
         """B-tree indexes on the keys every filter and lookup names, bitmaps on the small
