@@ -21,6 +21,7 @@ unindexed rows.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import logging
 import re
@@ -109,6 +110,41 @@ _SCALAR_INDEXES = (
     ("status", Bitmap()),
     ("memory_type", Bitmap()),
 )
+
+#: Byte bounds of LanceDB's caches, shared by every projection of a process. LanceDB's own
+#: defaults are 6 GiB (index) and 1 GiB (metadata) per connection, and their keys name index
+#: UUIDs and table versions: each write and each optimize() makes new ones, so under steady
+#: writes the dead entries (and the files they hold open, deleted ones too) only go when the
+#: bound is reached; a soak worker grew by ~140 MB/min with them. These bounds hold the live
+#: entries of a table of tens of thousands of memories; pass larger ones for a far larger table.
+INDEX_CACHE_BYTES = 64 * 2**20
+METADATA_CACHE_BYTES = 16 * 2**20
+_cache_sessions: dict[tuple[int, int], lancedb.Session] = {}
+_cache_sessions_lock = threading.Lock()
+
+
+def cache_session(
+    index_cache_bytes: int = INDEX_CACHE_BYTES, metadata_cache_bytes: int = METADATA_CACHE_BYTES
+) -> lancedb.Session:
+    """The process's LanceDB cache session with these bounds (one per pair of sizes).
+
+    Shared, so the projector, the decider and a client in one process hold one copy of the
+    current index and metadata entries rather than one each.
+
+    Examples
+    --------
+    >>> cache_session() is cache_session()
+    True
+    """
+    key = (int(index_cache_bytes), int(metadata_cache_bytes))
+    with _cache_sessions_lock:
+        session = _cache_sessions.get(key)
+        if session is None:
+            session = lancedb.Session(
+                index_cache_size_bytes=key[0], metadata_cache_size_bytes=key[1]
+            )
+            _cache_sessions[key] = session
+        return session
 
 
 class ProjectionWriteError(RuntimeError):
@@ -330,9 +366,14 @@ class MemoryProjection:
         the user's rows is exact and fast.
     keep_versions_for
         Table versions younger than this survive cleanup, so a reader in another process
-        that holds one is not cut off.
+        that is in the middle of a query on one is not cut off. Readers here check out the
+        latest version on every read (``read_consistency_interval`` 0), and that check lists
+        every version kept: at 1,200 versions it doubled a hybrid search (12 -> 23 ms).
     read_consistency_interval
         How stale reads may be relative to writes of other processes (0 = always current).
+    index_cache_bytes, metadata_cache_bytes
+        Bounds of the LanceDB caches, shared with every projection of the process that has
+        the same bounds (:func:`cache_session`).
 
     Examples
     --------
@@ -354,8 +395,10 @@ class MemoryProjection:
         table_name: str | None = None,
         *,
         vector_index_min_rows: int = 5_000,
-        keep_versions_for: timedelta = timedelta(minutes=10),
+        keep_versions_for: timedelta = timedelta(minutes=1),
         read_consistency_interval: timedelta | None = timedelta(0),
+        index_cache_bytes: int = INDEX_CACHE_BYTES,
+        metadata_cache_bytes: int = METADATA_CACHE_BYTES,
     ) -> None:
         self.db_dir = Path(db_dir)
         self.follows_live_table = table_name is None
@@ -367,7 +410,14 @@ class MemoryProjection:
         self._pointer_stamp: tuple[int, int] | None = None
         self.vector_index_min_rows = vector_index_min_rows
         self.keep_versions_for = keep_versions_for
-        self._db = lancedb.connect(self.db_dir, read_consistency_interval=read_consistency_interval)
+        self._read_consistency_interval = read_consistency_interval
+        self._cache_bytes = (index_cache_bytes, metadata_cache_bytes)
+        self._cache_session = cache_session(index_cache_bytes, metadata_cache_bytes)
+        self._db = lancedb.connect(
+            self.db_dir,
+            read_consistency_interval=read_consistency_interval,
+            session=self._cache_session,
+        )
         self._table: Any = None  # lancedb.table.LanceTable, opened lazily
         self._fts_ready = False
         self._vector_index_ready = False
@@ -895,7 +945,9 @@ class MemoryProjection:
         the table reaches ``vector_index_min_rows``, then runs ``optimize()``: compaction of
         small files, new rows folded into the indexes, and removal of versions older than
         ``keep_versions_for``. Costs 20-30 ms on a small table, 100-250 ms at 20,000 rows;
-        returns at once if nothing was written since the last call.
+        returns at once if nothing was written since the last call. Every call that does
+        work commits new versions and index files, so call it every few seconds, not after
+        every write (:func:`memstream.streams.projector.index_refresh_due`).
         """
         table = self._open()
         if table is None or table.version == self._refreshed_version:
@@ -914,6 +966,38 @@ class MemoryProjection:
         self._ensure_scalar_indexes(table)
         table.optimize(cleanup_older_than=self.keep_versions_for)
         self._refreshed_version = table.version
+        log.debug(
+            "memories: indexes refreshed at version %d; LanceDB caches hold %d bytes",
+            self._refreshed_version,
+            self._cache_session.size_bytes,
+        )
+        del table  # the last handle here on the old cache session
+        self._drop_cache()
+        # optimize() allocates and frees tens of MB in LanceDB's threads; without a trim
+        # glibc keeps the freed pages of those threads' arenas (measured: ~60 MB).
+        _release_freed_memory()
+
+    def _drop_cache(self) -> None:
+        """Reconnect with a cache session of this projection's own, empty.
+
+        optimize() caches the index parts it reads to merge them (lance#2905 reports it for
+        PQ partitions; here the files were full-text index parts), and the next optimize()
+        replaces those parts: dead entries, which held the deleted files open (134 of them
+        after a 300 s soak) until the byte bound evicted them. So the writer starts each
+        refresh interval with an empty cache; what it reloads are the current indexes only.
+        Readers keep the shared session (:func:`cache_session`).
+        """
+        index_bytes, metadata_bytes = self._cache_bytes
+        with self._lock:
+            self._cache_session = lancedb.Session(
+                index_cache_size_bytes=index_bytes, metadata_cache_size_bytes=metadata_bytes
+            )
+            self._db = lancedb.connect(
+                self.db_dir,
+                read_consistency_interval=self._read_consistency_interval,
+                session=self._cache_session,
+            )
+            self._table = None  # reopened on the next read or write, on the new session
 
     def _ensure_scalar_indexes(self, table: Any) -> None:
         """B-tree indexes on the keys every filter and lookup names, bitmaps on the small
@@ -1131,6 +1215,24 @@ class MemoryProjection:
         if user_id is None:
             return int(table.count_rows())
         return int(table.count_rows(_user_filter(user_id, SearchFilters())))
+
+
+def _release_freed_memory() -> None:
+    """Hand memory freed by an optimize() back to the system (glibc only; else nothing)."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def _load_libc() -> Any:
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.malloc_trim  # noqa: B018 - musl and others have no malloc_trim
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
+_LIBC = _load_libc()
 
 
 def _nearest(table: Any, vector: np.ndarray, where: str, limit: int) -> pa.Table:

@@ -60,9 +60,11 @@ from memstream.streams.topics import Topics
 
 log = logging.getLogger(__name__)
 
-#: How long the projection may lag behind the full-text index before it is refreshed.
+#: The first index refresh of a spell waits for this much idle time (it builds the full-text
+#: index of a new table); later ones follow ``Settings.index_refresh_interval_s``, or
+#: ``Settings.index_refresh_rows`` but no sooner than INDEX_REFRESH_MIN_GAP_S after the last.
 INDEX_REFRESH_IDLE_S = 0.3
-INDEX_REFRESH_BUSY_S = 5.0
+INDEX_REFRESH_MIN_GAP_S = 5.0
 
 AccessItem = tuple[MemoriesRetrieved, SourcePosition]
 #: Errors that come from one event's data, not from the store: that event is dead-lettered.
@@ -320,6 +322,40 @@ async def _positions(
     return starts, shortfalls
 
 
+def index_refresh_due(
+    settings: Settings,
+    *,
+    pending_rows: int,
+    since_refresh_s: float,
+    idle: bool,
+    refreshed_before: bool,
+) -> bool:
+    """Whether to refresh the indexes now.
+
+    ``pending_rows`` rows were written ``since_refresh_s`` seconds after the last refresh
+    (or the start of the spell). The first refresh comes at the first idle moment, so a new
+    table gets its full-text index at once; then one every ``index_refresh_interval_s``, or
+    after ``index_refresh_rows`` rows. Each refresh commits versions and index files of its
+    own, so refreshing at every idle moment made thousands of them (see
+    :class:`~memstream.projections.memories.MemoryProjection`).
+
+    Examples
+    --------
+    >>> s = Settings(index_refresh_interval_s=30, index_refresh_rows=5000)
+    >>> index_refresh_due(s, pending_rows=40, since_refresh_s=1, idle=True, refreshed_before=True)
+    False
+    >>> index_refresh_due(s, pending_rows=40, since_refresh_s=31, idle=False, refreshed_before=True)
+    True
+    """
+    if pending_rows <= 0:
+        return False
+    if not refreshed_before and idle and since_refresh_s >= INDEX_REFRESH_IDLE_S:
+        return True
+    if since_refresh_s >= settings.index_refresh_interval_s:
+        return True
+    return pending_rows >= settings.index_refresh_rows and since_refresh_s >= INDEX_REFRESH_MIN_GAP_S
+
+
 def _broker_time(record: ConsumerRecord) -> datetime | None:
     """The record's timestamp (when the log got it, unless the producer set one)."""
     if record.timestamp is None or record.timestamp < 0:
@@ -375,7 +411,8 @@ class _Projector:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Fetch, project and refresh indexes until ``stop`` is set."""
-        dirty = False
+        pending_rows = 0  # rows written since the last index refresh
+        refreshed = False
         last_refresh = time.monotonic()
         while not stop.is_set() and not self._finished():
             fetched = await self.consumer.getmany(
@@ -400,40 +437,43 @@ class _Projector:
             if self.on_batch is not None:
                 self.on_batch(sum(len(records) for records in fetched.values()))
             if memory_batch:
-                await self._apply_memories(memory_batch)
-                dirty = True
-            if await self._apply_released_accesses():
-                dirty = True
+                pending_rows += await self._apply_memories(memory_batch)
+            pending_rows += await self._apply_released_accesses()
             self._update_caught_up()
-            idle = not fetched
-            since = time.monotonic() - last_refresh
-            if dirty and (
-                (idle and since >= INDEX_REFRESH_IDLE_S) or since >= INDEX_REFRESH_BUSY_S
+            if index_refresh_due(
+                self.settings,
+                pending_rows=pending_rows,
+                since_refresh_s=time.monotonic() - last_refresh,
+                idle=not fetched,
+                refreshed_before=refreshed,
             ):
                 # Index maintenance stays off the ingest and read paths: it runs here, batched.
                 await asyncio.to_thread(self.projection.refresh_indexes)
-                dirty = False
+                pending_rows = 0
+                refreshed = True
                 last_refresh = time.monotonic()
 
     async def _apply_memories(
         self, batch: list[tuple[MemoryAdded | MemoryChange, SourcePosition]]
-    ) -> None:
-        """Apply a batch; if an event in it cannot be projected (its data is at fault:
-        ciphertext, values the table refuses), apply the batch one event at a time and
-        dead-letter the ones at fault, so a poison event never stops the others. Anything
-        else (a short write, I/O) stops the projector, which resumes from its offsets."""
+    ) -> int:
+        """Apply a batch and return the rows written; if an event in it cannot be projected
+        (its data is at fault: ciphertext, values the table refuses), apply the batch one
+        event at a time and dead-letter the ones at fault, so a poison event never stops the
+        others. Anything else (a short write, I/O) stops the projector, which resumes from
+        its offsets."""
         try:
-            await asyncio.to_thread(self.projection.apply, batch)
-            return
+            return await asyncio.to_thread(self.projection.apply, batch)
         except POISON_ERRORS as exc:
             log.warning("projector: a batch of %d failed (%s); one at a time", len(batch), exc)
+        written = 0
         for event, position in batch:
             try:
-                await asyncio.to_thread(self.projection.apply, [(event, position)])
+                written += await asyncio.to_thread(self.projection.apply, [(event, position)])
             except POISON_ERRORS as error:
                 record = self._records[(position.topic, position.partition, position.offset)]
                 reason = f"cannot project: {type(error).__name__}: {error}"
                 await self._dead_letter(record, reason)
+        return written
 
     def _finished(self) -> bool:
         """Whether a bounded run (a replay) has read and applied everything it should."""
@@ -516,16 +556,18 @@ class _Projector:
         highwater = self.consumer.highwater(tp)
         return highwater is not None and self.read_to[tp] >= highwater
 
-    async def _apply_released_accesses(self) -> bool:
-        """Apply the held accesses whose memories partition is read to its end; pause the
-        accesses partitions that still hold events, so what is held stays bounded."""
+    async def _apply_released_accesses(self) -> int:
+        """Apply the held accesses whose memories partition is read to its end and return
+        the rows updated; pause the accesses partitions that still hold events, so what is
+        held stays bounded."""
         released: list[AccessItem] = []
         for partition, items in self.held.items():
             if items and self._read_to_end(TopicPartition(self.topics.memories, partition)):
                 released += items
                 items.clear()
+        updated = 0
         if released:
-            await asyncio.to_thread(self.projection.apply_accesses, released)
+            updated = await asyncio.to_thread(self.projection.apply_accesses, released)
         holding = {
             TopicPartition(self.topics.accesses, p) for p, items in self.held.items() if items
         }
@@ -535,7 +577,7 @@ class _Projector:
             if self._paused - holding:
                 self.consumer.resume(*(self._paused - holding))
             self._paused = holding
-        return bool(released)
+        return updated
 
     def _update_caught_up(self) -> None:
         """Set ``caught_up`` while everything fetched is applied and nothing is behind."""
