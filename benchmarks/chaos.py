@@ -139,7 +139,7 @@ def chaos_workload(target_events: int, users: int, seed: int) -> list[Event]:
             )
             events.append(MessageAdded(
                 event_id=f"{user}/{session}/m{i}", occurred_at=start + timedelta(minutes=i + 1),
-                role=role, content=text, **common,  # type: ignore[arg-type]
+                role=role, content=text, **common,
             ))
         events.append(SessionClosed(
             event_id=f"{user}/{session}/close", occurred_at=start + timedelta(minutes=turns + 2),

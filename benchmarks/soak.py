@@ -37,8 +37,6 @@ import argparse
 import asyncio
 import json
 import random
-import shutil
-import signal
 import statistics
 import sys
 import tempfile
@@ -48,10 +46,10 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from runner import log, release, run_to_end
 
 from memstream.models.codec import encode_event
 from memstream.models.events import Event, MessageAdded, SessionClosed, SessionStarted
@@ -86,11 +84,6 @@ QUERIES = [
 ]
 #: The prober's own user: its memories never mix with the traffic's.
 PROBE_USER = "soak-probe"
-
-
-def _log(message: str) -> None:
-    """Progress goes to stderr, so stdout holds only the table (or the JSON)."""
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -288,7 +281,7 @@ def search_steadily(
             except Exception as exc:  # noqa: BLE001 - a failed search is counted; the soak goes on
                 with shared.lock:
                     shared.search_errors += 1
-                _log(f"search failed: {type(exc).__name__}: {exc}")
+                log(f"search failed: {type(exc).__name__}: {exc}")
             calls += 1
             stop.wait(max(0.0, started + calls / rate - time.monotonic()))
 
@@ -413,13 +406,8 @@ class Bench:
         if self.worker is not None:
             self.worker.stop()
             self.worker = None
-        if self.broker is not None:
-            self.broker.stop()
-            self.broker = None
-        if self.args.keep:
-            _log(f"kept logs and data in {self.workdir}")
-        else:
-            shutil.rmtree(self.workdir, ignore_errors=True)
+        release(self.broker, self.workdir, keep=self.args.keep)
+        self.broker = None
 
     def run(self) -> Result:
         """Start everything, print a row per interval, summarise."""
@@ -434,8 +422,8 @@ class Bench:
         )
         self.worker = WorkerProcess(settings, log_path=self.workdir / "worker.log").start()
         # WorkerProcess has no public pid; its child process is the worker itself.
-        worker_pid = self.worker._process.pid if self.worker._process is not None else None
-        _log(f"broker {self.broker.address} (pid {self.broker.pid}), worker pid {worker_pid}")
+        worker_pid = self.worker.pid
+        log(f"broker {self.broker.address} (pid {self.broker.pid}), worker pid {worker_pid}")
         shared = Shared()
         traffic = Conversations(args.users, args.concurrent, args.seed)
         self.threads = [
@@ -472,7 +460,7 @@ class Bench:
                 value = rss_mb(pid)
                 if value is not None:
                     samples.append((now - started, value))
-            if self.worker._process is not None and self.worker._process.poll() is not None:
+            if self.worker.exited():
                 raise RuntimeError("the worker exited during the soak")
             if not self.broker.running:
                 raise RuntimeError(f"the broker exited during the soak: {self.broker.output_tail()}")
@@ -605,23 +593,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
-    # Raised in the main thread, so the finally block stops the broker and the worker.
-    raise SystemExit(128 + signum)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the soak; rows are printed as they come, then the summary."""
     args = parse_args(argv)
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    bench = Bench(args)
-    try:
-        result = bench.run()
-    except KeyboardInterrupt:
-        _log("interrupted; stopping what this run started")
+    result = run_to_end(Bench(args))
+    if result is None:
         return 130
-    finally:
-        bench.close()
     print()
     for note in result.notes:
         print(f"- {note}")
