@@ -289,6 +289,10 @@ class MemoryDecider:
             del self._gone[next(iter(self._gone))]
         return events
 
+    def _ended_before(self, memory_id: str, moment: datetime) -> bool:
+        ended = self._gone.get(memory_id)
+        return ended is not None and ended < moment
+
     def _nearby(
         self,
         user_id: str,
@@ -310,11 +314,10 @@ class MemoryDecider:
                 pool.setdefault(known.memory_id, (known, other))
         for known, other in added:
             pool.setdefault(known.memory_id, (known, other))
-        gone = superseded | {m for m, ended in self._gone.items() if ended < moment}
         scored = [
             replace(known, similarity=float(np.dot(vector, other)))  # unit vectors: cosine
             for memory_id, (known, other) in pool.items()
-            if memory_id not in gone
+            if memory_id not in superseded and not self._ended_before(memory_id, moment)
         ]
         scored.sort(key=lambda m: (-m.similarity, m.memory_id))
         return scored[: self.neighbours]
