@@ -249,6 +249,9 @@ class MemoryDecider:
     long_term_importance: float = LONG_TERM_IMPORTANCE
     neighbours: int = 5
     recent_per_user: int = 200
+    #: Recent memories kept over all users (with a vector each, about 2 KB): the projector
+    #: is never that far behind, and the decider must not grow with the number of users.
+    recent_kept: int = 20_000
     gone_kept: int = 50_000
     #: Per user: memories announced by this decider, with their vectors and event times,
     #: oldest first.
@@ -258,6 +261,8 @@ class MemoryDecider:
     #: Memories this decider superseded, with the event time of the supersession (the
     #: projection may still show them as active).
     _gone: dict[str, datetime] = field(default_factory=dict)
+    #: Users in the order they last had a memory announced, with how many they hold.
+    _recent_users: dict[str, int] = field(default_factory=dict)
 
     def decide(self, recorded: ExtractionRecorded) -> list[Event]:
         """The memory events for ``recorded``'s candidates, in order."""
@@ -281,13 +286,28 @@ class MemoryDecider:
                     )
                 elif isinstance(event, MemorySuperseded):
                     superseded.add(event.memory_id)
-        recent = self._recent.setdefault(recorded.user_id, [])
-        recent += [(known, vector, moment) for known, vector in added]
-        del recent[: -self.recent_per_user]
+        self._remember(recorded.user_id, [(known, vector, moment) for known, vector in added])
         self._gone.update(dict.fromkeys(superseded, moment))
         while len(self._gone) > self.gone_kept:  # the oldest first: the projection has them
             del self._gone[next(iter(self._gone))]
         return events
+
+    def _remember(
+        self, user_id: str, added: list[tuple[ExistingMemory, np.ndarray, datetime]]
+    ) -> None:
+        """Keep the user's newest memories; drop the users longest without one first."""
+        if not added:
+            return
+        recent = self._recent.setdefault(user_id, [])
+        recent += added
+        del recent[: -self.recent_per_user]
+        self._recent_users.pop(user_id, None)
+        self._recent_users[user_id] = len(recent)
+        total = sum(self._recent_users.values())
+        while total > self.recent_kept and len(self._recent_users) > 1:
+            oldest = next(iter(self._recent_users))
+            total -= self._recent_users.pop(oldest)
+            del self._recent[oldest]
 
     def _ended_before(self, memory_id: str, moment: datetime) -> bool:
         ended = self._gone.get(memory_id)

@@ -7,8 +7,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from memstream.models.decisions import ExistingMemory
 from memstream.models.events import (
     Event,
     ExtractionRecorded,
@@ -96,3 +98,20 @@ def test_a_request_decided_again_after_later_ones_were_projected_gets_the_same_e
         log.publish(events)
     after = {m.memory_id: m.reinforcement_count for m in projection.list_memories("alice", include_inactive=True)}
     assert after == before and sum(after.values()) == 2
+
+
+def test_the_decider_holds_a_bounded_number_of_recent_memories() -> None:
+    decider = MemoryDecider(projection=None, embedder=None, recent_kept=5, recent_per_user=3)  # type: ignore[arg-type]
+    vector = np.zeros(4, dtype=np.float32)
+
+    def memories(user: str, count: int) -> list[tuple[ExistingMemory, np.ndarray, datetime]]:
+        return [(ExistingMemory(f"{user}-{i}", "fact", "x", 0.0), vector, T0) for i in range(count)]
+
+    decider._remember("ann", memories("ann", 4))  # only the newest 3 of a user
+    decider._remember("bob", memories("bob", 2))
+    assert {u: len(m) for u, m in decider._recent.items()} == {"ann": 3, "bob": 2}
+    decider._remember("cho", memories("cho", 1))  # 6 > 5: the user longest without one goes
+    assert set(decider._recent) == {"bob", "cho"}
+    decider._remember("bob", memories("bob", 1))
+    decider._remember("dan", memories("dan", 2))  # cho is now the oldest
+    assert set(decider._recent) == {"bob", "dan"}
