@@ -54,6 +54,9 @@ _consumer_init = faust_consumer.Consumer.__init__
 _GUARDS: weakref.WeakSet[InOrder] = weakref.WeakSet()
 #: Partitions being read again from a hole, and the hole's offset.
 _REWINDING: dict[TP, int] = {}
+#: Per partition an agent checks, the next offset it must process: everything below was
+#: processed in order, so no commit goes past it.
+_FRONTIER: dict[TP, int] = {}
 
 
 class _ReadOffsets(defaultdict[TP, int | None]):
@@ -78,7 +81,9 @@ def _init_with_read_offsets(self: Any, *args: Any, **kwargs: Any) -> None:
 
 def _new_offset_without_skipping(self: Any, tp: TP) -> int | None:
     """The offset to commit for ``tp``: one past the run of acknowledged offsets that starts
-    at the committed one; None while the committed offset itself is not acknowledged."""
+    at the committed one, and never past the next offset its agent must process (records an
+    agent held back past a hole are acknowledged too, unprocessed); None while the committed
+    offset itself is not acknowledged."""
     acked: list[int] = self._acked[tp]
     if not acked:
         return None
@@ -86,7 +91,12 @@ def _new_offset_without_skipping(self: Any, tp: TP) -> int | None:
     committed = self._committed_offset[tp]
     if committed is not None and acked[0] > committed:
         return None  # the record at the committed offset is not processed yet
-    batch = next(consecutive_numbers(acked))
+    batch = list(next(consecutive_numbers(acked)))
+    frontier = _FRONTIER.get(tp)
+    if frontier is not None:
+        batch = [offset for offset in batch if offset < frontier]
+        if not batch:
+            return None
     acked[: len(batch)] = []
     self._acked_index[tp].difference_update(batch)
     return int(batch[-1]) + 1
@@ -180,10 +190,12 @@ class InOrder:
         first record that comes)."""
         for tp in self.expected:
             _REWINDING.pop(tp, None)
+            _FRONTIER.pop(tp, None)
         self.expected.clear()
         for tp, offset in offsets:
             if offset is not None:
                 self.expected[tp] = offset
+                _FRONTIER[tp] = offset
 
     async def accept(self, message: Any) -> bool:
         """Whether to process ``message`` now (see the class docstring)."""
@@ -204,5 +216,5 @@ class InOrder:
             await self._seek(tp, expected)
             return False
         _REWINDING.pop(tp, None)
-        self.expected[tp] = message.offset + 1
+        self.expected[tp] = _FRONTIER[tp] = message.offset + 1
         return True
