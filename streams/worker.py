@@ -67,7 +67,8 @@ class WorkerProcess:
 
     def start(self, timeout_s: float = 60.0) -> Self:
         """Start the worker and wait until it answers on its web port."""
-        env = {**os.environ, **self.settings.to_env()}
+        # Unbuffered: the last lines before a SIGKILL (crash tests) must reach the log.
+        env = {**os.environ, **self.settings.to_env(), "PYTHONUNBUFFERED": "1"}
         out: IO[bytes] | int = subprocess.DEVNULL
         if self.log_path is not None:
             self._log = self.log_path.open("ab")
