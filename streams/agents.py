@@ -261,8 +261,8 @@ class MemoryDecider:
     #: Memories this decider superseded, with the event time of the supersession (the
     #: projection may still show them as active).
     _gone: dict[str, datetime] = field(default_factory=dict)
-    #: Users in the order they last had a memory announced, with how many they hold.
-    _recent_users: dict[str, int] = field(default_factory=dict)
+    #: Memories held in ``_recent`` over all users.
+    _recent_total: int = 0
 
     def decide(self, recorded: ExtractionRecorded) -> list[Event]:
         """The memory events for ``recorded``'s candidates, in order."""
@@ -298,16 +298,14 @@ class MemoryDecider:
         """Keep the user's newest memories; drop the users longest without one first."""
         if not added:
             return
-        recent = self._recent.setdefault(user_id, [])
-        recent += added
-        del recent[: -self.recent_per_user]
-        self._recent_users.pop(user_id, None)
-        self._recent_users[user_id] = len(recent)
-        total = sum(self._recent_users.values())
-        while total > self.recent_kept and len(self._recent_users) > 1:
-            oldest = next(iter(self._recent_users))
-            total -= self._recent_users.pop(oldest)
-            del self._recent[oldest]
+        # Re-inserted, so ``_recent`` is ordered by when each user last had one.
+        recent = self._recent.pop(user_id, [])
+        self._recent_total -= len(recent)
+        recent = (recent + added)[-self.recent_per_user :]
+        self._recent[user_id] = recent
+        self._recent_total += len(recent)
+        while self._recent_total > self.recent_kept and len(self._recent) > 1:
+            self._recent_total -= len(self._recent.pop(next(iter(self._recent))))
 
     def _ended_before(self, memory_id: str, moment: datetime) -> bool:
         ended = self._gone.get(memory_id)
