@@ -48,10 +48,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer
+from chatter import backlog, chat_line, group_position
 from runner import log, release, run_to_end
 
 from memstream.models.codec import decode_event, encode_event
@@ -74,7 +74,6 @@ from memstream.streams.broker import EmbeddedBroker, free_port
 from memstream.streams.logreader import read_topic
 from memstream.streams.replay import verify_memories
 from memstream.streams.session_replay import fold_chat_topic, live_sessions, sessions_fingerprint
-from memstream.streams.tansu import true_end_offsets
 from memstream.streams.topics import Topics, ensure_topics
 from memstream.streams.worker import WorkerProcess
 
@@ -89,10 +88,6 @@ IDLE_TIMEOUT_S = 86_400.0
 #: Assumed seconds from a kill until the restarted worker answers; only sets the default rate.
 RESTART_ESTIMATE_S = 4.0
 
-CITIES = ["Lisbon", "Porto", "Berlin", "Oslo", "Vienna", "Lyon", "Turin", "Munich"]
-COMPANIES = ["Siemens", "Acme", "Globex", "Initech", "Hooli", "Umbrella"]
-FOODS = ["ramen", "paella", "falafel", "tacos", "pierogi"]
-TRAVEL = ["trains", "bikes", "trams", "ferries"]
 USER_LINES = [
     "I live in {city}.",
     "Actually, I moved to {city}.",
@@ -104,7 +99,6 @@ USER_LINES = [
     "Thanks, that helps a lot.",
     "What is the weather like in {city} next week?",
 ]
-ASSISTANT_LINES = ["Noted.", "Sure, let me check.", "Here are three options.", "Done.", "Good choice."]
 
 
 # --- workload --------------------------------------------------------------------------
@@ -132,11 +126,7 @@ def chaos_workload(target_events: int, users: int, seed: int) -> list[Event]:
         turns = rng.randint(6, 16)
         for i in range(turns):
             role = "user" if i % 2 == 0 else "assistant"
-            line = rng.choice(USER_LINES if role == "user" else ASSISTANT_LINES)
-            text = line.format(
-                city=rng.choice(CITIES), company=rng.choice(COMPANIES), travel=rng.choice(TRAVEL),
-                food=rng.choice(FOODS), budget=rng.choice([1500, 2000, 2500, 3000]),
-            )
+            text = chat_line(rng, role, USER_LINES)
             events.append(MessageAdded(
                 event_id=f"{user}/{session}/m{i}", occurred_at=start + timedelta(minutes=i + 1),
                 role=role, content=text, **common,
@@ -188,35 +178,6 @@ async def publish_at_rate(settings: Settings, events: Sequence[Event], rate: flo
 
 
 # --- waiting and reading ---------------------------------------------------------------
-
-
-async def group_position(settings: Settings) -> tuple[int, int]:
-    """(records in, records committed by the workers' consumer group) over the chat and
-    consolidation topics."""
-    topics = Topics.from_settings(settings)
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.broker,
-        group_id=f"{settings.topic_prefix}.{settings.app_id}",
-        enable_auto_commit=False,
-    )
-    await consumer.start()
-    try:
-        tps = [
-            TopicPartition(t, p)
-            for t in (topics.chat, topics.consolidation)
-            for p in range(settings.partitions)
-        ]
-        ends = await true_end_offsets(settings.broker, tps)
-        committed = {tp: min(await consumer.committed(tp) or 0, ends[tp]) for tp in tps}
-        return sum(ends.values()), sum(committed.values())
-    finally:
-        await consumer.stop()
-
-
-async def backlog(settings: Settings) -> int:
-    """Chat and consolidation records the workers' consumer group has not committed."""
-    records, committed = await group_position(settings)
-    return records - committed
 
 
 def wait_until_done(
@@ -640,11 +601,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.kills < 1 or args.events < 100 or not 0 < args.min_uptime <= args.max_uptime:
         parser.error("need --kills >= 1, --events >= 100 and 0 < --min-uptime <= --max-uptime")
     return args
-
-
-def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
-    # Raised in the main thread, so the finally block stops the broker and the workers.
-    raise SystemExit(128 + signum)
 
 
 def main(argv: list[str] | None = None) -> int:

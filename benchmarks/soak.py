@@ -48,7 +48,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer
+from chatter import backlog, chat_line
 from runner import log, release, run_to_end
 
 from memstream.models.codec import encode_event
@@ -58,14 +59,9 @@ from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection
 from memstream.streams.broker import EmbeddedBroker, free_port
 from memstream.streams.client import MemoryClient
-from memstream.streams.tansu import true_end_offsets
 from memstream.streams.topics import Topics, ensure_topics
 from memstream.streams.worker import WorkerProcess
 
-CITIES = ["Lisbon", "Porto", "Berlin", "Oslo", "Vienna", "Lyon", "Turin", "Munich"]
-COMPANIES = ["Siemens", "Acme", "Globex", "Initech", "Hooli", "Umbrella"]
-FOODS = ["ramen", "paella", "falafel", "tacos", "pierogi"]
-TRAVEL = ["trains", "bikes", "trams", "ferries"]
 USER_LINES = [
     "I live in {city}.",
     "Actually, I moved to {city}.",
@@ -77,7 +73,6 @@ USER_LINES = [
     "What is the weather like in {city} next week?",
     "Please book a table for two on Friday evening.",
 ]
-ASSISTANT_LINES = ["Noted.", "Sure, let me check.", "Here are three options.", "Done.", "Good choice."]
 QUERIES = [
     "where do I live", "where do I work", "what food do I like", "how do I like to travel",
     "what is my budget", "hotel near the station", "weather next week", "table on Friday",
@@ -156,25 +151,6 @@ def slope_per_minute(samples: list[tuple[float, float]]) -> float | None:
     return 60 * sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / var
 
 
-async def backlog(settings: Settings) -> int:
-    """Chat and consolidation records the worker's consumer group has not committed yet."""
-    topics = Topics.from_settings(settings)
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.broker,
-        group_id=f"{settings.topic_prefix}.{settings.app_id}",
-        enable_auto_commit=False,
-    )
-    await consumer.start()
-    try:
-        tps = [TopicPartition(t, p) for t in (topics.chat, topics.consolidation)
-               for p in range(settings.partitions)]
-        ends = await true_end_offsets(settings.broker, tps)
-        committed = {tp: await consumer.committed(tp) or 0 for tp in tps}
-        return sum(max(0, ends[tp] - committed[tp]) for tp in tps)
-    finally:
-        await consumer.stop()
-
-
 # --- traffic ---------------------------------------------------------------------------
 
 
@@ -211,12 +187,7 @@ class Conversations:
             return SessionClosed(event_id=f"{session}/close", **common)
         self.open[index][2:4] = [left - 1, number + 1]
         role = "user" if number % 2 == 0 else "assistant"
-        line = self.rng.choice(USER_LINES if role == "user" else ASSISTANT_LINES)
-        text = line.format(
-            city=self.rng.choice(CITIES), company=self.rng.choice(COMPANIES),
-            travel=self.rng.choice(TRAVEL), food=self.rng.choice(FOODS),
-            budget=self.rng.choice([1500, 2000, 2500, 3000]),
-        )
+        text = chat_line(self.rng, role, USER_LINES)
         return MessageAdded(event_id=f"{session}/m{number}", role=role, content=text, **common)
 
 
