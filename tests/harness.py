@@ -1,10 +1,12 @@
-"""Helpers the integration tests share: the CLI with a test's settings, the archive's and
-the memory projection's progress."""
+"""Helpers the integration tests share: polling for a condition, the CLI with a test's
+settings, the archive's and the memory projection's progress."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 from aiokafka import TopicPartition
@@ -18,6 +20,32 @@ from memstream.streams.cli import main
 from memstream.streams.logreader import read_topic
 from memstream.streams.tansu import true_end_offsets
 from memstream.streams.topics import Topics
+
+T = TypeVar("T")
+
+
+def wait_for(check: Callable[[], T | None], what: str = "a condition", timeout_s: float = 90) -> T:
+    """Poll ``check`` until it returns something truthy, and return that; fail naming
+    ``what`` otherwise."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def eventually(probe: Callable[[], T], done: Callable[[T], bool], timeout_s: float = 90) -> T:
+    """Call ``probe`` until ``done`` accepts its result; fail with the last result."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = probe()
+        if done(result):
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met in {timeout_s:.0f} s; last: {result!r}")
+        time.sleep(0.5)
 
 
 def cli(settings: Settings, monkeypatch: pytest.MonkeyPatch, *args: str) -> int:

@@ -7,9 +7,10 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
+from harness import eventually
 
 from memstream.models.settings import Settings
 from memstream.streams.broker import free_port
@@ -17,26 +18,12 @@ from memstream.streams.cli import main
 from memstream.streams.client import AsyncMemoryClient, MemoryClient
 from memstream.streams.worker import WorkerProcess
 
-T = TypeVar("T")
-
 BERLIN = [
     {"role": "user", "content": "I live in Berlin and I work at Siemens as a data engineer."},
     {"role": "assistant", "content": "Nice. How can I help?"},
     {"role": "user", "content": "I prefer type hints everywhere and small functions."},
 ]
 HOSTILE = ["x' OR '1'='1", "ann' --", "%", "*", "ann\\", '"; DROP TABLE memories; --']
-
-
-def eventually(probe: Callable[[], T], done: Callable[[T], bool], timeout_s: float = 90) -> T:
-    """Call ``probe`` until ``done`` accepts its result; fail with the last result."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = probe()
-        if done(result):
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met in {timeout_s:.0f} s; last: {result!r}")
-        time.sleep(0.5)
 
 
 @pytest.fixture

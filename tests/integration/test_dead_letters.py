@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer
 from chat import conversation
+from harness import wait_for
 
 from memstream.models.codec import encode_event
 from memstream.models.events import MemoryAdded
@@ -94,15 +95,6 @@ def poison_memory(user: str, keys: KeyStore) -> MemoryAdded:
     return sealed.model_copy(update={"encryption": altered})
 
 
-def wait_for(check: Callable[[], bool], what: str, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_a_thousand_malformed_records_are_dead_lettered_and_valid_events_all_processed(
     settings_factory: SettingsFactory,
     tmp_path: Path,
@@ -141,8 +133,8 @@ def test_a_thousand_malformed_records_are_dead_lettered_and_valid_events_all_pro
     try:
         pid = worker._process.pid  # type: ignore[union-attr]
         asyncio.run(publish_mixed(settings, mixed))
-        wait_for(lambda: len(asyncio.run(dead_letters(settings))[0]) >= 1_000, "1,000 dead letters")
-        wait_for(lambda: all(projection.list_memories(u) for u in users), "every user's memories")
+        wait_for(lambda: len(asyncio.run(dead_letters(settings))[0]) >= 1_000, "1,000 dead letters", timeout_s=120)
+        wait_for(lambda: all(projection.list_memories(u) for u in users), "every user's memories", timeout_s=120)
         time.sleep(2.0)  # anything still in flight would show up as a 1,001st letter
         assert worker._process is not None and worker._process.poll() is None  # never died
         assert worker._process.pid == pid

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from chat import conversation
+from harness import eventually
 
 from memstream.models.codec import encode_event
 from memstream.models.events import UserErased
@@ -35,8 +35,6 @@ from memstream.streams.session_replay import (
 from memstream.streams.topics import Topics
 from memstream.streams.worker import WorkerProcess
 
-T = TypeVar("T")
-
 #: Words that appear nowhere but in the users' own messages.
 ANN_PLACE = "Marrowfield"
 ANN_OPEN = "Pellucid"
@@ -53,17 +51,6 @@ BOB_CHAT = [
     ("assistant", "Sounds calm."),
     ("user", f"I prefer tea from {BOB_PLACE} market."),
 ]
-
-
-def eventually(probe: Callable[[], T], done: Callable[[T], bool], timeout_s: float = 90) -> T:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = probe()
-        if done(result):
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met in {timeout_s:.0f} s; last: {result!r}")
-        time.sleep(0.5)
 
 
 async def send(settings: Settings, records: list[tuple[str, bytes, bytes]]) -> None:

@@ -4,15 +4,13 @@ no store holds the user's distinctive strings, and a replay brings nothing back.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 from chat import conversation
-from harness import archive_caught_up, cli
+from harness import archive_caught_up, cli, wait_for
 
 from memstream.models.events import MessageAdded
 from memstream.models.settings import Settings
@@ -37,19 +35,6 @@ ZED = [
     ("assistant", "Lovely."),
 ]
 AMY = [("user", "I live in Lisbon and I prefer walking tours."), ("assistant", "Noted.")]
-
-
-def wait_for(check: Callable[[], Any], what: str, timeout_s: float = 90) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-
-
 
 
 def marker_hits(blob: bytes) -> list[str]:

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from chat import conversation
+from harness import wait_for
 from llm_server import Reply, ScriptedServer, completion
 from sealed import topic_events
 
@@ -41,15 +42,6 @@ def good_reply(message_id: str) -> Reply:
 
 def memory_events(settings) -> list:
     return topic_events(settings, Topics.from_settings(settings).memories)
-
-
-def wait_for(predicate, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.3)
-    raise AssertionError("timed out")
 
 
 def test_llm_extraction_is_recorded_with_usage_and_becomes_memories(settings_factory, tmp_path: Path) -> None:

@@ -10,12 +10,11 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 from aiokafka import AIOKafkaProducer
 from chat import conversation
-from harness import archive_caught_up, cli, wait_until_projected
+from harness import archive_caught_up, cli, wait_for, wait_until_projected
 from llm_server import Reply, ScriptedServer, completion
 
 from memstream.models.codec import decode_event, encode_event
@@ -40,7 +39,6 @@ from memstream.streams.replay import memories_fingerprint, rebuild_memories, ver
 from memstream.streams.topics import Topics, ensure_topics
 from memstream.streams.worker import WorkerProcess
 
-T = TypeVar("T")
 SettingsFactory = Callable[..., Settings]
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 
@@ -64,16 +62,6 @@ LATER = [
 ]
 
 
-def wait_for(check: Callable[[], T | None], what: str, timeout_s: float = 90) -> T:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 async def publish_raw(settings: Settings, topic: str, records: list[tuple[bytes, bytes]]) -> None:
     producer = AIOKafkaProducer(bootstrap_servers=settings.broker, acks="all")
     await producer.start()
@@ -82,8 +70,6 @@ async def publish_raw(settings: Settings, topic: str, records: list[tuple[bytes,
             await producer.send_and_wait(topic, key=key, value=value)
     finally:
         await producer.stop()
-
-
 
 
 def retrieval(number: int, user_id: str, memory_id: str) -> MemoriesRetrieved:
@@ -309,8 +295,6 @@ def test_search_as_of_answers_from_what_was_believed_then(
     with MemoryClient(settings) as client:
         assert [h["memory"] for h in client.search("budget", user_id="ann")] == [added[1]["content"]]
         assert client.search("budget", user_id="bob", as_of=second) == []
-
-
 
 
 def test_a_lost_broker_is_reported_then_restored_from_the_archive_and_replayed_identically(

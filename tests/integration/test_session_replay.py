@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 import duckdb
 from aiokafka import AIOKafkaProducer
 from chat import conversation
+from harness import wait_for
 
 from memstream.models.codec import encode_event
 from memstream.models.events import (
@@ -140,15 +140,6 @@ async def publish_invalid(settings: Settings) -> None:
             await producer.send_and_wait(chat, key=key, value=value)
     finally:
         await producer.stop()
-
-
-def wait_for(predicate: Any, what: str, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def differences(live: dict[str, SessionValue], folded: dict[str, SessionValue]) -> list[str]:

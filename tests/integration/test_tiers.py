@@ -9,11 +9,11 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from chat import conversation
+from harness import wait_for
 from sealed import topic_events as sealed_topic_events
 
 import memstream.streams.projector as projector_module
@@ -46,20 +46,7 @@ TRIP = [
     ("assistant", "Alfama is very walkable."),
     ("user", "My budget is about 1500 euros."),
 ]
-
-T = TypeVar("T")
 SettingsFactory = Callable[..., Settings]
-
-
-def wait_for(check: Callable[[], T | None], what: str, timeout_s: float = 90) -> T:
-    """Poll ``check`` until it returns something truthy; fail with ``what`` otherwise."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def retrieval(number: int, user_id: str, *memory_ids: str) -> MemoriesRetrieved:
