@@ -65,6 +65,8 @@ log = logging.getLogger(__name__)
 #: ``Settings.index_refresh_rows`` but no sooner than INDEX_REFRESH_MIN_GAP_S after the last.
 INDEX_REFRESH_IDLE_S = 0.3
 INDEX_REFRESH_MIN_GAP_S = 5.0
+#: Released accesses written at once, whatever ``access_flush_interval_s`` says.
+MAX_RELEASED_ACCESSES = 20_000
 
 AccessItem = tuple[MemoriesRetrieved, SourcePosition]
 #: Errors that come from one event's data, not from the store: that event is dead-lettered.
@@ -405,6 +407,10 @@ class _Projector:
         self.read_to = dict(starts)
         #: Access events held per partition until that memories partition is read to its end.
         self.held: dict[int, list[AccessItem]] = {}
+        #: Accesses whose memories are projected, waiting for the next access write (see
+        #: ``access_flush_interval_s``), and when the first of them came.
+        self.released: list[AccessItem] = []
+        self._released_at = 0.0
         self._paused: set[TopicPartition] = set()
         #: The records of the batch being applied, to dead-letter a poison one.
         self._records: dict[tuple[str, int, int], ConsumerRecord] = {}
@@ -477,9 +483,13 @@ class _Projector:
 
     def _finished(self) -> bool:
         """Whether a bounded run (a replay) has read and applied everything it should."""
-        if self.finish_at is None:
+        if any(items for items in self.held.values()) or self.released:
             return False
-        if any(items for items in self.held.values()):
+        return self._read_everything()
+
+    def _read_everything(self) -> bool:
+        """Whether a bounded run has read every partition to its end."""
+        if self.finish_at is None:
             return False
         return all(self.read_to.get(tp, 0) >= end for tp, end in self.finish_at.items())
 
@@ -557,16 +567,24 @@ class _Projector:
         return highwater is not None and self.read_to[tp] >= highwater
 
     async def _apply_released_accesses(self) -> int:
-        """Apply the held accesses whose memories partition is read to its end and return
-        the rows updated; pause the accesses partitions that still hold events, so what is
-        held stays bounded."""
-        released: list[AccessItem] = []
+        """Release the held accesses whose memories partition is read to its end, write the
+        released ones when due (``access_flush_interval_s`` after the first of them, or at
+        once when a bounded run has read everything) and return the rows updated;
+        pause the accesses partitions that still hold events, so what is held stays bounded."""
         for partition, items in self.held.items():
             if items and self._read_to_end(TopicPartition(self.topics.memories, partition)):
-                released += items
+                if not self.released:
+                    self._released_at = time.monotonic()
+                self.released += items
                 items.clear()
         updated = 0
-        if released:
+        due = (
+            self._read_everything()
+            or len(self.released) >= MAX_RELEASED_ACCESSES
+            or time.monotonic() - self._released_at >= self.settings.access_flush_interval_s
+        )
+        if self.released and due:
+            released, self.released = self.released, []
             updated = await asyncio.to_thread(self.projection.apply_accesses, released)
         holding = {
             TopicPartition(self.topics.accesses, p) for p, items in self.held.items() if items

@@ -67,27 +67,32 @@ def archive_caught_up(settings: Settings) -> bool:
 
 
 def wait_until_projected(settings: Settings, projection: MemoryProjection, timeout_s: float = 60) -> None:
-    """Wait until the projection has applied every memory and change event in the log (the
-    rows record the offsets they took), so a comparison with a replay is not a race with a
-    busy projector. Changes that name no row never show; so it also returns once the log
-    and the projection's offsets have not moved for three polls."""
-    topic = Topics.from_settings(settings).memories
+    """Wait until the projection has applied every memory, change and access event in the
+    log (the rows record the offsets they took), so a comparison with a replay is not a race
+    with a busy projector (it writes access counts every ``access_flush_interval_s``).
+    Changes and accesses that name no row never show; so it also returns once the log and
+    the projection's offsets have not moved for three polls."""
+    topics = Topics.from_settings(settings)
     deadline = time.monotonic() + timeout_s
     previous = None
     still = 0
     while time.monotonic() < deadline:
         last: dict[int, int] = {}
-        for record in asyncio.run(read_topic(settings, topic)):
+        for record in asyncio.run(read_topic(settings, topics.memories)):
             try:
                 event = decode_event(record.value)
             except InvalidEvent:
                 continue
             if isinstance(event, MemoryAdded | MemoryChange):
                 last[record.partition] = record.offset
+        accessed = {r.partition: r.offset for r in asyncio.run(read_topic(settings, topics.accesses))}
         positions = projection.positions()
-        if all(positions.get((topic, p), 0) > offset for p, offset in last.items()):
+        access_positions = projection.access_positions()
+        if all(positions.get((topics.memories, p), 0) > offset for p, offset in last.items()) and all(
+            access_positions.get(p, 0) > offset for p, offset in accessed.items()
+        ):
             return
-        state = (last, positions)
+        state = (last, positions, accessed, access_positions)
         still = still + 1 if state == previous else 0
         if still >= 3:
             return
