@@ -53,6 +53,9 @@ class Settings(BaseSettings):
     roles: str = Field(
         "sessions,extraction,projector,archive", pattern=r"^[a-z]+(,[a-z]+)*$"
     )
+    #: Tune glibc for a long-running worker (2 arenas, a fixed 128 KiB mmap threshold) and
+    #: make pyarrow allocate with malloc (see memstream.projections.allocator).
+    tune_malloc: bool = True
 
     # --- short-term memory --------------------------------------------------------------
     max_messages: int = Field(50, ge=2)

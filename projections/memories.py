@@ -21,7 +21,6 @@ unindexed rows.
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import logging
 import re
@@ -53,6 +52,7 @@ from memstream.models.events import (
     MemorySuperseded,
     MemoryType,
 )
+from memstream.projections.allocator import release_freed_memory
 from memstream.projections.embedder import Embedder
 from memstream.projections.shadow import live_name
 
@@ -975,7 +975,7 @@ class MemoryProjection:
         self._drop_cache()
         # optimize() allocates and frees tens of MB in LanceDB's threads; without a trim
         # glibc keeps the freed pages of those threads' arenas (measured: ~60 MB).
-        _release_freed_memory()
+        release_freed_memory()
 
     def _drop_cache(self) -> None:
         """Reconnect with a cache session of this projection's own, empty.
@@ -1215,24 +1215,6 @@ class MemoryProjection:
         if user_id is None:
             return int(table.count_rows())
         return int(table.count_rows(_user_filter(user_id, SearchFilters())))
-
-
-def _release_freed_memory() -> None:
-    """Hand memory freed by an optimize() back to the system (glibc only; else nothing)."""
-    if _LIBC is not None:
-        _LIBC.malloc_trim(0)
-
-
-def _load_libc() -> Any:
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.malloc_trim  # noqa: B018 - musl and others have no malloc_trim
-        return libc
-    except (OSError, AttributeError):
-        return None
-
-
-_LIBC = _load_libc()
 
 
 def _nearest(table: Any, vector: np.ndarray, where: str, limit: int) -> pa.Table:

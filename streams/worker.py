@@ -24,9 +24,13 @@ def run_worker(settings: Settings) -> None:
     # (publish, search, schema) should start fast.
     import faust
 
+    from memstream.projections.allocator import tune_allocators
     from memstream.streams.app import create_app
     from memstream.streams.topics import ensure_topics
 
+    if settings.tune_malloc:
+        # Before any thread starts: each would get an arena of its own.
+        tune_allocators()
     asyncio.run(ensure_topics(settings))
     settings.faust_dir.mkdir(parents=True, exist_ok=True)
     # The session agent makes many short-lived objects and holds many long-lived ones (the
