@@ -198,6 +198,7 @@ def bulk_rows(
             "entities": pa.array([[] for _ in range(n)], pa.list_(pa.string())),
             "source_event_ids": pa.array([[] for _ in range(n)], pa.list_(pa.string())),
             "extraction_event_id": pa.array(["bench"] * n, pa.string()),
+            "extractor": pa.nulls(n, pa.string()),
             "event_id": pa.array([f"evt-{m}" for m in memory_ids], pa.string()),
             "source_topic": pa.array(["memstream.memories"] * n, pa.string()),
             "source_partition": pa.array(user_index % 4, pa.int32()),
@@ -206,6 +207,9 @@ def bulk_rows(
             "memory_key": _sha256_all(memory_ids),
             "status": pa.array(np.where(superseded, "superseded", "active")),
             "superseded_by": pa.nulls(n, pa.string()),
+            "ended_at": pa.array(
+                np.where(superseded, created_us, np.datetime64("NaT")), pa.timestamp("us", tz="UTC")
+            ),
             "reinforcement_count": pa.array(np.zeros(n, dtype=np.int64)),
             "last_reinforced_at": pa.nulls(n, pa.timestamp("us", tz="UTC")),
             "reinforced_by": pa.array([[] for _ in range(n)], pa.list_(pa.string())),
