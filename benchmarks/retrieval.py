@@ -13,8 +13,9 @@ hours at 1M on two cores. The table is built in bulk instead:
    (cosine about 0.9 to the original), so vectors cluster the way text embeddings do and no
    two rows are identical;
 4. rows are written with pyarrow in the projection's own schema (``memory_schema``) in large
-   ``add`` batches, then ``MemoryProjection.refresh_indexes()`` builds the full-text index and
-   the HNSW vector index exactly as the worker would.
+   ``add`` batches, then ``MemoryProjection.refresh_indexes()`` builds the full-text and
+   scalar indexes exactly as the worker would (no ANN index: the vector leg of a search
+   compares the user's rows exactly).
 
 Queries are questions from templates, embedded at query time (the embedder's time is part of
 both figures, as in production), for a random user. The goal from the issue: p95 at most
@@ -393,8 +394,8 @@ def print_table(rows: list[Row], pool_size: int, queries: int) -> None:
           f"{statistics.median(embed):.1f} ms, p95 {percentile(embed, 95):.1f} ms (1 thread).")
     print("- search = MemoryProjection.search(limit=60, hybrid vector + full text, RRF);"
           " retrieve = Retriever.retrieve (that search, ranking, quotas, context, access event).")
-    print("- build = bulk write (pyarrow, 100k-row adds) + refresh_indexes() (FTS, HNSW-SQ,"
-          " optimize).")
+    print("- build = bulk write (pyarrow, 100k-row adds) + refresh_indexes() (FTS, scalar indexes,"
+          " optimize; no ANN index).")
     if any(r.variant for r in rows):
         print("- +scalar: the same table and queries after adding BTREE(user_key), "
               "BITMAP(status), BITMAP(memory_type); build s then includes them.")

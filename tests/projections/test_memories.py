@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import lancedb
+import numpy as np
 import pyarrow as pa
 import pytest
 from fakes import FakeEmbedder
@@ -585,6 +586,33 @@ def test_filters_by_importance_session_and_time(projection: MemoryProjection) ->
     assert ids(until=T0 + timedelta(minutes=60)) == {"m-early"}
     assert ids(session_id="s1") == {"m-early", "m-late"}
     assert ids(session_id="x' OR '1'='1") == set()
+
+
+def test_by_default_searches_compare_the_users_rows_exactly_and_no_ann_index_is_kept(
+    tmp_path: Path,
+) -> None:
+    users = ["alice", "bob", "carol"]
+    events = [
+        memory(f"m-{i}", f"note {i} about topic {i % 17}", user_id=users[i % 3]) for i in range(300)
+    ]
+    # A table of an older memstream, with the HNSW index it used to build at 300 rows here.
+    older = MemoryProjection(tmp_path, FakeEmbedder(), vector_index_min_rows=300)
+    older.apply(batch_of(*events))
+    older.refresh_indexes()
+    assert "vector" in {i.columns[0] for i in open_table(tmp_path).list_indices()}
+    projection = MemoryProjection(tmp_path, FakeEmbedder())
+    for step in range(5):  # rows added between refreshes: each used to add an index delta
+        extra = memory(f"x-{step}", f"note about topic {step} again", user_id="alice")
+        projection.apply([(extra, at(1_000 + step))])
+        projection.refresh_indexes()
+    assert "vector" not in {i.columns[0] for i in open_table(tmp_path).list_indices()}
+    # The vector leg is exact: the nearest of alice's rows by cosine comes back first.
+    embedder = FakeEmbedder()
+    query = "note 150 about topic 14"
+    rows = open_table(tmp_path).search().where("user_id = 'alice'").limit(None).to_arrow()
+    vectors = np.stack(rows.column("vector").to_numpy(zero_copy_only=False))
+    best = rows.column("memory_id")[int(np.argmax(vectors @ embedder.embed([query])[0]))].as_py()
+    assert projection.search("alice", query, limit=3)[0].memory_id == best
 
 
 def _files_holding(directory: Path, needle: bytes) -> list[str]:
