@@ -172,6 +172,9 @@ def test_a_request_delivered_again_after_a_crash_reuses_its_recorded_extraction(
                 lambda: asyncio.run(committed_offsets(settings, [position])).get(position)
                 == end[TopicPartition(*position)],
                 "the request delivered again to be processed and committed",
+                # Past MEMSTREAM_DECISION_CATCH_UP_S: a loaded machine's restarted projector
+                # may take that long, and the agent decides anyway after it.
+                timeout_s=180,
             )
             wait_until_projected(settings, projection)
             after = sorted((m.memory_id, m.content) for m in projection.list_memories("ann"))
