@@ -550,7 +550,8 @@ class Bench:
         notes.append(
             f"done twice after kills: consolidation {again.consolidation_records:,} records / "
             f"{again.consolidation_ids:,} ids; memories topic {again.memory_records:,} records / "
-            f"{again.memory_ids:,} ids; {again.extractions_repeated:,} extractions run again; "
+            f"{again.memory_ids:,} ids; {again.extractions_repeated:,} extraction records "
+            f"published again (decided again); "
             f"{again.reinforcements_republished:,} reinforcement records repeating an event id "
             f"(counted once); {again.self_reinforcements:,} reinforcements of a memory by "
             f"the extraction that added it ({baseline.self_reinforcements:,} in the uncrashed "
