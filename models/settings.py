@@ -96,10 +96,6 @@ class Settings(BaseSettings):
     #: in all; every failure is recorded and dead-lettered with the raw reply.
     llm_retry_delay_s: float = Field(60.0, ge=0)
     llm_attempts_per_span: int = Field(3, ge=1)
-    #: A finished extraction is kept this long (and at least this long after a worker start
-    #: or rebalance), so a request delivered again after a crash reuses it instead of asking
-    #: the extractor (an LLM) a second time; it must outlast a worker's restart.
-    extraction_memo_s: float = Field(3600.0, gt=0)
     #: Prices for the cost report, per million tokens (0: cost is not reported).
     llm_price_prompt_per_mtok: float = Field(0.0, ge=0)
     llm_price_completion_per_mtok: float = Field(0.0, ge=0)

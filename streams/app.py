@@ -8,15 +8,13 @@ Topics → agents → projections::
                                          LanceDB ◄── memory projector ◄── memories
 
 Processing is at-least-once (Tansu has no transactions), so every step is idempotent: the
-session state records the last applied offset, derived events have deterministic ids, the
-projection tracks its source offsets in the rows it writes, and each extraction is in the
-``extractions`` table before its memory events go out, so a request delivered again reuses
-it instead of asking the extractor (an LLM) again.
+session state records the last applied offset, derived events have deterministic ids, and
+the projection tracks its source offsets in the rows it writes.
 
 Content is sealed with its user's key everywhere it is durable (:mod:`memstream.streams.keys`):
 every event this app publishes is sealed with the key of the events it comes from, the
-values of the sessions and extractions tables too, and dead letters of a user with a key.
-Events whose key is destroyed (an erased user) are skipped and counted, never dead-lettered.
+sessions table's values too, and dead letters of a user with a key. Events whose key is
+destroyed (an erased user) are skipped and counted, never dead-lettered.
 """
 
 from __future__ import annotations
@@ -55,8 +53,6 @@ from memstream.streams.agents import (
 )
 from memstream.streams.archive import run_archive_sink
 from memstream.streams.deadletters import DeadLetter
-from memstream.streams.extraction_memo import TABLE as EXTRACTIONS_TABLE
-from memstream.streams.extraction_memo import ExtractionMemo
 from memstream.streams.keys import BatchKeys, keystore_from_settings, seal_event
 from memstream.streams.llm_extractor import ExtractionFailed, LLMExtractor
 from memstream.streams.ordering import InOrder, install_commit_guard
@@ -259,19 +255,8 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
     #: decider waited for the projector after.
     assigned = {"at": time.monotonic(), "waited": float("-inf")}
 
-    # Extractions recorded before their memory events go out (see ExtractionMemo).
-    extractions = app.Table(
-        EXTRACTIONS_TABLE,
-        default=None,
-        partitions=settings.partitions,
-        key_type=str,
-        value_type=bytes,
-    )
-    memo = ExtractionMemo(extractions, keys, settings.extraction_memo_s)
-
     async def note_assignment(sender: Any, *args: Any, **kwargs: Any) -> None:
         assigned["at"] = time.monotonic()
-        memo.note_assignment()
 
     async def projection_holds_the_log() -> None:
         """Once after each start or assignment: wait until the projector holds every memory
@@ -341,29 +326,15 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
                     continue
                 request, key_id = opened
                 assert isinstance(request, ConsolidationRequested)
-                # A request delivered again (a crash before its commit) reuses the extraction
-                # recorded the first time: an LLM's second reply could differ.
-                recorded = await asyncio.to_thread(memo.lookup, request)
-                if recorded is not None:
-                    log.info(
-                        "extraction: %s delivered again: its recorded extraction is reused",
-                        request.event_id,
-                    )
-                else:
-                    # Extraction (maybe an LLM) and decisions (embedding, LanceDB lookups)
-                    # are slow: keep them off the event loop.
-                    started = time.perf_counter()
-                    try:
-                        recorded = await asyncio.to_thread(record_extraction, request, extractor)
-                    except ExtractionFailed as failure:
-                        latency_ms = (time.perf_counter() - started) * 1000
-                        await extraction_failed(message, request, key_id, failure, latency_ms)
-                        continue
-                    # In the broker before any memory event of it: a crash from here on
-                    # finds it when the request comes again.
-                    if not await memo.record(request, recorded, message.partition, key_id):
-                        log.info("extraction: a span of an erased user dropped")
-                        continue
+                # Extraction (maybe an LLM) and decisions (embedding, LanceDB lookups) are
+                # slow: keep them off the event loop.
+                started = time.perf_counter()
+                try:
+                    recorded = await asyncio.to_thread(record_extraction, request, extractor)
+                except ExtractionFailed as failure:
+                    latency_ms = (time.perf_counter() - started) * 1000
+                    await extraction_failed(message, request, key_id, failure, latency_ms)
+                    continue
                 await projection_holds_the_log()
                 decisions = await asyncio.to_thread(memory_decider().decide, recorded)
                 # Sealed with the span's key: if the user was erased meanwhile, none go out.
@@ -382,18 +353,9 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
         """Copy every topic into the Parquet archive (single writer, resumes from its files)."""
         await run_archive_sink(settings)
 
-    async def sweep_extraction_memo() -> None:
-        """Tombstone memo entries past their retention, and those of erased users."""
-        name = consolidation.get_topic_name()
-        held = {tp.partition for tp in app.consumer.assignment() if tp.topic == name}
-        dropped = await memo.sweep(held)
-        if dropped:
-            log.info("extraction memo: %d entr(ies) dropped, %d kept", dropped, len(memo))
-
     if "extraction" in roles:
         app.agent(consolidation, name="extraction")(extraction_agent)
         app.on_partitions_assigned.connect(note_assignment)  # type: ignore[arg-type]
-        app.timer(memo.sweep_interval_s)(sweep_extraction_memo)
     if "projector" in roles:
         app.task(project_memories)
     if "archive" in roles:

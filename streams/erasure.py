@@ -8,9 +8,7 @@ The log is append-only, so erasure is crypto-shredding plus projection clean-up:
    meets the same event, so nothing comes back;
 2. the user's key is destroyed, so every sealed copy in the log (chat events published
    through memstream, consolidation spans, extractions, memories, retrievals, dead letters,
-   the sessions and extractions changelogs) is ciphertext nobody can read; the worker's
-   extraction memo reads the user's entries as absent from then on and tombstones them at
-   its next sweep (:mod:`memstream.streams.extraction_memo`);
+   the sessions changelog) is ciphertext nobody can read;
 3. the stores outside the worker are cleaned here: other LanceDB tables (replay shadows,
    previous tables, re-extractions) lose the user's rows and old versions; the Parquet
    archive's records of the user are blanked in place (offsets stay, so a restore still

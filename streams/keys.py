@@ -3,8 +3,8 @@
 Every producer of the durable log seals an event's content with its user's key
 (:func:`seal_event`); every consumer opens it (:func:`open_event`). Erasing a user destroys
 the user's keys (:meth:`KeyStore.destroy`): every sealed copy in the topics, the archive
-and the sessions and extractions changelogs becomes unreadable, and consumers skip those
-events (they are not errors: nothing is dead-lettered).
+and the sessions changelog becomes unreadable, and consumers skip those events (they are
+not errors: nothing is dead-lettered).
 
 **Clients and workers must share the key store.** :class:`FileKeyStore` keeps keys in a
 directory (``MEMSTREAM_DATA_DIR/keys``); a client on another machine with its own

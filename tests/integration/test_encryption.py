@@ -23,7 +23,6 @@ from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection
 from memstream.streams.broker import free_port
 from memstream.streams.client import MemoryClient
-from memstream.streams.extraction_memo import extractions_changelog_topic
 from memstream.streams.keys import FileKeyStore
 from memstream.streams.logreader import read_topic
 from memstream.streams.publish import publish_events
@@ -65,11 +64,10 @@ async def send(settings: Settings, records: list[tuple[str, bytes, bytes]]) -> N
 
 
 def raw_log(settings: Settings) -> dict[str, bytes]:
-    """Every key and value of the durable topics and of the tables' changelogs, by topic."""
+    """Every key and value of the durable topics and of the sessions changelog, by topic."""
     topics = Topics.from_settings(settings)
     names = [topics.chat, topics.consolidation, topics.memories, topics.accesses]
     names += [topics.deadletters, sessions_changelog_topic(settings)]
-    names += [extractions_changelog_topic(settings)]
     return {
         name: b"\n".join(
             (r.key or b"") + b"\t" + (r.value or b"")
@@ -151,7 +149,6 @@ def test_content_is_sealed_everywhere_and_an_erased_user_never_comes_back(
 
         log = raw_log(settings)
         assert log[topics.accesses] and log[sessions_changelog_topic(settings)]
-        assert log[extractions_changelog_topic(settings)]  # the extraction memo's entries
         for name, data in log.items():
             for word in (ANN_PLACE, ANN_OPEN, BOB_PLACE):
                 assert word.encode() not in data, f"{word} in plaintext on {name}"

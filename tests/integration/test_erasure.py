@@ -19,7 +19,6 @@ from memstream.projections.memories import MemoryProjection
 from memstream.streams.archive import archived_topics
 from memstream.streams.broker import free_port
 from memstream.streams.client import MemoryClient
-from memstream.streams.extraction_memo import extractions_changelog_topic
 from memstream.streams.keys import keystore_from_settings
 from memstream.streams.logreader import read_topic
 from memstream.streams.publish import publish_events
@@ -58,7 +57,7 @@ def files_with_markers(directory: Path) -> Iterator[tuple[Path, list[str]]]:
 
 def topics_with_markers(settings: Settings) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
-    for topic in (*archived_topics(settings), extractions_changelog_topic(settings)):
+    for topic in archived_topics(settings):
         blob = b"".join((r.key or b"") + (r.value or b"") for r in asyncio.run(read_topic(settings, topic)))
         if marker_hits(blob):
             found[topic] = marker_hits(blob)

@@ -8,20 +8,18 @@ import json
 import time
 from pathlib import Path
 
-from aiokafka import AIOKafkaProducer, TopicPartition
 from chat import conversation
-from harness import committed_offsets, wait_for, wait_until_projected
+from harness import wait_for
 from llm_server import Reply, ScriptedServer, completion
 from sealed import topic_events
 
-from memstream.models.events import Event, ExtractionFailure, ExtractionRecorded
+from memstream.models.events import ExtractionFailure, ExtractionRecorded
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection
 from memstream.streams.broker import free_port
 from memstream.streams.deadletters import DeadLetter
 from memstream.streams.logreader import read_topic
 from memstream.streams.publish import publish_events
-from memstream.streams.tansu import true_end_offsets
 from memstream.streams.topics import Topics
 from memstream.streams.worker import WorkerProcess
 
@@ -40,18 +38,6 @@ def good_reply(message_id: str) -> Reply:
         "corrections": [],
     }
     return Reply(completion(json.dumps(body), prompt_tokens=321, completion_tokens=45))
-
-
-def changing_reply(message_id: str, call: int) -> Reply:
-    """A reply that differs on every call, as an LLM's may: another employer each time."""
-    body = {
-        "preferences": [{"content": "Prefers trains over planes", "importance": 0.8, "source_event_ids": [message_id]}],
-        "facts": [{"content": f"Works at company number {call}", "importance": 0.9, "source_event_ids": [message_id]}],
-        "summary": f"Reply number {call}.",
-        "entities": [],
-        "corrections": [],
-    }
-    return Reply(completion(json.dumps(body)))
 
 
 def memory_events(settings) -> list:
@@ -114,79 +100,3 @@ def test_a_reply_that_never_validates_is_recorded_dead_lettered_and_retried(
     assert len(letters) == 2 and all("raw reply in the sealed" in letter.reason for letter in letters)
     assert not any("this is not JSON" in letter.reason for letter in letters)
     assert len(server.received) == 4  # 2 attempts per try, 2 tries
-
-
-def runs(events: list[Event]) -> list[list[dict]]:
-    """The memory topic (one user, one partition) cut into runs: each extraction with the
-    decisions published after it, content opened, without the per-publication encryption."""
-    cut: list[list[dict]] = []
-    for event in events:
-        if isinstance(event, ExtractionRecorded):
-            cut.append([])
-        cut[-1].append(event.model_dump(mode="json", exclude={"encryption"}))
-    return cut
-
-
-async def send_again(settings, records: list) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=settings.broker, acks="all")
-    await producer.start()
-    try:
-        for r in records:
-            await producer.send_and_wait(r.topic, key=r.key, value=r.value, partition=r.partition)
-    finally:
-        await producer.stop()
-
-
-def test_a_request_delivered_again_after_a_crash_reuses_its_recorded_extraction(
-    settings_factory, tmp_path: Path
-) -> None:
-    """The LLM answers differently on every call; a consolidation request delivered again
-    after a SIGKILL (killed as soon as its memory events are out, and the same request
-    published once more, so it comes again whatever was committed) must not reach the LLM
-    again: the second delivery publishes exactly what the first did."""
-    events = conversation("ann", "s", TURNS)
-    server = ScriptedServer([changing_reply(events[1].event_id, call) for call in range(1, 6)])
-    server.start()
-    try:
-        settings = settings_factory(
-            web_port=free_port(), extractor="llm", llm_base_url=server.base_url,
-            llm_model="scripted", llm_timeout_s=5,
-        )
-        topics = Topics.from_settings(settings)
-        projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
-        worker = WorkerProcess(settings, log_path=tmp_path / "worker.log").start()
-        try:
-            asyncio.run(publish_events(settings, events))
-            wait_for(
-                lambda: any(isinstance(e, ExtractionRecorded) for e in memory_events(settings))
-                and len(runs(memory_events(settings))[0]) >= 3,
-                "the extraction and its memory events",
-            )
-            worker.kill()  # most likely before the request's offset was committed
-            (request,) = asyncio.run(read_topic(settings, topics.consolidation))
-            asyncio.run(send_again(settings, [request]))
-            worker.start()
-            position = (topics.consolidation, request.partition)
-            end = asyncio.run(true_end_offsets(settings.broker, [TopicPartition(*position)]))
-            wait_for(
-                lambda: asyncio.run(committed_offsets(settings, [position])).get(position)
-                == end[TopicPartition(*position)],
-                "the request delivered again to be processed and committed",
-                # Past MEMSTREAM_DECISION_CATCH_UP_S: a loaded machine's restarted projector
-                # may take that long, and the agent decides anyway after it.
-                timeout_s=180,
-            )
-            wait_until_projected(settings, projection)
-            after = sorted((m.memory_id, m.content) for m in projection.list_memories("ann"))
-        finally:
-            worker.stop()
-    finally:
-        server.stop()
-    assert len(server.received) == 1, "the LLM was asked again for a span it had answered"
-    published = runs(memory_events(settings))
-    assert len(published) >= 2  # delivered at least twice: once more after the restart
-    assert all(run == published[0] for run in published[1:])
-    # The projection holds what one delivery gives: the first reply's memories, nothing else.
-    single = sorted((e["memory_id"], e["content"]) for e in published[0] if e["type"] == "memory_added")
-    assert "Works at company number 1" in {content for _, content in single}
-    assert after == single
