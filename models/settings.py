@@ -149,9 +149,9 @@ class Settings(BaseSettings):
     #: (at 30 s under 15 chat events/s a search's p50 went from 30 to 100 ms).
     index_refresh_rows: int = Field(5_000, ge=1)
     #: The projector writes retrievals' access counts at most this often, all accesses read
-    #: meanwhile in one commit (and at once when the topics fall quiet). Every such write is
-    #: a table version with a deletion file: writing after every fetch made half of all
-    #: versions under steady searches. 0 writes after every fetch.
+    #: meanwhile in one commit (a bounded run, a replay, writes them at its end). Every such
+    #: write is a table version with a deletion file: writing after every fetch made half of
+    #: all versions under steady searches. 0 writes after every fetch.
     access_flush_interval_s: float = Field(2.0, ge=0)
 
     # --- archive ------------------------------------------------------------------------

@@ -950,10 +950,10 @@ class MemoryProjection:
         Creates the full-text index on ``content`` if missing, builds a vector index once
         the table reaches ``vector_index_min_rows`` (by default none, and one found is
         dropped), then runs ``optimize()``: compaction of small files, new rows folded into
-        the indexes, and removal of versions older than ``keep_versions_for``. Costs 20-30 ms on a small table, 100-250 ms at 20,000 rows;
-        returns at once if nothing was written since the last call. Every call that does
-        work commits new versions and index files, so call it every few seconds, not after
-        every write (:func:`memstream.streams.projector.index_refresh_due`).
+        the indexes, and removal of versions older than ``keep_versions_for``. Costs 20-30 ms
+        on a small table, 100-250 ms at 20,000 rows; returns at once if nothing was written
+        since the last call. Every call that does work commits new versions and index
+        files, so call it every few seconds, not after every write (:func:`memstream.streams.projector.index_refresh_due`).
         """
         table = self._open()
         if table is None or table.version == self._refreshed_version:
