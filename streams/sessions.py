@@ -110,18 +110,35 @@ class SessionStore:
     right changelog partition. With ``keys``, open sessions are stored sealed with their
     user's key (see :func:`seal_session_value`) and a session whose key is destroyed reads
     as None.
+
+    A parsed value is used only while the table still holds the very bytes it was parsed
+    from. Faust's table recovery writes the table directly: a read during a recovery (the
+    ``/sessions/`` page, the idle scan) sees a half-recovered value, and a cache that kept it
+    would have the agent fold the next events onto an old state.
     """
 
     def __init__(self, table: Any, cache_size: int, keys: KeyStore | None = None) -> None:
         self.table = table
         self.cache_size = cache_size
         self.keys = keys
-        #: Parsed values, with the id of the key their stored bytes are sealed with.
-        self._cache: OrderedDict[str, tuple[SessionValue, str | None]] = OrderedDict()
+        #: Parsed values, with the stored bytes they were parsed from and the id of the key
+        #: those bytes are sealed with.
+        self._cache: OrderedDict[str, tuple[bytes, SessionValue, str | None]] = OrderedDict()
+
+    def _cached(self, key: str) -> tuple[SessionValue, str | None] | None:
+        """The parsed value and key id of ``key``, if the table still holds its bytes."""
+        cached = self._cache.get(key)
+        if cached is None:
+            return None
+        raw, value, key_id = cached
+        if self.table.data.get(key) is not raw:
+            self._cache.pop(key, None)  # written meanwhile, e.g. by a table recovery
+            return None
+        return value, key_id
 
     def get(self, key: str) -> SessionValue | None:
         """The session's current value, or None (none, or its user's key is destroyed)."""
-        cached = self._cache.get(key)
+        cached = self._cached(key)
         if cached is not None:
             known, sealed_with = cached
             if (
@@ -144,12 +161,12 @@ class SessionStore:
             return None
         if value is None:
             return None
-        self._remember(key, value, key_id)
+        self._remember(key, raw, value, key_id)
         return value
 
     def key_id(self, key: str) -> str | None:
         """The id of the key the session's stored value is sealed with (None: not sealed)."""
-        cached = self._cache.get(key)
+        cached = self._cached(key)
         if cached is not None:
             return cached[1]
         raw = self.table.data.get(key)
@@ -185,7 +202,7 @@ class SessionStore:
         else:
             assert value is not None
             self.table.data[key] = raw
-            self._remember(key, value, sealed_key_id(raw))
+            self._remember(key, raw, value, sealed_key_id(raw))
         changelog = self.table.changelog_topic
         key_bytes = changelog.prepare_key(key, None)[0]
         await self.table.app.producer.send(
@@ -204,10 +221,10 @@ class SessionStore:
         """Drop parsed values, e.g. when partitions move to another worker."""
         self._cache.clear()
 
-    def _remember(self, key: str, value: SessionValue, key_id: str | None) -> None:
+    def _remember(self, key: str, raw: bytes, value: SessionValue, key_id: str | None) -> None:
         if self.cache_size <= 0:
             return
-        self._cache[key] = (value, key_id)
+        self._cache[key] = (raw, value, key_id)
         self._cache.move_to_end(key)
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)

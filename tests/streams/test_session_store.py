@@ -141,3 +141,23 @@ async def test_a_recovered_marker_is_kept_a_full_retention_after_the_restart() -
     assert tracker.expired_markers(store, retention_s=100) == []
     clock.now += 2
     assert tracker.expired_markers(store, retention_s=100) == [(session_key("ann", "a"), 2)]
+
+
+async def test_a_value_read_during_a_table_recovery_is_not_kept_past_it() -> None:
+    """Faust's recovery writes the table directly. A read in the middle of it (the sessions
+    page, the idle scan) sees an older value; the agent must then fold onto the recovered
+    one, not onto that older value kept in the cache."""
+    events = conversation("ann", "a", [("user", f"m{i}") for i in range(6)], close=False)
+    key = session_key("ann", "a")
+    written = FakeTable()
+    await fold_and_write(SessionStore(written, 10), events[:3])
+    older = written.data[key]
+    await fold_and_write(SessionStore(written, 10), events)
+    table = FakeTable()
+    store = SessionStore(table, cache_size=10)
+    table.data[key] = older  # recovery has applied part of the changelog ...
+    seen = store.get(key)
+    assert isinstance(seen, SessionState) and seen.message_count == 2
+    table.data[key] = bytes(written.data[key])  # ... and then the rest
+    state = store.get(key)
+    assert isinstance(state, SessionState) and state.message_count == 6
