@@ -27,6 +27,12 @@ samples taken every 2 s), the search percentiles of the first interval against t
 what the LanceDB table holds on disk (versions, index directories, data and deletion files)
 with the worker's open files (and how many of them are deleted files).
 
+A worker's RSS grows with the data it serves, so growth alone does not tell a leak.
+``--compare-fresh S`` then stops the soaked worker, starts a fresh one on the same topics and
+table and keeps the traffic going for S seconds: the soaked worker's RSS (median of its last
+interval) minus the fresh one's (median of the second half) is what the long run added beyond
+the data: leaks, and caches that a short run does not fill.
+
 Every ``MEMSTREAM_*`` variable is honoured, except the broker address, topic prefix, data
 directory and web port, which the benchmark sets itself.
 """
@@ -335,6 +341,11 @@ class Result:
     table: dict[str, int] = field(default_factory=dict)
     worker_open_files: int | None = None
     worker_deleted_open_files: int | None = None
+    #: ``--compare-fresh``: the rows of the fresh worker, and the median RSS over the last
+    #: interval of the soaked worker and over the second half of the fresh worker's run.
+    fresh_rows: list[Row] = field(default_factory=list)
+    soaked_rss_mb: float | None = None
+    fresh_rss_mb: float | None = None
 
 
 def _f(value: float | None, digits: int = 1) -> str:
@@ -367,6 +378,8 @@ class Bench:
         self.worker: WorkerProcess | None = None
         self.stop = threading.Event()
         self.threads: list[threading.Thread] = []
+        #: When the soak proper ended (before any ``--compare-fresh`` run).
+        self.soak_end = float("inf")
 
     def close(self) -> None:
         """Stop everything this run started (safe at any point, and twice)."""
@@ -423,11 +436,53 @@ class Bench:
         print("-" * len(HEADER), flush=True)
         worker_rss: list[tuple[float, float]] = []
         broker_rss: list[tuple[float, float]] = []
-        rows = max(1, round(args.duration / args.interval))
+        watch = (settings, shared, projection, worker_rss, broker_rss)
+        self.watch(result.rows, args.duration, started, *watch)
+        # While the worker still runs: its open files, and the live table's files.
+        result.table = table_files(settings.lancedb_dir / f"{projection.table_name}.lance")
+        files = open_files(worker_pid)
+        if files is not None:
+            result.worker_open_files, result.worker_deleted_open_files = files
+        self.soak_end = time.monotonic()
+        if args.compare_fresh > 0:
+            last = [v for at, v in worker_rss if at >= result.rows[-1].elapsed_s - args.interval]
+            result.soaked_rss_mb = statistics.median(last) if last else None
+            # A fresh worker on the same topics and table, under the same traffic: what the
+            # soaked worker holds beyond it is what its hours added (data, caches, leaks).
+            self.worker.stop()
+            self.worker = WorkerProcess(settings, log_path=self.workdir / "worker.log").start()
+            print(f"--- a fresh worker (pid {self.worker.pid}) on the same data, same traffic", flush=True)
+            fresh_rss: list[tuple[float, float]] = []
+            fresh_started = time.monotonic()
+            self.watch(result.fresh_rows, args.compare_fresh, fresh_started, settings, shared,
+                       projection, fresh_rss, [])
+            second_half = [v for at, v in fresh_rss if at >= args.compare_fresh / 2]
+            result.fresh_rss_mb = statistics.median(second_half) if second_half else None
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(timeout=90)
+        self.summarise(result, shared, worker_rss, broker_rss, traffic)
+        return result
+
+    def watch(
+        self,
+        rows: list[Row],
+        duration_s: float,
+        started: float,
+        settings: Settings,
+        shared: Shared,
+        projection: MemoryProjection,
+        worker_rss: list[tuple[float, float]],
+        broker_rss: list[tuple[float, float]],
+    ) -> None:
+        """Sample RSS every 2 s and print a row per interval for ``duration_s``."""
+        assert self.worker is not None and self.broker is not None
+        interval = self.args.interval
+        count = max(1, round(duration_s / interval))
         interval_start = started
-        while len(result.rows) < rows:
+        while len(rows) < count:
             now = time.monotonic()
-            for pid, samples in ((worker_pid, worker_rss), (self.broker.pid, broker_rss)):
+            for pid, samples in ((self.worker.pid, worker_rss), (self.broker.pid, broker_rss)):
                 value = rss_mb(pid)
                 if value is not None:
                     samples.append((now - started, value))
@@ -435,23 +490,13 @@ class Bench:
                 raise RuntimeError("the worker exited during the soak")
             if not self.broker.running:
                 raise RuntimeError(f"the broker exited during the soak: {self.broker.output_tail()}")
-            if now >= started + (len(result.rows) + 1) * args.interval:
-                result.rows.append(self.row(now - started, settings, shared, interval_start, now,
-                                            projection, worker_rss, broker_rss))
-                print(render_row(result.rows[-1]), flush=True)
+            if now >= started + (len(rows) + 1) * interval:
+                rows.append(self.row(now - started, settings, shared, interval_start, now,
+                                     projection, worker_rss, broker_rss))
+                print(render_row(rows[-1]), flush=True)
                 interval_start = now
-            next_row = started + (len(result.rows) + 1) * args.interval
+            next_row = started + (len(rows) + 1) * interval
             time.sleep(min(2.0, max(0.05, next_row - time.monotonic())))
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(timeout=90)
-        # While the worker still runs: its open files, and the live table's files.
-        result.table = table_files(settings.lancedb_dir / f"{projection.table_name}.lance")
-        files = open_files(worker_pid)
-        if files is not None:
-            result.worker_open_files, result.worker_deleted_open_files = files
-        self.summarise(result, shared, worker_rss, broker_rss, traffic)
-        return result
 
     @staticmethod
     def row(
@@ -520,7 +565,14 @@ class Bench:
                 f"{_f(result.worker_open_files, 0)} open files, "
                 f"{_f(result.worker_deleted_open_files, 0)} of them deleted"
             )
-        all_lags = [lag for _, lag in shared.probes]
+        if result.soaked_rss_mb is not None and result.fresh_rss_mb is not None:
+            notes.append(
+                f"soaked worker {result.soaked_rss_mb:,.0f} MB (median of its last interval); a fresh "
+                f"worker on the same data and traffic {result.fresh_rss_mb:,.0f} MB (median of the "
+                f"second half of {args.compare_fresh:g} s): the soaked one holds "
+                f"{result.soaked_rss_mb - result.fresh_rss_mb:+,.0f} MB more"
+            )
+        all_lags = [lag for at, lag in shared.probes if at <= self.soak_end]  # not the fresh worker's
         notes.append(
             f"close -> searchable (probe sessions, one every {args.probe_every:g} s): "
             f"{len(all_lags)} measured, median {_f(statistics.median(all_lags) if all_lags else None, 2)} s, "
@@ -556,6 +608,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-messages", type=int, default=12,
                         help="session window; longer sessions consolidate mid-way (default 12)")
     parser.add_argument("--seed", type=int, default=7, help="traffic seed (default 7)")
+    parser.add_argument("--compare-fresh", type=float, default=0.0, metavar="S",
+                        help="then replace the worker by a fresh one on the same data and keep the "
+                        "traffic going for S seconds: what the soaked worker holds beyond it "
+                        "(default 0: no comparison)")
     parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (logs, data)")
     args = parser.parse_args(argv)
