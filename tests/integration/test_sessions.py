@@ -158,7 +158,11 @@ def folded_up_to(settings: Settings) -> list[int] | None:
         found = open_sessions(settings).values()
     except OSError:
         return None
-    return [int(s["last_event_id"].rsplit("/m", 1)[1]) for s in found if s["last_event_id"]]
+    numbers = []
+    for state in found:
+        _, marker, number = (state["last_event_id"] or "").rpartition("/m")
+        numbers.append(int(number) if marker and number.isdigit() else -1)  # -1: only its start
+    return numbers
 
 
 def differences(found: dict[str, Any], expected: dict[str, Any]) -> str:
