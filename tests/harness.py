@@ -1,5 +1,6 @@
 """Helpers the integration tests share: polling for a condition, the CLI with a test's
-settings, the archive's and the memory projection's progress."""
+settings, the archive's and the memory projection's progress, the workers' committed
+offsets."""
 
 from __future__ import annotations
 
@@ -9,13 +10,18 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import pytest
-from aiokafka import TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from memstream.models.codec import InvalidEvent, decode_event
 from memstream.models.events import MemoryAdded, MemoryChange
 from memstream.models.settings import Settings
 from memstream.projections.memories import MemoryProjection
-from memstream.streams.archive import archive_positions, archived_topics, live_archive_dir
+from memstream.streams.archive import (
+    archive_positions,
+    archived_topics,
+    live_archive_dir,
+    worker_group_id,
+)
 from memstream.streams.cli import main
 from memstream.streams.logreader import read_topic
 from memstream.streams.tansu import true_end_offsets
@@ -98,3 +104,25 @@ def wait_until_projected(settings: Settings, projection: MemoryProjection, timeo
             return
         previous = state
         time.sleep(0.5)
+
+
+async def committed_offsets(
+    settings: Settings, positions: list[tuple[str, int]]
+) -> dict[tuple[str, int], int]:
+    """What a new consumer of the workers' group sees as committed (OffsetFetch), for the
+    (topic, partition) positions that have an offset."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.broker,
+        group_id=worker_group_id(settings),
+        enable_auto_commit=False,
+    )
+    await consumer.start()
+    try:
+        found = {}
+        for topic, partition in positions:
+            offset = await consumer.committed(TopicPartition(topic, partition))
+            if offset is not None:
+                found[(topic, partition)] = offset
+        return found
+    finally:
+        await consumer.stop()

@@ -17,6 +17,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.structs import OffsetAndMetadata
 from chat import conversation
+from harness import committed_offsets
 
 from memstream.models.codec import encode_event
 from memstream.models.settings import Settings
@@ -382,27 +383,6 @@ async def _commit(settings: Settings, offsets: dict[tuple[str, int], int]) -> No
         await consumer.stop()
 
 
-async def _committed(
-    settings: Settings, wanted: list[tuple[str, int]]
-) -> dict[tuple[str, int], int]:
-    """The workers' group's committed offsets, as a new consumer of the group sees them."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.broker,
-        group_id=worker_group_id(settings),
-        enable_auto_commit=False,
-    )
-    await consumer.start()
-    try:
-        found = {}
-        for topic, partition in wanted:
-            offset = await consumer.committed(TopicPartition(topic, partition))
-            if offset is not None:
-                found[(topic, partition)] = offset
-        return found
-    finally:
-        await consumer.stop()
-
-
 async def _snapshot_of(settings: Settings, wanted: dict[tuple[str, int], int]) -> GroupOffsets:
     """Wait until the live archive's group offsets snapshot equals ``wanted``."""
     for _ in range(300):
@@ -506,7 +486,7 @@ async def test_restore_commits_the_archived_group_offsets_past_gaps_and_capped(
         assert report.group_offsets_taken_at == taken_at
         assert report.group_offsets_lowered == {(topics.chat, 1): 8}
         assert "lowered to 3" in report.summary()
-        assert await _committed(restored_settings, list(archived)) == expected
+        assert await committed_offsets(restored_settings, list(archived)) == expected
 
 
 async def test_restore_refuses_while_a_worker_is_in_the_group(

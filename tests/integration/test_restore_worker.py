@@ -15,9 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 from aiokafka.partitioner import DefaultPartitioner
 from chat import conversation
+from harness import committed_offsets
 
 from memstream.models.codec import decode_event
 from memstream.models.events import ConsolidationRequested, Event, MessageAdded
@@ -114,25 +115,6 @@ def archive_is_complete(settings: Settings) -> bool:
         and snapshot is not None
         and all(snapshot.offsets.get(key, 0) == end for key, end in consumed.items())
     )
-
-
-async def committed_offsets(settings: Settings, positions: list[Position]) -> dict[Position, int]:
-    """What a new consumer of the workers' group sees as committed (OffsetFetch)."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.broker,
-        group_id=worker_group_id(settings),
-        enable_auto_commit=False,
-    )
-    await consumer.start()
-    try:
-        found = {}
-        for topic, partition in positions:
-            offset = await consumer.committed(TopicPartition(topic, partition))
-            if offset is not None:
-                found[(topic, partition)] = offset
-        return found
-    finally:
-        await consumer.stop()
 
 
 def test_the_archive_names_the_changelog_and_group_as_the_worker_does(
