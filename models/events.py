@@ -10,20 +10,54 @@ the fields it names hold ciphertext, and erasing a user destroys the key.
 from __future__ import annotations
 
 import hashlib
+import math
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, StringConstraints
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    StringConstraints,
+)
 
 #: Identifiers come from clients: bounded, printable, never parsed as syntax anywhere.
 Identifier = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f]+$")]
 Text = Annotated[str, StringConstraints(max_length=1_000_000)]
 Role = Literal["user", "assistant", "system", "tool"]
 
+#: Nesting a free-form JSON value may have (tool arguments and results).
+MAX_JSON_DEPTH = 32
+
+
+def _plain_json(value: JsonValue) -> JsonValue:
+    """Refuse NaN and infinity (JSON cannot carry them back: they would come out as null)
+    and nesting deeper than :data:`MAX_JSON_DEPTH`, anywhere inside ``value``."""
+    pending: list[tuple[JsonValue, int]] = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ValueError("NaN and infinity are not JSON numbers")
+        if isinstance(item, dict | list):
+            if depth >= MAX_JSON_DEPTH:
+                raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels")
+            children = item.values() if isinstance(item, dict) else item
+            pending.extend((child, depth + 1) for child in children)
+    return value
+
+
+#: A free-form JSON value from a client: finite numbers, bounded nesting.
+JsonData = Annotated[JsonValue, AfterValidator(_plain_json)]
+
 
 class Frozen(BaseModel):
     """Base of every value object: immutable, unknown fields rejected."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # No NaN or infinity anywhere: JSON cannot carry them back (pydantic writes null), so
+    # an event holding one would change on its way through the log.
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class ContentEncryption(Frozen):
@@ -83,8 +117,8 @@ class ToolCalled(Event):
     content_fields: ClassVar[tuple[str, ...]] = ("arguments", "result")
     type: Literal["tool_called"] = "tool_called"
     name: Identifier
-    arguments: dict[str, JsonValue] = Field(default_factory=dict)
-    result: JsonValue = None
+    arguments: dict[str, JsonData] = Field(default_factory=dict)
+    result: JsonData = None
 
 
 class TaskSet(Event):

@@ -7,6 +7,7 @@ carries. State values are small and bounded (the transcript itself lives in the 
 
 from __future__ import annotations
 
+import json
 import re
 import zlib
 from collections.abc import Callable
@@ -89,6 +90,10 @@ class WindowLimits:
 
     max_messages: int = 50
     max_tokens: int = 100_000
+    #: Characters of message content the window holds: tokens alone do not bound its size
+    #: (one "word" of 100,000 letters is one token), and the state must fit one changelog
+    #: record, its spans one consolidation request.
+    max_chars: int = 200_000
     max_tool_calls: int = 20
     max_entities: int = 100
     #: Ids of recently applied events kept to drop client retries of the same event.
@@ -323,7 +328,7 @@ def _apply_other(state: SessionState, event: ChatEvent, limits: WindowLimits) ->
         record = ToolCallRecord(
             event_id=event.event_id,
             name=event.name,
-            arguments=event.arguments,
+            arguments=_bounded_arguments(event.arguments),
             result_summary=_summary(event.result),
             occurred_at=event.occurred_at,
         )
@@ -346,6 +351,19 @@ def _remember_entities(
     if not new:
         return entities
     return (*entities, *new)[-limits.max_entities :]
+
+
+#: JSON characters of a tool call's arguments kept in the state; longer ones are summarised.
+MAX_ARGUMENT_CHARS = 2000
+
+
+def _bounded_arguments(arguments: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """A tool call's arguments as the state keeps them: whole when short, else a summary
+    (the state holds the last tool calls, and must stay small; the log has them whole)."""
+    text = json.dumps(arguments, ensure_ascii=False, default=str)
+    if len(text) <= MAX_ARGUMENT_CHARS:
+        return arguments
+    return {"summary": text[: MAX_ARGUMENT_CHARS - 1] + "…"}
 
 
 def _summary(result: JsonValue, limit: int = 200) -> str:
@@ -378,9 +396,19 @@ def _add_message(
             "turn_count": state.turn_count + (event.role == "user"),
         }
     )
-    if len(messages) <= limits.max_messages and tokens <= limits.max_tokens:
+    if (
+        len(messages) <= limits.max_messages
+        and tokens <= limits.max_tokens
+        and _chars(messages) <= limits.max_chars
+    ):
         return Transition(state)
     return _evict(state, limits)
+
+
+def _chars(messages: tuple[WindowMessage, ...] | list[WindowMessage]) -> int:
+    # len() of a str is O(1): summing it over a bounded window is not the seed's quadratic
+    # recount of every token.
+    return sum(len(m.content) for m in messages)
 
 
 def _evict(state: SessionState, limits: WindowLimits) -> Transition:
@@ -391,12 +419,17 @@ def _evict(state: SessionState, limits: WindowLimits) -> Transition:
     """
     target_messages = max(2, (limits.max_messages * 3) // 4)
     target_tokens = (limits.max_tokens * 3) // 4
+    target_chars = (limits.max_chars * 3) // 4
     messages = list(state.messages)
     tokens = state.window_tokens
+    chars = _chars(messages)
     evicted: list[WindowMessage] = []
-    while len(messages) > 2 and (len(messages) > target_messages or tokens > target_tokens):
+    while len(messages) > 2 and (
+        len(messages) > target_messages or tokens > target_tokens or chars > target_chars
+    ):
         gone = messages.pop(0)
         tokens -= gone.tokens
+        chars -= len(gone.content)
         evicted.append(gone)
     if not evicted:
         return Transition(state)

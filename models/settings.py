@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import AwareDatetime, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -46,7 +47,15 @@ class Settings(BaseSettings):
     web_port: int = Field(6066, ge=1, le=65535)
     log_level: str = "warning"
     max_event_bytes: int = Field(1_000_000, ge=1024)
+    #: The largest record the worker's producer sends (a session's state in the changelog,
+    #: a consolidation request, an extraction); a Kafka broker must accept records this
+    #: large (``message.max.bytes``; docker-compose.yml sets it). Tansu has no limit.
+    max_record_bytes: int = Field(4 * 1024 * 1024, ge=1024 * 1024)
     max_content_chars: int = Field(100_000, ge=1)
+    #: Event times outside ``[event_time_earliest, now + event_time_skew_s]`` are refused,
+    #: by producers (their clock) and by workers (the time the log received the record).
+    event_time_earliest: AwareDatetime = datetime(2000, 1, 1, tzinfo=UTC)
+    event_time_skew_s: float = Field(86_400.0, ge=0, le=366 * 86_400)
 
     #: What this worker runs: any of sessions, extraction, projector, archive (comma
     #: separated), so the CPU-heavy embedding can run in its own process or on its own machine.
@@ -60,6 +69,8 @@ class Settings(BaseSettings):
     # --- short-term memory --------------------------------------------------------------
     max_messages: int = Field(50, ge=2)
     max_tokens: int = Field(100_000, ge=1)
+    #: Characters of message content in a session's window (bounds the state's size).
+    max_window_chars: int = Field(200_000, ge=1)
     max_tool_calls: int = Field(20, ge=1)
     max_entities: int = Field(100, ge=1)
     #: Close a session after this long without events (processing time, see README).

@@ -15,6 +15,11 @@ Payload = dict[str, Any]
 Upcaster = Callable[[Payload], Payload]
 
 
+class UpcastError(ValueError):
+    """An upcaster broke the rules of the registry (its message names the event type and
+    versions only)."""
+
+
 class Upcasters:
     """A registry of upcasters keyed by ``(event type, schema_version)``."""
 
@@ -44,7 +49,7 @@ class Upcasters:
             payload = upcaster(dict(payload))
             new_version = payload.get("schema_version")
             if not isinstance(new_version, int) or new_version <= version:
-                raise ValueError(f"upcaster for {event_type} v{version} did not raise the version")
+                raise UpcastError(f"upcaster for {event_type} v{version} did not raise the version")
             version = new_version
         return payload
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import re
 import threading
 import time
@@ -1211,6 +1212,22 @@ class MemoryProjection:
     def exists(self) -> bool:
         """Whether the table has been created (by a first write)."""
         return self._open() is not None
+
+    def probe(self, *, writable: bool = False) -> None:
+        """Raise unless the store answers now: the table (if any) reports its version, and
+        with ``writable`` a small file can be written and synced in the database directory
+        (a full disk fails here). Tells a failing store from a record it cannot take."""
+        table = self._open()
+        if table is not None:
+            table.version  # noqa: B018 - reads the latest manifest
+        if writable:
+            self.db_dir.mkdir(parents=True, exist_ok=True)
+            probe = self.db_dir / f".probe-{os.getpid()}-{threading.get_ident()}"
+            with probe.open("wb") as handle:
+                handle.write(b"memstream store probe")
+                handle.flush()
+                os.fsync(handle.fileno())
+            probe.unlink()
 
     def drop(self) -> None:
         """Delete the table and its files (a scratch or superseded shadow table)."""

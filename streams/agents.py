@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -10,9 +9,8 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 import numpy as np
-from pydantic import BaseModel
 
-from memstream.models.codec import InvalidEvent, decode_event
+from memstream.models.codec import EventLimits, InvalidEvent, decode_event
 from memstream.models.crypto import SealError
 from memstream.models.decisions import Decision, ExistingMemory, decide
 from memstream.models.events import (
@@ -66,30 +64,33 @@ def decode_checked(
     raw: bytes | None,
     key: bytes | None,
     allowed: Sequence[str],
-    max_bytes: int,
-    max_content_chars: int | None = None,
+    limits: EventLimits,
+    *,
+    now: datetime | None = None,
 ) -> Event:
-    """Decode an event and check it belongs on this topic and under this key.
+    """Decode an event and check it belongs on this topic, under this key, and within
+    ``limits`` at ``now`` (see :func:`memstream.models.codec.worker_now`).
 
     Raises
     ------
     InvalidEvent
-        If the bytes are not a valid event, the type is wrong for the topic, its content is
-        longer than ``max_content_chars``, or the message key is missing or not the event's user id (keys decide partitions: an unkeyed or
-        wrongly keyed event lands on another partition than the user's other events, and
-        their order, which the session fold and memory decisions rely on, is lost).
+        If the bytes are not a valid event, the type is wrong for the topic, a time is
+        outside the window, or the message key is missing or not the event's user id (keys
+        decide partitions: an unkeyed or wrongly keyed event lands on another partition than
+        the user's other events, and their order, which the session fold and memory
+        decisions rely on, is lost).
     """
     if raw is None:
         raise InvalidEvent("empty message (tombstone) on an event topic")
-    event = decode_event(raw, max_bytes=max_bytes)
+    event = decode_event(raw, max_bytes=limits.max_event_bytes)
     if event.type not in allowed:
         raise InvalidEvent(f"event type {event.type!r} does not belong on this topic")
-    if max_content_chars is not None:
-        _check_content(event, max_content_chars)
     if key is None:
         raise InvalidEvent("message has no key: memstream topics are keyed by user_id")
-    if key != event.user_id.encode():
+    if key != event.user_id.encode("utf-8", "surrogatepass"):
         raise InvalidEvent("message key is not the event's user_id")
+    # The content limit applies to the opened content (decode_opened): not checked here.
+    limits.check_times(event, now=now)
     return event
 
 
@@ -105,9 +106,10 @@ def decode_opened(
     raw: bytes | None,
     key: bytes | None,
     allowed: Sequence[str],
-    max_bytes: int,
+    limits: EventLimits,
     keys: KeyStore | None,
-    max_content_chars: int | None = None,
+    *,
+    now: datetime | None = None,
 ) -> Opened | None:
     """:func:`decode_checked`, then the content opened with the user's key: None when that
     key is destroyed (the user was erased: the event is skipped, it is not an error).
@@ -119,9 +121,9 @@ def decode_opened(
     ------
     InvalidEvent
         As :func:`decode_checked`, and for sealed content that does not open with its key
-        (altered in the log).
+        (altered in the log), or content over ``limits.max_content_chars``.
     """
-    event = decode_checked(raw, key, allowed, max_bytes)
+    event = decode_checked(raw, key, allowed, limits, now=now)
     key_id = event.encryption.key_id if event.encryption is not None else None
     if keys is not None:
         try:
@@ -131,38 +133,8 @@ def decode_opened(
         if opened is None:
             return None
         event = opened
-    if max_content_chars is not None:
-        _check_content(event, max_content_chars)
+    limits.check_content(event)
     return Opened(event, key_id)
-
-
-def _check_content(event: Event, max_content_chars: int) -> None:
-    size = content_chars(event)
-    if size > max_content_chars:
-        raise InvalidEvent(
-            f"{event.type} content is {size} characters, over the limit of {max_content_chars}"
-        )
-
-
-def content_chars(event: Event) -> int:
-    """Characters of user content an event carries (its ``content_fields``; structured
-    values count as their JSON)."""
-    total = 0
-    for name in event.content_fields:
-        value = getattr(event, name, None)
-        if isinstance(value, str):
-            total += len(value)
-        elif value is not None:
-            total += len(json.dumps(_plain(value), ensure_ascii=False, default=str))
-    return total
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
-    return value
 
 
 def record_extraction(

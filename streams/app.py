@@ -28,7 +28,7 @@ from typing import Any
 
 import faust
 
-from memstream.models.codec import InvalidEvent, encode_event
+from memstream.models.codec import EventLimits, encode_event, worker_now
 from memstream.models.events import (
     ConsolidationRequested,
     Event,
@@ -52,7 +52,8 @@ from memstream.streams.agents import (
     record_extraction,
 )
 from memstream.streams.archive import run_archive_sink
-from memstream.streams.deadletters import DeadLetter
+from memstream.streams.boundary import BrokerProbe, FunctionProbe, RecordBoundary, supervise
+from memstream.streams.deadletters import DeadLetterSink
 from memstream.streams.keys import BatchKeys, keystore_from_settings, seal_event
 from memstream.streams.llm_extractor import ExtractionFailed, LLMExtractor
 from memstream.streams.ordering import InOrder, install_commit_guard
@@ -91,6 +92,8 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
     topics = Topics.from_settings(settings)
     extractor = extractor or extractor_from_settings(settings)
     limits = window_limits(settings)
+    event_limits = EventLimits.from_settings(settings)
+    derived_limits = EventLimits.from_settings(settings, derived=True)
     app = faust.App(
         f"{settings.topic_prefix}.{settings.app_id}",
         broker=[f"kafka://{address}" for address in settings.broker.split(",")],
@@ -109,6 +112,9 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
         # ourselves, so a malformed event never reaches Faust's deserialiser.
         key_serializer="json",
         value_serializer="json",
+        # A session's state, a span, an extraction: bounded by the window's limits, and
+        # allowed up to this size (the broker must accept it too).
+        producer_max_request_size=settings.max_record_bytes,
         **faust_settings_for(settings),
     )
 
@@ -155,23 +161,12 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
         for future in futures:
             await future
 
-    async def dead_letter(agent: str, message: Any, reason: str) -> None:
-        log.warning(
-            "%s: dead-lettered %s[%s]@%s: %s",
-            agent, message.topic, message.partition, message.offset, reason,
-        )
-        letter = DeadLetter.of(
-            agent=agent,
-            reason=reason,
-            topic=message.topic,
-            partition=message.partition,
-            offset=message.offset,
-            key=message.key,
-            value=message.value,
-            keys=keys,
-        )
-        future = await deadletters.send(key=message.key, value=letter.model_dump_json().encode())
+    async def send_letter(key: bytes | None, value: bytes) -> None:
+        future = await deadletters.send(key=key, value=value)
         await future
+
+    letters = DeadLetterSink(send_letter, keys)
+    broker = BrokerProbe(settings.broker)
 
     roles = settings.role_set
 
@@ -182,55 +177,67 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
     chat_order = InOrder("sessions", seek)
     consolidation_order = InOrder("extraction", seek)
 
+    session_boundary = RecordBoundary("sessions", letters, [broker])
+
     async def session_agent(stream: Any) -> None:
         """Keep one state per open session; hand transcripts to consolidation.
 
         Events come in batches; each touched session is written once per batch, after the
-        consolidation requests of the batch are acknowledged (so none can be lost).
+        consolidation requests of the batch are acknowledged (so none can be lost). A batch
+        that fails for a reason of its data is folded again one record at a time, so only
+        the records at fault are dead-lettered (:class:`RecordBoundary`).
         """
         async for events in stream.take_events(
             settings.session_batch_size, within=settings.session_batch_wait_s
         ):
-            batch = fold_batch(
-                store,
-                [event.message for event in events if await chat_order.accept(event.message)],
-                limits,
-                settings.max_event_bytes,
-                settings.max_content_chars,
-                keys,
-            )
-            if batch.erased:
-                log.info("sessions: %d event(s) of erased users skipped", batch.erased)
-            for message, reason in batch.dead:
-                await dead_letter("sessions", message, reason)
-            # A span is sealed with the key of the session it comes from.
-            session_keys = [
-                batch.key_ids.get(key) or store.key_id(key)
-                for key in (session_key(c.user_id, c.session_id) for c in batch.consolidations)
-            ]
-            await send_all(
-                consolidation,
-                await asyncio.to_thread(sealed, batch.consolidations, session_keys),
-            )
-            # Changelog writes are queued, not awaited (see SessionStore.write).
-            written: list[tuple[str, SessionValue | None, int, str | None]] = [
-                (key, value, partition, batch.key_ids.get(key))
-                for key, (value, partition) in batch.writes.items()
-            ]
-            for key, value, partition, key_id in written:
-                await store.write(key, value, partition, key_id)
-                if value is not None:
-                    idle.touch(key, value)
+            messages = [event.message for event in events if await chat_order.accept(event.message)]
+            await session_boundary.run_batch(messages, fold_and_hand_over)
+
+    async def fold_and_hand_over(messages: Sequence[Any]) -> None:
+        """Fold chat records into the sessions table and publish the consolidation requests
+        they make. Idempotent: a record applied already is recognised by its offset."""
+        batch = fold_batch(store, messages, limits, event_limits, keys)
+        if batch.erased:
+            log.info("sessions: %d event(s) of erased users skipped", batch.erased)
+        # A span is sealed with the key of the session it comes from.
+        session_keys = [
+            batch.key_ids.get(key) or store.key_id(key)
+            for key in (session_key(c.user_id, c.session_id) for c in batch.consolidations)
+        ]
+        await send_all(
+            consolidation,
+            await asyncio.to_thread(sealed, batch.consolidations, session_keys),
+        )
+        # Changelog writes are queued, not awaited (see SessionStore.write).
+        written: list[tuple[str, SessionValue | None, int, str | None]] = [
+            (key, value, partition, batch.key_ids.get(key))
+            for key, (value, partition) in batch.writes.items()
+        ]
+        for key, value, partition, key_id in written:
+            await store.write(key, value, partition, key_id)
+            if value is not None:
+                idle.touch(key, value)
+        # Last: if anything above fails, the batch is folded again record by record, and a
+        # record dead-lettered here already would be dead-lettered twice.
+        for message, fault in batch.dead:
+            await session_boundary.dead_letter(message, fault)
 
     async def close_idle_sessions() -> None:
-        """Publish closes for idle and over-age sessions; drop old closed-session markers."""
-        now = utc_now()
-        closes = idle.closes_due(store, now)
-        for close in closes:
-            log.info("sessions: closing %s/%s (%s)", close.user_id, close.session_id, close.reason)
-        await publish(chat, *closes)
-        for key, partition in idle.expired_markers(store, settings.closed_retention_s):
-            await store.write(key, None, partition)
+        """Publish closes for idle and over-age sessions; drop old closed-session markers.
+
+        A scan that fails (the broker is down) is logged and the next one tries again: a
+        close is requested once per last event, and only once it went out."""
+        try:
+            now = utc_now()
+            closes = idle.closes_due(store, now)
+            for close in closes:
+                log.info("sessions: closing %s/%s (%s)", close.user_id, close.session_id, close.reason)
+            await publish(chat, *closes)
+            for key, partition in idle.expired_markers(store, settings.closed_retention_s):
+                await store.write(key, None, partition)
+        except Exception:  # a timer that raises would stop the worker
+            idle.requested.clear()  # ask again at the next scan
+            log.exception("sessions: the idle scan failed; the next one tries again")
 
     async def forget_parsed_sessions(sender: Any, *args: Any, **kwargs: Any) -> None:
         # Partitions moved or were recovered: parsed values may be stale; the table is not.
@@ -293,13 +300,14 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
             extraction_failure(request, extractor, failure, latency_ms, retry=retry),
             key_id=key_id,
         )
-        # A dead letter's reason is plain text: the raw reply (user content) goes in it only
-        # for a user without a key; otherwise it is in the sealed extraction_failed event.
-        if key_id is None and keys.key_for(request.user_id, create=False) is None:
-            reason = f"{failure}; raw reply: {failure.raw_response[:1500]!r}"
-        else:
-            reason = f"{failure}; raw reply in the sealed extraction_failed event"
-        await dead_letter("extraction", message, reason)
+        # The raw reply (user content) goes only in the dead letter's sealed detail and in the
+        # sealed extraction_failed event.
+        await letters.record(
+            "extraction",
+            message,
+            f"extraction failed: {type(failure).__name__}; raw reply in the extraction_failed event",
+            detail=f"{failure}; raw reply: {failure.raw_response[:1500]!r}",
+        )
         if retry:
             task = asyncio.create_task(
                 retry_later(request.model_copy(update={"attempt": request.attempt + 1}), key_id)
@@ -307,51 +315,60 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
             retries.add(task)  # keep a reference until it is done
             task.add_done_callback(retries.discard)
 
+    def decider_store() -> None:
+        memory_decider().projection.probe(writable=False)
+
+    extraction_boundary = RecordBoundary(
+        "extraction", letters, [broker, FunctionProbe("lancedb", decider_store)]
+    )
+
     async def extraction_agent(stream: Any) -> None:
         """Turn consolidation requests into recorded extractions and memory events."""
         async for event in stream.events():
             message = event.message
             if not await consolidation_order.accept(message):
                 continue
-            try:
-                opened = decode_opened(
-                    message.value,
-                    message.key,
-                    CONSOLIDATION_TYPES,
-                    settings.max_event_bytes,
-                    keys,
-                )
-                if opened is None:
-                    log.info("extraction: a span of an erased user skipped")
-                    continue
-                request, key_id = opened
-                assert isinstance(request, ConsolidationRequested)
-                # Extraction (maybe an LLM) and decisions (embedding, LanceDB lookups) are
-                # slow: keep them off the event loop.
-                started = time.perf_counter()
-                try:
-                    recorded = await asyncio.to_thread(record_extraction, request, extractor)
-                except ExtractionFailed as failure:
-                    latency_ms = (time.perf_counter() - started) * 1000
-                    await extraction_failed(message, request, key_id, failure, latency_ms)
-                    continue
-                await projection_holds_the_log()
-                decisions = await asyncio.to_thread(memory_decider().decide, recorded)
-                # Sealed with the span's key: if the user was erased meanwhile, none go out.
-                await publish(memories, recorded, *decisions, key_id=key_id)
-            except InvalidEvent as exc:
-                await dead_letter("extraction", message, f"invalid event: {exc}")
-            except Exception as exc:
-                log.exception("extraction: failed on %s@%s", message.partition, message.offset)
-                await dead_letter("extraction", message, f"{type(exc).__name__}: {exc}")
+            await extraction_boundary.run(message, functools.partial(extract, message))
+
+    async def extract(message: Any) -> None:
+        """Extract one consolidation request and publish what it made: the extraction
+        record and the memory decisions (their ids derive from the request: idempotent)."""
+        opened = decode_opened(
+            message.value,
+            message.key,
+            CONSOLIDATION_TYPES,
+            derived_limits,
+            keys,
+            now=worker_now(message),
+        )
+        if opened is None:
+            log.info("extraction: a span of an erased user skipped")
+            return
+        request, key_id = opened
+        assert isinstance(request, ConsolidationRequested)
+        # Extraction (maybe an LLM) and decisions (embedding, LanceDB lookups) are slow:
+        # keep them off the event loop.
+        started = time.perf_counter()
+        try:
+            recorded = await asyncio.to_thread(record_extraction, request, extractor)
+        except ExtractionFailed as failure:
+            latency_ms = (time.perf_counter() - started) * 1000
+            await extraction_failed(message, request, key_id, failure, latency_ms)
+            return
+        await projection_holds_the_log()
+        decisions = await asyncio.to_thread(memory_decider().decide, recorded)
+        # Sealed with the span's key: if the user was erased meanwhile, none go out.
+        await publish(memories, recorded, *decisions, key_id=key_id)
 
     async def project_memories() -> None:
-        """Project memory events into LanceDB (single writer, tracks its own offsets)."""
-        await run_memory_projector(settings, progress=progress)
+        """Project memory events into LanceDB (single writer, tracks its own offsets); started
+        again after a crash (it resumes from the offsets its rows record)."""
+        await supervise("projector", lambda: run_memory_projector(settings, progress=progress))
 
     async def archive_log() -> None:
-        """Copy every topic into the Parquet archive (single writer, resumes from its files)."""
-        await run_archive_sink(settings)
+        """Copy every topic into the Parquet archive (single writer, resumes from its files);
+        started again after a crash."""
+        await supervise("archive", lambda: run_archive_sink(settings))
 
     if "extraction" in roles:
         app.agent(consolidation, name="extraction")(extraction_agent)

@@ -47,6 +47,7 @@ from typing import Any
 import aiokafka.errors as kafka_errors
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pydantic_core
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.structs import OffsetAndMetadata
@@ -471,10 +472,18 @@ def _last_archived(
 # --- writing --------------------------------------------------------------------------------
 
 
+#: The last millisecond of year 9999: later timestamps fit neither Python's datetime nor
+#: DuckDB's microsecond timestamps (one such value made every analytics query fail).
+_LAST_MS = 253_402_300_799_999
+
+
 def _timestamp_ms(record: ConsumerRecord) -> int | None:
-    """The broker timestamp, None when the record has none (Kafka's -1)."""
+    """The broker timestamp, None when the record has none (Kafka's -1) or one only a
+    producer could have set, past year 9999 (such a record is archived without it)."""
     timestamp = record.timestamp
-    return timestamp if timestamp is not None and timestamp >= 0 else None
+    if timestamp is None or not 0 <= timestamp <= _LAST_MS:
+        return None
+    return int(timestamp)
 
 
 def _day(record: ConsumerRecord) -> str:
@@ -500,9 +509,10 @@ def _event_time(value: Any) -> datetime | None:
         return None
     try:
         parsed = datetime.fromisoformat(value)
-    except ValueError:
+        # Year 1 at +01:00 has no UTC value: the conversion overflows.
+        return parsed.astimezone(UTC) if parsed.tzinfo is not None else None
+    except (ValueError, OverflowError):
         return None
-    return parsed.astimezone(UTC) if parsed.tzinfo is not None else None
 
 
 def _event_fields(value: bytes | None, max_bytes: int) -> dict[str, Any]:
@@ -510,13 +520,22 @@ def _event_fields(value: bytes | None, max_bytes: int) -> dict[str, Any]:
 
     Lenient on purpose: an event is any JSON object with a string ``event_id`` and ``type``,
     and each other field is kept when it has the right shape. Full validation is the
-    agents' job; the archive must take every record as it is.
+    agents' job; the archive must take every record as it is, so nothing a record holds
+    can make this raise (the parser bounds depth and number size; anything else that goes
+    wrong leaves the columns null).
     """
     if value is None or len(value) > max_bytes:
         return {}
     try:
-        data = json.loads(value)
-    except (ValueError, RecursionError):
+        return _parsed_fields(value)
+    except Exception:  # noqa: BLE001 - a hostile record: archived, columns null
+        return {}
+
+
+def _parsed_fields(value: bytes) -> dict[str, Any]:
+    try:
+        data = pydantic_core.from_json(value)
+    except ValueError:
         return {}
     if not isinstance(data, dict):
         return {}
@@ -542,11 +561,20 @@ def _table(records: Sequence[ConsumerRecord], max_event_bytes: int) -> pa.Table:
     }
     for name in (*_STRING_FIELDS, "occurred_at", "schema_version"):
         columns[name] = [fields.get(name) for fields in parsed]
-    columns["headers"] = [
-        [{"key": key, "value": value} for key, value in record.headers or ()]
-        for record in records
-    ]
+    columns["headers"] = [_headers(record) for record in records]
     return pa.Table.from_pydict(columns, schema=SCHEMA)
+
+
+def _headers(record: ConsumerRecord) -> list[dict[str, Any]]:
+    """A record's headers as the archive stores them; a header key Parquet cannot hold as
+    text (not UTF-8) is kept with its undecodable bytes replaced, never a failed write."""
+    kept = []
+    for key, value in record.headers or ():
+        text = key if isinstance(key, str) else bytes(key).decode("utf-8", "replace")
+        if _text(text) is None:
+            text = text.encode("utf-8", "replace").decode("utf-8")
+        kept.append({"key": text, "value": None if value is None else bytes(value)})
+    return kept
 
 
 def _fsync_directory(directory: Path) -> None:

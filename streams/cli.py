@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, get_args
 
+from memstream.models.codec import EventLimits
 from memstream.models.events import MemoryType, json_schemas
 from memstream.models.settings import Settings
 
@@ -68,11 +69,12 @@ def cmd_publish(args: argparse.Namespace) -> int:
         )
         errors: list[LineError] = []
     else:
+        limits = EventLimits.from_settings(settings)
         if args.file in (None, "-"):
-            events, errors = read_events(sys.stdin, settings.max_event_bytes)
+            events, errors = read_events(sys.stdin, settings.max_event_bytes, limits)
         else:
             with Path(args.file).open(encoding="utf-8") as source:
-                events, errors = read_events(source, settings.max_event_bytes)
+                events, errors = read_events(source, settings.max_event_bytes, limits)
     for error in errors:
         print(f"line {error.line}: {error.reason}", file=sys.stderr)
     published = asyncio.run(publish_events(settings, events)) if events else 0

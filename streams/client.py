@@ -37,7 +37,7 @@ from typing import Any, Self, TypedDict, TypeVar, cast, get_args
 
 from aiokafka import AIOKafkaProducer
 
-from memstream.models.codec import InvalidEvent, decode_event, encode_event
+from memstream.models.codec import EventLimits, InvalidEvent, decode_event, encode_event
 from memstream.models.crypto import SealError
 from memstream.models.events import (
     Event,
@@ -69,7 +69,12 @@ from memstream.streams.keys import (
     seal_event,
 )
 from memstream.streams.logreader import read_topic
-from memstream.streams.publish import Message, chat_events_for_add
+from memstream.streams.publish import (
+    Message,
+    chat_events_for_add,
+    check_encoded_size,
+    check_publishable,
+)
 from memstream.streams.topics import Topics, ensure_topics
 
 log = logging.getLogger(__name__)
@@ -565,16 +570,15 @@ class AsyncMemoryClient:
 
     async def _publish(self, topic: str, events: Sequence[Event]) -> None:
         """Seal the events' content with their users' keys, send them keyed by user id and
-        wait for every ack; checks sizes (sealed) first."""
+        wait for every ack; first refuses what a worker would (times outside the window,
+        content and sizes over the limits), so nothing of a bad call is sent."""
+        limits = EventLimits.from_settings(self.settings)
+        check_publishable(events, limits)
         if any(type(event).content_fields for event in events):
             events = await asyncio.to_thread(self._sealed, events)
         encoded = [(event.user_id.encode(), encode_event(event)) for event in events]
         for (_, value), event in zip(encoded, events, strict=True):
-            if len(value) > self.settings.max_event_bytes:
-                raise ValueError(
-                    f"event {event.event_id} is {len(value)} bytes, over the limit of "
-                    f"{self.settings.max_event_bytes}"
-                )
+            check_encoded_size(event, value, limits)
         if not encoded:
             return
         producer = await self._producer_ready()

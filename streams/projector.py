@@ -25,16 +25,15 @@ import contextlib
 import fcntl
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-import pyarrow as pa
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 
-from memstream.models.codec import InvalidEvent, encode_event
+from memstream.models.codec import EventLimits, encode_event, worker_now
 from memstream.models.events import (
     Event,
     MemoriesRetrieved,
@@ -46,13 +45,13 @@ from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import (
     DEFAULT_TABLE,
-    EncryptedContentError,
     MemoryProjection,
     SourcePosition,
 )
 from memstream.projections.shadow import live_name
 from memstream.streams.agents import ACCESS_TYPES, MEMORY_TYPES, decode_opened
-from memstream.streams.deadletters import DeadLetter
+from memstream.streams.boundary import Backoff, BrokerProbe, FunctionProbe, RecordBoundary
+from memstream.streams.deadletters import DeadLetterSink
 from memstream.streams.keys import BatchKeys, keystore_from_settings
 from memstream.streams.tansu import true_end_offsets
 from memstream.streams.tiers import run_tier_keeper, scan_interval
@@ -69,14 +68,7 @@ INDEX_REFRESH_MIN_GAP_S = 5.0
 MAX_RELEASED_ACCESSES = 20_000
 
 AccessItem = tuple[MemoriesRetrieved, SourcePosition]
-#: Errors that come from one event's data, not from the store: that event is dead-lettered.
-POISON_ERRORS: tuple[type[Exception], ...] = (
-    EncryptedContentError,
-    ValueError,
-    TypeError,
-    KeyError,
-    pa.ArrowException,
-)
+MemoryItem = tuple[MemoryAdded | MemoryChange, SourcePosition]
 
 
 class ProjectorProgress:
@@ -272,6 +264,10 @@ async def _project_table(
         await producer.stop()
 
 
+async def _discard(key: bytes | None, value: bytes) -> None:
+    """Where a replay's dead letters go: nowhere (the live projector sent them)."""
+
+
 async def _send_all(producer: AIOKafkaProducer, topic: str, events: tuple[Event, ...]) -> None:
     """Send events keyed by user id, then wait for every ack."""
     futures = [
@@ -391,11 +387,24 @@ class _Projector:
         self.finish_at = dict(finish_at) if finish_at is not None else None
         self.on_batch = on_batch
         self.progress = progress
-        #: Records that were not valid events of their topic (dead-lettered when live).
-        self.invalid = 0
         #: Records skipped because their user's key is destroyed (erased users' events).
         self.erased = 0
         self.keys = keystore_from_settings(settings)
+        #: Memory events derive from spans (bounded by the record size); retrievals come
+        #: from clients (bounded like chat events).
+        self.memory_limits = EventLimits.from_settings(settings, derived=True)
+        self.access_limits = EventLimits.from_settings(settings)
+        if producer is not None:
+            letters = DeadLetterSink(self._send_letter, self.keys)
+        else:
+            # A replay: the live projector dead-lettered these records already.
+            letters = DeadLetterSink(_discard, self.keys, quiet=True)
+        store = FunctionProbe("lancedb", lambda: self.projection.probe(writable=True))
+        #: Every record passes it: what cannot be decoded or projected is dead-lettered,
+        #: a broker or store failure is waited out.
+        self.boundary = RecordBoundary(
+            "projector", letters, [BrokerProbe(settings.broker), store]
+        )
         #: The key look-ups of the fetch being handled (see BatchKeys).
         self._fetch_keys = BatchKeys(self.keys)
         self.topics = Topics.from_settings(settings)
@@ -415,6 +424,15 @@ class _Projector:
         #: The records of the batch being applied, to dead-letter a poison one.
         self._records: dict[tuple[str, int, int], ConsumerRecord] = {}
 
+    @property
+    def invalid(self) -> int:
+        """Records that could not be decoded or projected (dead-lettered when live)."""
+        return self.boundary.dead_lettered
+
+    async def _send_letter(self, key: bytes | None, value: bytes) -> None:
+        assert self.producer is not None
+        await self.producer.send_and_wait(self.topics.deadletters, key=key, value=value)
+
     async def run(self, stop: asyncio.Event) -> None:
         """Fetch, project and refresh indexes until ``stop`` is set."""
         pending_rows = 0  # rows written since the last index refresh
@@ -425,8 +443,7 @@ class _Projector:
                 timeout_ms=int(self.settings.projection_batch_wait_s * 1000),
                 max_records=self.settings.projection_batch_size,
             )
-            memory_batch: list[tuple[MemoryAdded | MemoryChange, SourcePosition]] = []
-            self._records = {}
+            memory_batch: list[MemoryItem] = []
             self._fetch_keys = BatchKeys(self.keys)
             for tp, records in fetched.items():
                 limit = self.finish_at.get(tp) if self.finish_at is not None else None
@@ -459,27 +476,28 @@ class _Projector:
                 refreshed = True
                 last_refresh = time.monotonic()
 
-    async def _apply_memories(
-        self, batch: list[tuple[MemoryAdded | MemoryChange, SourcePosition]]
-    ) -> int:
-        """Apply a batch and return the rows written; if an event in it cannot be projected
-        (its data is at fault: ciphertext, values the table refuses), apply the batch one
-        event at a time and dead-letter the ones at fault, so a poison event never stops the
-        others. Anything else (a short write, I/O) stops the projector, which resumes from
-        its offsets."""
-        try:
-            return await asyncio.to_thread(self.projection.apply, batch)
-        except POISON_ERRORS as exc:
-            log.warning("projector: a batch of %d failed (%s); one at a time", len(batch), exc)
+    async def _apply_memories(self, batch: list[MemoryItem]) -> int:
+        """Apply a batch and return the rows written. If an event in it cannot be projected
+        (its data is at fault: ciphertext, values the table refuses, anything that fails
+        while the store answers), the batch is applied one event at a time and the events at
+        fault are dead-lettered, so a poison event never stops the others; a store or broker
+        failure is retried until they are back (:class:`RecordBoundary`)."""
+        items = {id(self._record_of(position)): (event, position) for event, position in batch}
+        records = [self._record_of(position) for _, position in batch]
         written = 0
-        for event, position in batch:
-            try:
-                written += await asyncio.to_thread(self.projection.apply, [(event, position)])
-            except POISON_ERRORS as error:
-                record = self._records[(position.topic, position.partition, position.offset)]
-                reason = f"cannot project: {type(error).__name__}: {error}"
-                await self._dead_letter(record, reason)
+
+        async def apply(chosen: Sequence[ConsumerRecord]) -> None:
+            nonlocal written
+            picked = [items[id(record)] for record in chosen]
+            written += await asyncio.to_thread(self.projection.apply, picked)
+
+        await self.boundary.run_batch(records, apply)
+        for _, position in batch:
+            self._records.pop((position.topic, position.partition, position.offset), None)
         return written
+
+    def _record_of(self, position: SourcePosition) -> ConsumerRecord:
+        return self._records[(position.topic, position.partition, position.offset)]
 
     def _finished(self) -> bool:
         """Whether a bounded run (a replay) has read and applied everything it should."""
@@ -493,21 +511,25 @@ class _Projector:
             return False
         return all(self.read_to.get(tp, 0) >= end for tp, end in self.finish_at.items())
 
-    async def _take(
-        self,
-        record: ConsumerRecord,
-        memory_batch: list[tuple[MemoryAdded | MemoryChange, SourcePosition]],
-    ) -> None:
+    async def _take(self, record: ConsumerRecord, memory_batch: list[MemoryItem]) -> None:
         """Decode one record into the memory batch or the held accesses; dead-letter it if
-        it is not a valid event of its topic."""
+        it is not a valid event of its topic (for any reason: the boundary)."""
         is_memory = record.topic == self.topics.memories
         allowed = MEMORY_TYPES if is_memory else ACCESS_TYPES
-        try:
-            opened = decode_opened(
-                record.value, record.key, allowed, self.settings.max_event_bytes, self._fetch_keys
+        limits = self.memory_limits if is_memory else self.access_limits
+
+        async def decode() -> Any:
+            return decode_opened(
+                record.value,
+                record.key,
+                allowed,
+                limits,
+                self._fetch_keys,
+                now=worker_now(record),
             )
-        except InvalidEvent as exc:
-            await self._dead_letter(record, f"invalid event: {exc}")
+
+        decoded, opened = await self.boundary.run(record, decode)
+        if not decoded:
             return
         if opened is None:
             self.erased += 1  # an erased user's: not an error, nothing to project
@@ -518,7 +540,9 @@ class _Projector:
             if memory_batch:
                 await self._apply_memories(memory_batch)
                 memory_batch.clear()
-            erased = await asyncio.to_thread(self.projection.erase_user, event.user_id)
+            erased = await self._until_done(
+                "erasure", lambda: self.projection.erase_user(event.user_id)
+            )
             # Keys read before the erasure must not open what follows it.
             self._fetch_keys = BatchKeys(self.keys)
             log.info("projector: user erased (%s): %d memory row(s) removed", event.erasure_id, erased)
@@ -533,28 +557,18 @@ class _Projector:
         elif isinstance(event, MemoriesRetrieved):
             position = SourcePosition(record.topic, record.partition, record.offset)
             self.held.setdefault(record.partition, []).append((event, position))
+            self._records[(record.topic, record.partition, record.offset)] = record
 
-    async def _dead_letter(self, record: ConsumerRecord, reason: str) -> None:
-        self.invalid += 1
-        if self.producer is None:
-            return  # a replay: the live projector dead-lettered this record already
-        letter = DeadLetter.of(
-            agent="projector",
-            reason=reason,
-            topic=record.topic,
-            partition=record.partition,
-            offset=record.offset,
-            key=record.key,
-            value=record.value,
-            keys=self.keys,
-        )
-        log.warning(
-            "projector: dead-lettered %s[%d]@%d: %s",
-            record.topic, record.partition, record.offset, reason,
-        )
-        await self.producer.send_and_wait(
-            self.topics.deadletters, key=record.key, value=letter.model_dump_json().encode()
-        )
+    async def _until_done(self, what: str, work: Callable[[], int]) -> int:
+        """Run ``work`` in a thread until it succeeds, backing off between attempts: an
+        erasure is never skipped and never dead-lettered (the user's rows must go)."""
+        backoff = Backoff()
+        while True:
+            try:
+                return await asyncio.to_thread(work)
+            except Exception:  # retried; the projector waits meanwhile
+                log.exception("projector: the %s failed; trying again", what)
+                await backoff.wait()
 
     def _read_to_end(self, tp: TopicPartition) -> bool:
         """Whether ``tp`` is read up to the high watermark of the latest fetch (a partition
@@ -585,7 +599,7 @@ class _Projector:
         )
         if self.released and due:
             released, self.released = self.released, []
-            updated = await asyncio.to_thread(self.projection.apply_accesses, released)
+            updated = await self._apply_accesses(released)
         holding = {
             TopicPartition(self.topics.accesses, p) for p, items in self.held.items() if items
         }
@@ -595,6 +609,23 @@ class _Projector:
             if self._paused - holding:
                 self.consumer.resume(*(self._paused - holding))
             self._paused = holding
+        return updated
+
+    async def _apply_accesses(self, released: list[AccessItem]) -> int:
+        """Write access counts; a retrieval that cannot be applied is dead-lettered, the
+        others are written (the same boundary as memory events)."""
+        items = {id(self._record_of(position)): (event, position) for event, position in released}
+        records = [self._record_of(position) for _, position in released]
+        updated = 0
+
+        async def apply(chosen: Sequence[ConsumerRecord]) -> None:
+            nonlocal updated
+            picked = [items[id(record)] for record in chosen]
+            updated += await asyncio.to_thread(self.projection.apply_accesses, picked)
+
+        await self.boundary.run_batch(records, apply)
+        for _, position in released:
+            self._records.pop((position.topic, position.partition, position.offset), None)
         return updated
 
     def _update_caught_up(self) -> None:

@@ -11,7 +11,7 @@ from typing import Any, TypedDict, cast
 
 from aiokafka import AIOKafkaProducer
 
-from memstream.models.codec import InvalidEvent, decode_event, encode_event
+from memstream.models.codec import EventLimits, InvalidEvent, decode_event, encode_event
 from memstream.models.events import (
     Event,
     MessageAdded,
@@ -34,10 +34,40 @@ class LineError:
     reason: str
 
 
-def read_events(lines: Iterable[str], max_bytes: int) -> tuple[list[Event], list[LineError]]:
+def check_publishable(events: Sequence[Event], limits: EventLimits) -> None:
+    """Refuse, before anything is sent, events a worker would dead-letter: a time outside
+    the window (with this machine's clock), content over the limit.
+
+    Raises
+    ------
+    ValueError
+        Naming the first event at fault and why.
+    """
+    now = datetime.now(UTC)
+    for event in events:
+        try:
+            limits.check(event, now=now)
+        except InvalidEvent as exc:
+            raise ValueError(f"event {event.event_id}: {exc}") from None
+
+
+def check_encoded_size(event: Event, value: bytes, limits: EventLimits) -> None:
+    """Refuse an event whose bytes (sealed, as sent) are over ``limits.max_event_bytes``."""
+    if len(value) > limits.max_event_bytes:
+        raise ValueError(
+            f"event {event.event_id} is {len(value)} bytes, over the limit of "
+            f"{limits.max_event_bytes}"
+        )
+
+
+def read_events(
+    lines: Iterable[str], max_bytes: int, limits: EventLimits | None = None
+) -> tuple[list[Event], list[LineError]]:
     """Parse JSONL: the valid chat events, and the bad lines with their 1-based numbers.
 
     A bad line never stops the others: it is reported and the valid lines still publish.
+    With ``limits``, an event a worker would refuse (a time outside the window, content
+    over the limit) is a bad line too.
     """
     events: list[Event] = []
     errors: list[LineError] = []
@@ -46,6 +76,8 @@ def read_events(lines: Iterable[str], max_bytes: int) -> tuple[list[Event], list
             continue
         try:
             event = decode_event(line, max_bytes=max_bytes)
+            if limits is not None:
+                limits.check(event)
         except InvalidEvent as exc:
             errors.append(LineError(number, str(exc)))
             continue
@@ -154,18 +186,30 @@ async def publish_events(
     """Publish chat events keyed by user id (one user's events stay in order); wait for acks.
 
     Content is sealed with each user's key from ``keys`` (default: ``settings.keys_dir``,
-    which must be the workers' key store), created on the user's first event.
+    which must be the workers' key store), created on the user's first event. Nothing is
+    sent if any event is one a worker would refuse (:func:`check_publishable`, and the
+    sealed size).
+
+    Raises
+    ------
+    ValueError
+        An event's time is outside the window, or its content or size over the limits.
     """
+    limits = EventLimits.from_settings(settings)
+    check_publishable(events, limits)
     keys = keys if keys is not None else keystore_from_settings(settings)
     sealed = await asyncio.to_thread(_sealed, events, keys)
+    encoded = [(event, encode_event(event)) for event in sealed]
+    for event, value in encoded:
+        check_encoded_size(event, value, limits)
     await ensure_topics(settings)
     topic = Topics.from_settings(settings).chat
     producer = AIOKafkaProducer(bootstrap_servers=settings.broker, acks="all", linger_ms=5)
     await producer.start()
     try:
         futures = [
-            await producer.send(topic, key=event.user_id.encode(), value=encode_event(event))
-            for event in sealed
+            await producer.send(topic, key=event.user_id.encode(), value=value)
+            for event, value in encoded
         ]
         for future in futures:
             await future

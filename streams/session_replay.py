@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
+from memstream.models.codec import EventLimits
 from memstream.models.crypto import SealError
 from memstream.models.fingerprint import Fingerprint, fingerprint
 from memstream.models.session import SessionState, SessionValue
@@ -100,7 +101,7 @@ async def fold_chat_topic(
 
     Records are folded with the session agent's own batch fold
     (:func:`memstream.streams.sessions.fold_batch`): the same decoding and checks
-    (``decode_checked``, ``max_event_bytes``), the same :class:`WindowLimits` and the same
+    (``decode_checked``, the same :class:`EventLimits`), the same :class:`WindowLimits` and the same
     offsets and partitions, so an event the worker dead-letters or skips changes nothing
     here either. Partitions are read one after the other, a batch at a time. Sealed events
     are opened with the key store of ``settings``; an erased user's events no longer open,
@@ -129,6 +130,7 @@ async def fold_chat_topic(
     True
     """
     limits = window_limits(settings)
+    event_limits = EventLimits.from_settings(settings)
     keys = keystore_from_settings(settings)
     folded = _FoldedSessions()
     chat = Topics.from_settings(settings).chat
@@ -136,9 +138,7 @@ async def fold_chat_topic(
     read = invalid = skipped = erased = 0
     async with aclosing(reader) as batches:
         async for records in batches:
-            batch = fold_batch(
-                folded, records, limits, settings.max_event_bytes, settings.max_content_chars, keys
-            )
+            batch = fold_batch(folded, records, limits, event_limits, keys)
             for key, (value, _) in batch.writes.items():
                 if value is None:
                     folded.values.pop(key, None)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, cast
 
-from memstream.models.codec import InvalidEvent
+from memstream.models.codec import EventLimits, worker_now
 from memstream.models.crypto import SealError, open_bytes, seal_bytes, sealed_key_id
 from memstream.models.events import (
     ChatEvent,
@@ -53,6 +53,7 @@ def window_limits(settings: Settings) -> WindowLimits:
     return WindowLimits(
         max_messages=settings.max_messages,
         max_tokens=settings.max_tokens,
+        max_chars=settings.max_window_chars,
         max_tool_calls=settings.max_tool_calls,
         max_entities=settings.max_entities,
     )
@@ -156,8 +157,11 @@ class SessionStore:
             return None
         try:
             value, key_id = open_session_value(key, raw, self.keys)
-        except SealError:
-            log.exception("sessions: the stored value of %r does not open; starting afresh", key)
+        except Exception:  # altered, or not a value this version wrote
+            # The table's changelog is a topic too: bytes another producer wrote there, or a
+            # value that no longer opens, must not stop the agent. The log still holds the
+            # session's events; a replay (`memstream replay --projection sessions`) rebuilds it.
+            log.exception("sessions: the stored value of %r cannot be read; starting afresh", key)
             return None
         if value is None:
             return None
@@ -242,7 +246,8 @@ class BatchResult:
 
     consolidations: list[ConsolidationRequested] = field(default_factory=list)
     writes: dict[str, tuple[SessionValue | None, int]] = field(default_factory=dict)
-    dead: list[tuple[Any, str]] = field(default_factory=list)
+    #: Records that cannot be folded, with what went wrong (for the dead letter).
+    dead: list[tuple[Any, Exception]] = field(default_factory=list)
     skipped: int = 0
     erased: int = 0
     key_ids: dict[str, str] = field(default_factory=dict)
@@ -264,16 +269,18 @@ class SessionLookup(Protocol):
 def fold_batch(
     store: SessionLookup,
     messages: Sequence[Any],
-    limits: WindowLimits,
-    max_event_bytes: int,
-    max_content_chars: int | None = None,
+    window: WindowLimits,
+    limits: EventLimits,
     keys: KeyStore | None = None,
 ) -> BatchResult:
     """Fold a batch of chat-topic messages into session values, without writing anything.
 
-    Sealed events are opened with ``keys``; those whose key is destroyed are skipped and
-    counted in ``erased``. A ``user_erased`` event deletes every session of its user
-    (markers of closed sessions too), so a replay that meets it keeps nothing of the user.
+    Each record is decoded and checked against ``limits`` (its times against when the log
+    received it, so a replay decides the same) and folded on its own: one that fails, for
+    any reason, goes to ``dead`` with its exception and the others are folded as if it were
+    not there. Sealed events are opened with ``keys``; those whose key is destroyed are
+    skipped and counted in ``erased``. A ``user_erased`` event deletes every session of its
+    user (markers of closed sessions too), so a replay that meets it keeps nothing of the user.
     """
     result = BatchResult()
     pending: dict[str, SessionValue | None] = {}
@@ -284,12 +291,12 @@ def fold_batch(
                 message.value,
                 message.key,
                 CHAT_TYPES,
-                max_event_bytes,
+                limits,
                 batch_keys,
-                max_content_chars,
+                now=worker_now(message),
             )
-        except InvalidEvent as exc:
-            result.dead.append((message, f"invalid event: {exc}"))
+        except Exception as exc:  # noqa: BLE001 - InvalidEvent, or anything a hostile record causes
+            result.dead.append((message, exc))
             continue
         if opened is None:
             result.erased += 1
@@ -307,12 +314,15 @@ def fold_batch(
             continue
         event = cast(ChatEvent, opened.event)
         key = session_key(event.user_id, event.session_id)
-        current = pending[key] if key in pending else store.get(key)
         try:
-            transition = apply(current, event, message.offset, limits, message.partition)
-        except Exception as exc:
-            log.exception("sessions: failed on %s@%s", message.partition, message.offset)
-            result.dead.append((message, f"{type(exc).__name__}: {exc}"))
+            current = pending[key] if key in pending else store.get(key)
+            transition = apply(current, event, message.offset, window, message.partition)
+        except Exception as exc:  # noqa: BLE001 - the fold of one record must not stop the batch
+            log.warning(
+                "sessions: %s[%s]@%s cannot be folded: %s",
+                message.topic, message.partition, message.offset, type(exc).__name__,
+            )
+            result.dead.append((message, exc))
             continue
         if transition.note:
             log.warning("sessions: %s/%s: %s", event.user_id, event.session_id, transition.note)

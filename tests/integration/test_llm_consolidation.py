@@ -18,6 +18,7 @@ from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection
 from memstream.streams.broker import free_port
 from memstream.streams.deadletters import DeadLetter
+from memstream.streams.keys import keystore_from_settings
 from memstream.streams.logreader import read_topic
 from memstream.streams.publish import publish_events
 from memstream.streams.topics import Topics
@@ -95,8 +96,11 @@ def test_a_reply_that_never_validates_is_recorded_dead_lettered_and_retried(
         DeadLetter.model_validate_json(r.value)
         for r in asyncio.run(read_topic(settings, Topics.from_settings(settings).deadletters))
     ]
-    # The reply is the user's content: it is in the sealed extraction_failed events, and the
-    # plaintext reason of the dead letter only says so.
-    assert len(letters) == 2 and all("raw reply in the sealed" in letter.reason for letter in letters)
+    # The reply is the user's content: it is in the sealed extraction_failed events and the
+    # dead letter's sealed detail; the plaintext reason only says where.
+    assert len(letters) == 2 and all("raw reply in the extraction_failed" in letter.reason for letter in letters)
     assert not any("this is not JSON" in letter.reason for letter in letters)
+    assert all(letter.sealed and letter.detail_b64 for letter in letters)
+    keys = keystore_from_settings(settings)
+    assert all("this is not JSON" in (letter.original_detail(keys) or "") for letter in letters)
     assert len(server.received) == 4  # 2 attempts per try, 2 tries

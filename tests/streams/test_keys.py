@@ -13,7 +13,7 @@ import pytest
 from chat import conversation
 from test_session_store import FakeTable
 
-from memstream.models.codec import encode_event
+from memstream.models.codec import EventLimits, encode_event
 from memstream.models.events import Event, MessageAdded, UserErased
 from memstream.models.session import ClosedSession, SessionState, WindowLimits, session_key
 from memstream.streams.deadletters import DeadLetter, SealedDeadLetter
@@ -120,7 +120,7 @@ async def test_the_session_fold_opens_sealed_events_and_stores_sealed_sessions(
     store = SessionStore(table, cache_size=10, keys=keys)
     events = sealed(conversation("ann", "a", [("user", f"I live in {SECRET}")], close=False), keys)
     assert SECRET.encode() not in b"".join(r.value for r in records(events))
-    batch = fold_batch(store, records(events), WindowLimits(), 1_000_000, keys=keys)
+    batch = fold_batch(store, records(events), WindowLimits(), EventLimits(), keys=keys)
     key = session_key("ann", "a")
     state = batch.writes[key][0]
     assert isinstance(state, SessionState) and state.messages[0].content == f"I live in {SECRET}"
@@ -138,7 +138,7 @@ async def test_the_session_fold_opens_sealed_events_and_stores_sealed_sessions(
 async def test_events_of_an_erased_user_are_skipped_not_dead_lettered(keys: FileKeyStore) -> None:
     events = sealed(conversation("ann", "a", [("user", "hello")], close=False), keys)
     keys.destroy("ann")
-    batch = fold_batch(SessionStore(FakeTable(), 10, keys), records(events), WindowLimits(), 1_000_000, keys=keys)
+    batch = fold_batch(SessionStore(FakeTable(), 10, keys), records(events), WindowLimits(), EventLimits(), keys=keys)
     assert batch.dead == [] and batch.erased == 1  # the message: sealed, its key destroyed
     # The start has no content (it is not sealed): it opens an empty session.
     (state, _), = batch.writes.values()
@@ -151,7 +151,7 @@ async def test_user_erased_drops_every_session_of_the_user_and_nobody_elses(keys
     events = conversation("ann", "open", [("user", "one")], close=False)
     events += conversation("ann", "done", [("user", "two")])
     events += conversation("bob", "b", [("user", "three")], close=False)
-    first = fold_batch(store, records(sealed(events, keys)), WindowLimits(), 1_000_000, keys=keys)
+    first = fold_batch(store, records(sealed(events, keys)), WindowLimits(), EventLimits(), keys=keys)
     for key, (value, partition) in first.writes.items():
         await store.write(key, value, partition, first.key_ids.get(key))
     assert isinstance(store.get(session_key("ann", "done")), ClosedSession)
@@ -160,7 +160,7 @@ async def test_user_erased_drops_every_session_of_the_user_and_nobody_elses(keys
         store,
         records(sealed(later, keys), first=100) + records([erasure("ann")], first=110),
         WindowLimits(),
-        1_000_000,
+        EventLimits(),
         keys=keys,
     )
     dropped = {key for key, (value, _) in batch.writes.items() if value is None}

@@ -8,7 +8,7 @@ from typing import Any
 
 from chat import conversation
 
-from memstream.models.codec import encode_event
+from memstream.models.codec import EventLimits, encode_event
 from memstream.models.events import SessionClosed
 from memstream.models.session import ClosedSession, SessionState, WindowLimits, session_key
 from memstream.streams.sessions import IdleTracker, SessionStore, fold_batch
@@ -48,7 +48,7 @@ def records(events: list[Any], partition: int = 2) -> list[SimpleNamespace]:
 
 
 async def fold_and_write(store: SessionStore, events: list[Any]) -> Any:
-    batch = fold_batch(store, records(events), WindowLimits(), 1_000_000)
+    batch = fold_batch(store, records(events), WindowLimits(), EventLimits())
     for key, (value, partition) in batch.writes.items():
         await store.write(key, value, partition)
     return batch
@@ -70,8 +70,8 @@ async def test_malformed_records_become_dead_letters_and_the_rest_is_folded() ->
     store = SessionStore(FakeTable(), cache_size=10)
     good = records(conversation("ann", "a", [("user", "hello")], close=False))
     bad = SimpleNamespace(value=b"{oops", key=b"ann", offset=99, partition=2, topic="chat")
-    batch = fold_batch(store, [good[0], bad, good[1]], WindowLimits(), 1_000_000)
-    assert [reason.split(":")[0] for _, reason in batch.dead] == ["invalid event"]
+    batch = fold_batch(store, [good[0], bad, good[1]], WindowLimits(), EventLimits())
+    assert [type(fault).__name__ for _, fault in batch.dead] == ["InvalidEvent"]
     assert batch.writes[session_key("ann", "a")][0].message_count == 1  # type: ignore[union-attr]
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from fakes import FakeEmbedder
 
-from memstream.models.codec import decode_event, encode_event
+from memstream.models.codec import EventLimits, decode_event, encode_event
 from memstream.models.events import (
     MemoryAdded,
     MemoryForgotten,
@@ -228,7 +228,7 @@ def test_the_event_round_trips_and_belongs_on_the_memories_topic() -> None:
     event = forgotten_event(candidate, DEFAULTS, NOW)
     raw = encode_event(event)
     assert decode_event(raw) == event
-    assert decode_checked(raw, b"ann", MEMORY_TYPES, 10_000) == event
+    assert decode_checked(raw, b"ann", MEMORY_TYPES, EventLimits(max_event_bytes=10_000)) == event
     payload = json.loads(raw)
     with pytest.raises(ValueError, match="policy"):
         decode_event({**payload, "policy": "whim"})
