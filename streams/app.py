@@ -56,6 +56,7 @@ from memstream.streams.boundary import BrokerProbe, FunctionProbe, RecordBoundar
 from memstream.streams.deadletters import DeadLetterSink
 from memstream.streams.keys import BatchKeys, keystore_from_settings, seal_event
 from memstream.streams.llm_extractor import ExtractionFailed, LLMExtractor
+from memstream.streams.logid import LogWatch
 from memstream.streams.ordering import InOrder, install_commit_guard
 from memstream.streams.projector import ProjectorProgress, run_memory_projector
 from memstream.streams.sessions import (
@@ -167,6 +168,9 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
 
     letters = DeadLetterSink(send_letter, keys)
     broker = BrokerProbe(settings.broker)
+    # Once the broker no longer holds the log this worker started on, nothing more is
+    # processed (the records stay uncommitted for after `memstream restore`).
+    watch = LogWatch(settings)
 
     roles = settings.role_set
 
@@ -178,6 +182,7 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
     consolidation_order = InOrder("extraction", seek)
 
     session_boundary = RecordBoundary("sessions", letters, [broker])
+    chat_log_intact = watch.verifier()
 
     async def session_agent(stream: Any) -> None:
         """Keep one state per open session; hand transcripts to consolidation.
@@ -190,6 +195,8 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
         async for events in stream.take_events(
             settings.session_batch_size, within=settings.session_batch_wait_s
         ):
+            if not await chat_log_intact():
+                await watch.wait_intact()  # blocks: the log was lost; nothing more is folded
             messages = [event.message for event in events if await chat_order.accept(event.message)]
             await session_boundary.run_batch(messages, fold_and_hand_over)
 
@@ -227,6 +234,8 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
 
         A scan that fails (the broker is down) is logged and the next one tries again: a
         close is requested once per last event, and only once it went out."""
+        if not watch.intact():
+            return
         try:
             now = utc_now()
             closes = idle.closes_due(store, now)
@@ -326,6 +335,7 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
         """Turn consolidation requests into recorded extractions and memory events."""
         async for event in stream.events():
             message = event.message
+            await watch.wait_intact()
             if not await consolidation_order.accept(message):
                 continue
             await extraction_boundary.run(message, functools.partial(extract, message))
@@ -363,13 +373,21 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
     async def project_memories() -> None:
         """Project memory events into LanceDB (single writer, tracks its own offsets); started
         again after a crash (it resumes from the offsets its rows record)."""
-        await supervise("projector", lambda: run_memory_projector(settings, progress=progress))
+        await supervise(
+            "projector",
+            lambda: run_memory_projector(settings, progress=progress, log_intact=watch.verifier()),
+        )
 
     async def archive_log() -> None:
         """Copy every topic into the Parquet archive (single writer, resumes from its files);
         started again after a crash."""
-        await supervise("archive", lambda: run_archive_sink(settings))
+        await supervise("archive", lambda: run_archive_sink(settings, log_intact=watch.verifier()))
 
+    async def watch_log() -> None:
+        """Stop processing once the broker's log is no longer the one the worker started on."""
+        await supervise("log watch", watch.run)
+
+    app.task(watch_log)
     if "extraction" in roles:
         app.agent(consolidation, name="extraction")(extraction_agent)
         app.on_partitions_assigned.connect(note_assignment)  # type: ignore[arg-type]

@@ -38,7 +38,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -124,6 +124,9 @@ _STRING_FIELDS = ("event_id", "type", "user_id", "session_id", "agent_id")
 _RESTORE_CHUNK = 2000
 #: How long the sink's and restore's admin requests may take.
 _ADMIN_TIMEOUT_MS = 10_000
+#: The largest record restore sends: any the archive holds (a producer may have written a
+#: record of megabytes; the broker took it, so it must take it back).
+_RESTORE_REQUEST_BYTES = 64 * 1024 * 1024
 
 
 class ArchiveError(RuntimeError):
@@ -265,6 +268,9 @@ class RestoreReport:
     group_offsets: Mapping[tuple[str, int], int] = field(default_factory=dict)
     group_offsets_taken_at: datetime | None = None
     group_offsets_lowered: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    #: Records producers wrote to a new log after the broker lost the old one, kept and
+    #: appended after the archive, per topic.
+    appended: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -276,6 +282,12 @@ class RestoreReport:
         head = f"restored {self.total} records into {self.partitions} partitions"
         lines = [f"{head} in {self.elapsed_s:.1f} s"]
         lines += [f"  {topic}: {count}" for topic, count in sorted(self.records.items())]
+        if self.appended:
+            lines.append(
+                f"appended after them {sum(self.appended.values())} records that producers "
+                "wrote to the broker after it lost its log (none of them is lost):"
+            )
+            lines += [f"  {topic}: {count}" for topic, count in sorted(self.appended.items())]
         if self.gaps:
             lines.append("the archive has gaps, so these restored offsets shifted:")
             lines += [f"  {gap.explain()}" for gap in self.gaps]
@@ -736,7 +748,12 @@ def _diverged(tp: TopicPartition, last: _Last) -> str:
 # --- the live sink --------------------------------------------------------------------------
 
 
-async def run_archive_sink(settings: Settings, stop: asyncio.Event | None = None) -> None:
+async def run_archive_sink(
+    settings: Settings,
+    stop: asyncio.Event | None = None,
+    *,
+    log_intact: Callable[[], Awaitable[bool]] | None = None,
+) -> None:
     """Archive every record of every archived topic to Parquet until cancelled (or ``stop``).
 
     A plain consumer with no consumer group: it reads every partition and resumes after the
@@ -757,7 +774,10 @@ async def run_archive_sink(settings: Settings, stop: asyncio.Event | None = None
     A partition whose log is shorter than the archive, or no longer holds the last archived
     record as archived, means the broker lost its log: it is reported as an error and left
     alone until the sink restarts, never archived again from offset 0 (and no group offsets
-    are kept meanwhile: they would be offsets in another log).
+    are kept meanwhile: they would be offsets in another log). ``log_intact`` is asked after
+    every fetch (:meth:`memstream.streams.logid.LogWatch.verifier`): once the broker's log
+    is not the archived one, nothing more is archived (``memstream restore`` keeps what the
+    new log received and appends it after the archive).
     """
     # Imported here: the projector module loads LanceDB, which restore and rebuild never need.
     from memstream.streams.projector import WriterLock
@@ -786,7 +806,7 @@ async def run_archive_sink(settings: Settings, stop: asyncio.Event | None = None
         # The memstream topics are created before the worker starts; the changelog later.
         required, optional = topics[:-1], topics[-1:]
         partitions = await _wait_for_partitions(consumer, required, stop)
-        sink = _ArchiveSink(settings, consumer, admin, partitions, optional)
+        sink = _ArchiveSink(settings, consumer, admin, partitions, optional, log_intact)
         while not stop.is_set():
             await sink.open_live()
             try:
@@ -827,8 +847,10 @@ class _ArchiveSink:
         admin: AIOKafkaAdminClient,
         partitions: list[TopicPartition],
         awaited: Sequence[str],
+        log_intact: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
         self.settings = settings
+        self.log_intact = log_intact
         self.consumer = consumer
         self.admin = admin
         self.partitions = partitions
@@ -930,6 +952,10 @@ class _ArchiveSink:
             # Apache Kafka answers a position past the log end (or below a log start that
             # retention moved) this way; Tansu answers with a smaller high watermark.
             await self._out_of_range(list(dict(exc.args[0])))
+            return {}
+        if fetched and self.log_intact is not None and not await self.log_intact():
+            for tp in list(self.read_to):
+                self._lose(tp, "the broker's log is not the archived one (it lost its log)")
             return {}
         return fetched
 
@@ -1347,13 +1373,35 @@ async def restore(
     partitions = [TopicPartition(t, p) for t in topics for p in range(settings.partitions)]
     ends = await true_end_offsets(settings.broker, partitions)
     busy = [f"{tp.topic}[{tp.partition}] ({end} records)" for tp, end in ends.items() if end]
+    kept_files = sorted(settings.archive_dir.glob("kept-*.parquet"))
     if busy:
-        raise RestoreRefused(
-            "refusing to restore: these partitions already hold records, and republishing "
-            f"the archive onto them would duplicate the log: {', '.join(busy)}. Restore into "
-            "an empty broker (a fresh embedded broker, or delete the memstream topics first)."
-        )
-    if snapshot is not None:
+        from memstream.streams.logid import read_log_id
+
+        broker_log = await read_log_id(settings)
+        archived_log = await asyncio.to_thread(archived_log_id, files, settings)
+        if archived_log is None or broker_log == archived_log:
+            if kept_files and broker_log == archived_log:
+                # An earlier restore put the archive back and stopped before appending.
+                await _refuse_active_group(settings, group_id)
+                appended = await _append_kept(settings, kept_files)
+                return RestoreReport(
+                    records={}, partitions=0, gaps=(), elapsed_s=time.monotonic() - started,
+                    group_id=group_id, appended=appended,
+                )
+            raise RestoreRefused(
+                "refusing to restore: these partitions already hold records of the archived "
+                f"log, and republishing the archive onto them would duplicate it: "
+                f"{', '.join(busy)}. Restore into an empty broker (a fresh embedded broker, or "
+                "delete the memstream topics first)."
+            )
+        # The broker lost the archived log and producers have written to a new one since:
+        # keep their records (durably, first), clear the topics, restore, then append them.
+        await _refuse_active_group(settings, group_id)
+        kept_files = [*kept_files, await _keep_new_log(settings)]
+        await _delete_topics(settings, topics)
+        await ensure_topics(settings)
+        await _ensure_changelog(settings, topics[-1])
+    elif snapshot is not None:
         await _refuse_active_group(settings, group_id)
     by_partition: dict[TopicPartition, list[ArchiveFile]] = {}
     for file in files:
@@ -1364,7 +1412,7 @@ async def restore(
         acks="all",
         linger_ms=5,
         max_batch_size=1 << 20,
-        max_request_size=(1 << 20) + 2 * settings.max_event_bytes,
+        max_request_size=_RESTORE_REQUEST_BYTES,
     )
     await producer.start()
     try:
@@ -1395,6 +1443,7 @@ async def restore(
     if snapshot is not None:
         targets, lowered = _restored_group_offsets(snapshot, after, gaps)
         committed = await _commit_group_offsets(settings, group_id, targets)
+    appended = await _append_kept(settings, kept_files) if kept_files else {}
     return RestoreReport(
         records=records,
         partitions=sum(1 for count in restored.values() if count),
@@ -1404,7 +1453,111 @@ async def restore(
         group_offsets=committed,
         group_offsets_taken_at=None if snapshot is None else snapshot.taken_at,
         group_offsets_lowered=lowered,
+        appended=appended,
     )
+
+
+#: Event types on the memories topic that come from outside the workers (a user's delete,
+#: an erasure, a forgetting policy run): kept from a new log. The rest of that topic, and
+#: the consolidation topic, the dead letters and the changelog, are the workers' own output,
+#: which they derive again from the kept chat records.
+_KEPT_MEMORY_TYPES = frozenset({"memory_deleted", "memory_forgotten", "user_erased"})
+
+
+def archived_log_id(files: Sequence[ArchiveFile], settings: Settings) -> str | None:
+    """The id of the log the archive holds (its first record of the log's mark topic,
+    see :mod:`memstream.streams.logid`); None for an archive written before logs had one."""
+    from memstream.streams.logid import _parse_mark
+
+    topic = Topics.from_settings(settings).log
+    first = sorted((f for f in files if f.topic == topic and f.partition == 0), key=lambda f: f.first)
+    if not first or first[0].first != 0:
+        return None
+    table = pq.ParquetFile(first[0].path).read(columns=["offset", "value"])
+    if table.num_rows == 0:
+        return None
+    return _parse_mark(table.column("value")[0].as_py())
+
+
+async def _keep_new_log(settings: Settings) -> Path:
+    """Write what producers put on the new log (chat, accesses, and the memories topic's
+    deletions and erasures) to ``kept-<time>.parquet`` beside the archive, fsynced; return
+    the file."""
+    from memstream.streams.logreader import read_topic
+
+    topics = Topics.from_settings(settings)
+    records: list[ConsumerRecord] = []
+    for topic in (topics.chat, topics.accesses, topics.memories):
+        for record in await read_topic(settings, topic):
+            if topic == topics.memories:
+                kind = _event_fields(record.value, settings.max_record_bytes).get("type")
+                if kind not in _KEPT_MEMORY_TYPES:
+                    continue
+            records.append(record)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+    path = settings.archive_dir / f"kept-{stamp}.parquet"
+    settings.archive_dir.mkdir(parents=True, exist_ok=True)
+    table = _table(records, settings.max_record_bytes)
+    staging = path.with_name(f".{path.name}.tmp")
+    with staging.open("wb") as handle:
+        pq.write_table(table, handle, compression="zstd")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(staging, path)
+    _fsync_directory(path.parent)
+    log.warning("restore: kept %d records of the new log in %s", len(records), path)
+    return path
+
+
+async def _delete_topics(settings: Settings, topics: Sequence[str]) -> None:
+    """Delete ``topics`` (those that exist) and wait until the broker no longer lists them."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.broker, request_timeout_ms=_ADMIN_TIMEOUT_MS)
+    await admin.start()
+    try:
+        existing = [topic for topic in topics if topic in set(await admin.list_topics())]
+        if existing:
+            await admin.delete_topics(existing)
+        deadline = time.monotonic() + 30
+        while set(existing) & set(await admin.list_topics()):
+            if time.monotonic() > deadline:
+                raise ArchiveError(f"the broker did not delete {existing} within 30 s")
+            await asyncio.sleep(0.2)
+    finally:
+        await admin.close()
+
+
+async def _append_kept(settings: Settings, paths: Sequence[Path]) -> dict[str, int]:
+    """Publish the kept records of ``paths`` after the restored log (same keys, so the same
+    partitions; timestamps and headers as they were); delete each file once acknowledged."""
+    appended: dict[str, int] = {}
+    producer = AIOKafkaProducer(
+        bootstrap_servers=settings.broker, acks="all", max_request_size=_RESTORE_REQUEST_BYTES
+    )
+    await producer.start()
+    try:
+        for path in paths:
+            table = await asyncio.to_thread(pq.read_table, path)
+            rows = table.to_pydict()
+            timestamps = table.column("timestamp").cast(pa.int64()).to_pylist()
+            futures = []
+            for index, topic in enumerate(rows["topic"]):
+                headers = [(h["key"], h["value"] or b"") for h in rows["headers"][index] or ()]
+                futures.append(
+                    await producer.send(
+                        topic,
+                        rows["value"][index],
+                        key=rows["key"][index],
+                        timestamp_ms=timestamps[index],
+                        headers=headers or None,
+                    )
+                )
+                appended[topic] = appended.get(topic, 0) + 1
+            await asyncio.gather(*futures)
+            path.unlink()
+            log.info("restore: appended the kept records of %s", path.name)
+    finally:
+        await producer.stop()
+    return appended
 
 
 async def _ensure_changelog(settings: Settings, topic: str) -> None:

@@ -77,7 +77,13 @@ def cmd_publish(args: argparse.Namespace) -> int:
                 events, errors = read_events(source, settings.max_event_bytes, limits)
     for error in errors:
         print(f"line {error.line}: {error.reason}", file=sys.stderr)
-    published = asyncio.run(publish_events(settings, events)) if events else 0
+    from memstream.streams.logid import LogLost
+
+    try:
+        published = asyncio.run(publish_events(settings, events)) if events else 0
+    except (ValueError, LogLost) as exc:
+        print(f"memstream publish: nothing published: {exc}", file=sys.stderr)
+        return 2
     print(f"published {published} event(s); {len(errors)} line(s) rejected")
     return 1 if errors else 0
 

@@ -68,6 +68,7 @@ from memstream.streams.keys import (
     open_event,
     seal_event,
 )
+from memstream.streams.logid import MarkReader, claim_log
 from memstream.streams.logreader import read_topic
 from memstream.streams.publish import (
     Message,
@@ -330,6 +331,8 @@ class AsyncMemoryClient:
         self._projection_lock = threading.Lock()
         self._producer: AIOKafkaProducer | None = None
         self._producer_lock: asyncio.Lock | None = None
+        #: Reads the broker's log mark before every write (see memstream.streams.logid).
+        self._marks: MarkReader | None = None
         self._background: set[asyncio.Task[None]] = set()
 
     async def __aenter__(self) -> Self:
@@ -352,6 +355,9 @@ class AsyncMemoryClient:
         if self._producer is not None:
             producer, self._producer = self._producer, None
             await producer.stop()
+        if self._marks is not None:
+            marks, self._marks = self._marks, None
+            await marks.close()
 
     # --- writes -----------------------------------------------------------------------
 
@@ -582,6 +588,10 @@ class AsyncMemoryClient:
         if not encoded:
             return
         producer = await self._producer_ready()
+        assert self._marks is not None
+        # A broker that lost the log (the embedded one after a restart) would acknowledge
+        # the write and the recovery would replace its log: refuse it instead.
+        await self._marks.check()
         futures = [await producer.send(topic, key=key, value=value) for key, value in encoded]
         await asyncio.gather(*futures)
 
@@ -601,6 +611,8 @@ class AsyncMemoryClient:
         async with self._producer_lock:
             if self._producer is None:
                 await ensure_topics(self.settings)
+                await claim_log(self.settings)
+                self._marks = MarkReader(self.settings)
                 producer = AIOKafkaProducer(
                     bootstrap_servers=self.settings.broker, acks="all", linger_ms=5
                 )

@@ -251,9 +251,11 @@ async def _publish(settings: Settings, topic: str, events: Sequence[MemoryForgot
     add) and wait for every ack."""
     from aiokafka import AIOKafkaProducer
 
+    from memstream.streams.logid import claim_log
     from memstream.streams.topics import ensure_topics
 
     await ensure_topics(settings)
+    await claim_log(settings)  # never decide on a log that is not the projection's
     producer = AIOKafkaProducer(bootstrap_servers=settings.broker, acks="all", linger_ms=5)
     await producer.start()
     try:

@@ -25,7 +25,7 @@ import contextlib
 import fcntl
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -148,6 +148,7 @@ async def run_memory_projector(
     *,
     tiers: bool = True,
     progress: ProjectorProgress | None = None,
+    log_intact: Callable[[], Awaitable[bool]] | None = None,
 ) -> None:
     """Project memory and access events into LanceDB until cancelled (or ``stop`` is set).
 
@@ -159,7 +160,9 @@ async def run_memory_projector(
     the same process, on the projection this writes, and publishes its promotions and
     expiries with the projector's producer. It scans only while the projection is caught up
     with the log, so a replay or a restart never acts on a half-built projection.
-    ``progress`` is marked whenever it is caught up.
+    ``progress`` is marked whenever it is caught up. ``log_intact`` is asked after every
+    fetch (:meth:`memstream.streams.logid.LogWatch.verifier`): once the broker lost the log,
+    nothing fetched is applied and the projector stops.
     """
     stop = stop or asyncio.Event()
     lock = WriterLock(settings.lancedb_dir / ".projector.lock")
@@ -174,7 +177,9 @@ async def run_memory_projector(
             halt = asyncio.Event()
             watcher = asyncio.create_task(_watch_live_table(settings, table, stop, halt))
             try:
-                await _project_table(settings, projection, halt, tiers=tiers, progress=progress)
+                await _project_table(
+                    settings, projection, halt, tiers=tiers, progress=progress, log_intact=log_intact
+                )
             finally:
                 watcher.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -208,6 +213,7 @@ async def _project_table(
     *,
     tiers: bool,
     progress: ProjectorProgress | None = None,
+    log_intact: Callable[[], Awaitable[bool]] | None = None,
 ) -> None:
     """One spell of projecting into ``projection``'s table, until ``stop`` is set."""
     topics = Topics.from_settings(settings)
@@ -252,7 +258,14 @@ async def _project_table(
                 name="tier-keeper",
             )
         projector = _Projector(
-            settings, consumer, producer, projection, starts, caught_up, progress=progress
+            settings,
+            consumer,
+            producer,
+            projection,
+            starts,
+            caught_up,
+            progress=progress,
+            log_intact=log_intact,
         )
         await projector.run(stop)
     finally:
@@ -377,6 +390,7 @@ class _Projector:
         finish_at: Mapping[TopicPartition, int] | None = None,
         on_batch: Callable[[int], None] | None = None,
         progress: ProjectorProgress | None = None,
+        log_intact: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
         """``producer`` None (a replay): invalid records are counted, not dead-lettered again.
         ``until``: records the log got later than this are read past, not applied.
@@ -387,6 +401,7 @@ class _Projector:
         self.finish_at = dict(finish_at) if finish_at is not None else None
         self.on_batch = on_batch
         self.progress = progress
+        self.log_intact = log_intact
         #: Records skipped because their user's key is destroyed (erased users' events).
         self.erased = 0
         self.keys = keystore_from_settings(settings)
@@ -443,6 +458,12 @@ class _Projector:
                 timeout_ms=int(self.settings.projection_batch_wait_s * 1000),
                 max_records=self.settings.projection_batch_size,
             )
+            if fetched and self.log_intact is not None and not await self.log_intact():
+                # The broker lost the log: nothing of a new log may enter this projection.
+                self.caught_up.clear()
+                log.error("projector: the broker lost its log; projecting stopped until a restore")
+                await stop.wait()
+                return
             memory_batch: list[MemoryItem] = []
             self._fetch_keys = BatchKeys(self.keys)
             for tp, records in fetched.items():

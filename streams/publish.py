@@ -23,6 +23,7 @@ from memstream.models.events import (
 from memstream.models.settings import Settings
 from memstream.streams.agents import CHAT_TYPES
 from memstream.streams.keys import BatchKeys, KeyStore, keystore_from_settings, seal_event
+from memstream.streams.logid import claim_log
 from memstream.streams.topics import Topics, ensure_topics
 
 
@@ -194,6 +195,8 @@ async def publish_events(
     ------
     ValueError
         An event's time is outside the window, or its content or size over the limits.
+    memstream.streams.logid.LogLost
+        The broker lost the log the data directory was built from: nothing is sent.
     """
     limits = EventLimits.from_settings(settings)
     check_publishable(events, limits)
@@ -203,6 +206,7 @@ async def publish_events(
     for event, value in encoded:
         check_encoded_size(event, value, limits)
     await ensure_topics(settings)
+    await claim_log(settings)  # refused (LogLost) when the broker lost the log
     topic = Topics.from_settings(settings).chat
     producer = AIOKafkaProducer(bootstrap_servers=settings.broker, acks="all", linger_ms=5)
     await producer.start()

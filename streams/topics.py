@@ -45,9 +45,17 @@ class Topics:
         """Events an agent could not process, with the original bytes and the reason."""
         return f"{self.prefix}.deadletters"
 
+    @property
+    def log(self) -> str:
+        """The log's identity: its first record names the log (see
+        :mod:`memstream.streams.logid`), so a broker that lost its log is recognised."""
+        return f"{self.prefix}.log"
+
     def all(self) -> tuple[str, ...]:
         """Every topic memstream creates."""
-        return (self.chat, self.consolidation, self.memories, self.accesses, self.deadletters)
+        return (
+            self.chat, self.consolidation, self.memories, self.accesses, self.deadletters, self.log
+        )
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Topics:
@@ -92,8 +100,11 @@ async def ensure_topics(settings: Settings) -> None:
                 existing.append(topic)
             elif error is not kafka_errors.NoError:
                 raise error(f"creating topic {topic!r}")
-        if existing:
-            for description in await admin.describe_topics(existing):
+        # Only partition 0 of the log's mark topic is used: a broker may have created it
+        # with its own default when a client asked for it.
+        keyed = [topic for topic in existing if topic != Topics.from_settings(settings).log]
+        if keyed:
+            for description in await admin.describe_topics(keyed):
                 found = len(description["partitions"])
                 if found != settings.partitions:
                     raise ValueError(

@@ -26,12 +26,20 @@ def run_worker(settings: Settings) -> None:
 
     from memstream.projections.allocator import tune_allocators
     from memstream.streams.app import create_app
+    from memstream.streams.logid import LogLost, claim_log
     from memstream.streams.topics import ensure_topics
 
     if settings.tune_malloc:
         # Before any thread starts: each would get an arena of its own.
         tune_allocators()
     asyncio.run(ensure_topics(settings))
+    try:
+        # A broker that lost the log this data directory was built from is refused: the
+        # worker would otherwise build on an empty log, and its writes would be lost.
+        asyncio.run(claim_log(settings))
+    except LogLost as exc:
+        print(f"memstream worker: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(3) from None
     settings.faust_dir.mkdir(parents=True, exist_ok=True)
     # The session agent makes many short-lived objects and holds many long-lived ones (the
     # open sessions): collecting less often cut the fold's cost by a fifth.
