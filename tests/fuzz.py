@@ -9,7 +9,8 @@ Not a list of known bad kinds: records are generated at every level a producer c
   JSON value, removed, or joined by unknown ones; times from year 1 to 9999 and beyond, with
   any offset, naive, malformed; ids at and past their length limits; the type of another
   topic; sealed-looking ``encryption`` blocks (junk, or copied from another user's event);
-- **envelopes**: no key, another user's key, a key that is not UTF-8 or is huge; headers.
+- **envelopes**: no key, another user's key, a key that is not UTF-8 or is huge; headers,
+  their keys any bytes (not only UTF-8).
 
 ``record_of(topic)`` draws (key, value, headers) for a topic; :func:`is_rejected` says
 whether the worker's decoder refuses it, the same check the consumers make.
@@ -22,7 +23,7 @@ import json
 import math
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Self
 
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
@@ -292,8 +293,26 @@ def record_key(draw: st.DrawFn, value: bytes) -> bytes | None:
     )
 
 
+class RawHeaderKey(str):
+    """A header key sent as these bytes, which need not be UTF-8 (librdkafka lets a producer
+    send any): aiokafka's pure-Python batch builder writes what ``encode`` returns."""
+
+    raw: bytes
+
+    def __new__(cls, raw: bytes) -> Self:
+        made = super().__new__(cls, raw.decode("utf-8", "replace"))
+        made.raw = raw
+        return made
+
+    def encode(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
+        return self.raw
+
+
 headers = st.lists(
-    st.tuples(st.text(min_size=1, max_size=10), st.one_of(st.none(), st.binary(max_size=20))),
+    st.tuples(
+        st.one_of(st.text(min_size=1, max_size=10), st.binary(min_size=1, max_size=8).map(RawHeaderKey)),
+        st.one_of(st.none(), st.binary(max_size=20)),
+    ),
     max_size=3,
 )
 
