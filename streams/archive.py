@@ -547,8 +547,12 @@ class ArchiveErasures:
         for file in archive_files(directory):
             if file.topic not in self.ledger.topics:
                 continue
-            table = pq.read_table(file.path, columns=[*columns, "type"])
-            table = table.filter(pc.fill_null(pc.equal(table.column("type"), "user_erased"), False))
+            # The type column first: few files hold an erasure, and values are large.
+            kinds = pq.read_table(file.path, columns=["type"]).column("type")
+            wanted = pc.fill_null(pc.equal(kinds, "user_erased"), False)
+            if not pc.any(wanted).as_py():
+                continue
+            table = pq.read_table(file.path, columns=columns).filter(wanted)
             stamps = table.column("timestamp").cast(pa.int64()).to_pylist()
             for partition, offset, stamp, key, value in zip(
                 table.column("partition").to_pylist(),
