@@ -717,7 +717,7 @@ def _key_owner(key: bytes) -> set[str]:
 def _changelog_owner(key: bytes) -> set[str]:
     """The user of a sessions-changelog key: a JSON string ``"<user>\\x1f<session>"``."""
     try:
-        text = json.loads(key)
+        text = json.loads(key, strict=False)  # a raw \x1f too, not only \u001f
     except (ValueError, RecursionError):
         return set()
     if not isinstance(text, str) or "\x1f" not in text:

@@ -240,7 +240,7 @@ def _session_user(raw: bytes | None) -> str | None:
     if raw is None:
         return None
     try:
-        key = json.loads(raw)
+        key = json.loads(raw, strict=False)  # a raw \x1f too, not only \u001f
     except (ValueError, RecursionError):
         return None
     if not isinstance(key, str) or "\x1f" not in key:
