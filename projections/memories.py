@@ -1238,13 +1238,14 @@ class MemoryProjection:
             self._ids_written = None
 
     def count(self, user_id: str | None = None) -> int:
-        """Rows of one user, or of the whole table."""
+        """Rows of one user, or of the whole table: every status (active, superseded,
+        deleted, expired, forgotten), as :meth:`erase_user` removes them all."""
         table = self._open()
         if table is None:
             return 0
         if user_id is None:
             return int(table.count_rows())
-        return int(table.count_rows(_user_filter(user_id, SearchFilters())))
+        return int(table.count_rows(_user_filter(user_id, SearchFilters(include_inactive=True))))
 
 
 def _nearest(table: Any, vector: np.ndarray, where: str, limit: int) -> pa.Table:

@@ -30,7 +30,10 @@ and extracting every transcript again.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
+import fcntl
 import hashlib
 import itertools
 import json
@@ -46,12 +49,14 @@ from typing import Any
 
 import aiokafka.errors as kafka_errors
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pydantic_core
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.structs import OffsetAndMetadata
 
+from memstream.models.erasure import ErasureLedger, ErasureMark
 from memstream.models.fingerprint import Fingerprint, fingerprint
 from memstream.models.settings import Settings
 from memstream.projections.shadow import live_name
@@ -60,9 +65,11 @@ from memstream.streams.topics import Topics, ensure_topics
 
 __all__ = [
     "ARCHIVE",
+    "BLANKED",
     "FINGERPRINT_FIELDS",
     "GROUP_OFFSETS",
     "SCHEMA",
+    "ArchiveErasures",
     "ArchiveError",
     "ArchiveFile",
     "Gap",
@@ -70,10 +77,12 @@ __all__ = [
     "RestoreRefused",
     "RestoreReport",
     "Shortfall",
+    "archive_directories",
     "archive_files",
     "archive_fingerprint",
     "archive_positions",
     "archived_topics",
+    "blank_erased",
     "live_archive_dir",
     "log_shortfalls",
     "read_group_offsets",
@@ -451,12 +460,13 @@ class _Last:
     value: bytes | None
 
     def matches(self, record: ConsumerRecord) -> bool:
-        return (
-            record.offset == self.offset
-            and _timestamp_ms(record) == self.timestamp
-            and record.key == self.key
-            and record.value == self.value
-        )
+        if record.offset != self.offset or _timestamp_ms(record) != self.timestamp:
+            return False
+        if self.key is None and self.value is None:
+            # Blanked by an erasure (or a record with neither): its bytes are gone on
+            # purpose, so only its position and time can be compared.
+            return True
+        return record.key == self.key and record.value == self.value
 
 
 def _last_archived(
@@ -479,6 +489,295 @@ def _last_archived(
             value=table.column("value")[0].as_py(),
         )
     return found
+
+
+# --- erasures -------------------------------------------------------------------------------
+
+#: What blanking a record nulls: the record's key, value and headers and every parsed column
+#: that identifies someone. Topic, partition, offset, timestamp and type stay, so offsets stay
+#: contiguous and a restore still lines up.
+BLANKED = ("key", "value", "event_id", "user_id", "session_id", "agent_id", "headers")
+
+#: The columns that say whose a record is and where it stands in the log.
+_OWNER_COLUMNS = ["topic", "partition", "offset", "timestamp", "key", "user_id"]
+
+
+class ArchiveErasures:
+    """The erasures an archive applies, and how it tells whose a record is.
+
+    The rule is :mod:`memstream.models.erasure`'s: a record of an erased user is blanked
+    when it precedes the erasure (by offset on a partition holding a ``user_erased`` record
+    of it, by broker timestamp elsewhere). The live sink, a rebuild from the log and
+    ``memstream erase`` all blank through this class, so they blank the same records.
+
+    A record is the user's when its key is the user id (every memstream topic is keyed by
+    user id, dead letters by the original key), its parsed ``user_id`` is, its
+    sessions-changelog key names the user (``"<user>\\x1f<session>"``), or it is a dead letter
+    whose original event (unsealed) or original key names the user.
+    """
+
+    def __init__(self, settings: Settings, ledger: ErasureLedger | None = None) -> None:
+        topics = Topics.from_settings(settings)
+        self.settings = settings
+        self.changelog = archived_topics(settings)[-1]
+        self.deadletters = topics.deadletters
+        self.ledger = ledger or ErasureLedger(
+            (topics.chat, topics.memories), max_bytes=settings.max_event_bytes
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self.ledger)
+
+    def note(self, record: ConsumerRecord) -> str | None:
+        """Take a record read from the log into account; the erased user's id if it is an
+        erasure record that makes the archive blank more, else None."""
+        return self.ledger.note(
+            record.topic,
+            record.partition,
+            record.offset,
+            _timestamp_ms(record),
+            record.key,
+            record.value,
+        )
+
+    def add(self, mark: ErasureMark) -> bool:
+        """Apply one erasure known from elsewhere (``memstream erase`` publishing it)."""
+        return self.ledger.add(mark)
+
+    def only(self, users: Sequence[str] | frozenset[str] | set[str]) -> ArchiveErasures:
+        """The erasures of ``users`` alone."""
+        return ArchiveErasures(self.settings, self.ledger.only(users))
+
+    def copy(self) -> ArchiveErasures:
+        """An independent copy, for a writer thread while this one keeps growing."""
+        return ArchiveErasures(self.settings, self.ledger.copy())
+
+    def load(self, directory: Path) -> int:
+        """Take the erasure records archived in ``directory`` into account (a sink or a
+        rebuild resuming there); return how many erased users that adds."""
+        before = len(self.ledger.users)
+        columns = ["partition", "offset", "timestamp", "key", "value"]
+        for file in archive_files(directory):
+            if file.topic not in self.ledger.topics:
+                continue
+            # The type column first: few files hold an erasure, and values are large.
+            kinds = pq.read_table(file.path, columns=["type"]).column("type")
+            wanted = pc.fill_null(pc.equal(kinds, "user_erased"), False)
+            if not pc.any(wanted).as_py():
+                continue
+            table = pq.read_table(file.path, columns=columns).filter(wanted)
+            stamps = table.column("timestamp").cast(pa.int64()).to_pylist()
+            for partition, offset, stamp, key, value in zip(
+                table.column("partition").to_pylist(),
+                table.column("offset").to_pylist(),
+                stamps,
+                table.column("key").to_pylist(),
+                table.column("value").to_pylist(),
+                strict=True,
+            ):
+                self.ledger.note(file.topic, partition, offset, stamp, key, value)
+        return len(self.ledger.users) - before
+
+    def mask(self, table: pa.Table) -> pa.Array:
+        """Which rows of an archive ``table`` an erasure covers (a boolean array)."""
+        rows = table.num_rows
+        if not self.ledger or rows == 0:
+            return pa.array([False] * rows, pa.bool_())
+        users = sorted(self.ledger.users)
+        raw = pa.array([u.encode("utf-8", "surrogatepass") for u in users], pa.binary())
+        topic = table.column("topic")
+        # A vectorised first cut; whose a record is, and whether it came before the
+        # erasure, is then decided row by row for the few candidates.
+        candidate = pc.or_kleene(
+            pc.or_kleene(
+                pc.is_in(table.column("user_id"), value_set=pa.array(users, pa.string())),
+                pc.is_in(table.column("key").cast(pa.binary()), value_set=raw),
+            ),
+            pc.is_in(topic, value_set=pa.array([self.changelog, self.deadletters])),
+        )
+        indices = pc.indices_nonzero(pc.fill_null(candidate, False)).to_pylist()
+        covered = [False] * rows
+        if not indices:
+            return pa.array(covered, pa.bool_())
+        picked = table.select(_OWNER_COLUMNS).take(indices)
+        values: list[bytes | None] = [None] * len(indices)
+        if self.deadletters in picked.column("topic").to_pylist():
+            values = table.column("value").take(indices).to_pylist()
+        for index, topic_name, partition, offset, stamp, key, user_id, value in zip(
+            indices,
+            picked.column("topic").to_pylist(),
+            picked.column("partition").to_pylist(),
+            picked.column("offset").to_pylist(),
+            picked.column("timestamp").cast(pa.int64()).to_pylist(),
+            picked.column("key").to_pylist(),
+            picked.column("user_id").to_pylist(),
+            values,
+            strict=True,
+        ):
+            owners = self._owners(topic_name, key, user_id, value)
+            covered[index] = self.ledger.covers(owners, topic_name, partition, offset, stamp)
+        return pa.array(covered, pa.bool_())
+
+    def _owners(
+        self, topic: str, key: bytes | None, user_id: str | None, value: bytes | None
+    ) -> set[str]:
+        owners = {user_id} if user_id is not None else set()
+        if key is not None:
+            if topic == self.changelog:
+                owners |= _changelog_owner(key)
+            else:
+                owners |= _key_owner(key)
+        if topic == self.deadletters and value is not None:
+            owners |= _dead_letter_owners(value)
+        return owners
+
+    def blank(self, table: pa.Table) -> tuple[pa.Table, int]:
+        """``table`` with the rows an erasure covers blanked (:data:`BLANKED` nulled), and
+        how many rows that was."""
+        mask = self.mask(table)
+        hits = int(pc.sum(mask).as_py() or 0)
+        if not hits:
+            return table, 0
+        columns = []
+        for name in table.column_names:
+            column = table.column(name)
+            if name in BLANKED:
+                column = pc.if_else(mask, pa.nulls(len(column), column.type), column)
+            columns.append(column)
+        return pa.Table.from_arrays(columns, schema=table.schema), hits
+
+    def blank_files(self, directory: Path) -> tuple[int, int]:
+        """Blank what the erasures cover in the files of the archive ``directory``; return
+        (records blanked, files rewritten).
+
+        Each file is rewritten under a temporary name, fsynced and renamed over the old one,
+        so a reader sees either version and a crash leaves the old one (blanking again is
+        idempotent). Rewrites of one directory are serialised by a lock file in it: the live
+        sink and ``memstream erase`` may both apply an erasure there.
+        """
+        if not self.ledger or not directory.is_dir():
+            return 0, 0
+        blanked = files = 0
+        with _rewrite_lock(directory):
+            for file in archive_files(directory):
+                wanted = [*_OWNER_COLUMNS, *(["value"] if file.topic == self.deadletters else [])]
+                owners = pq.read_table(file.path, columns=wanted)
+                if not pc.any(self.mask(_with_empty_values(owners))).as_py():
+                    continue
+                table, hits = self.blank(pq.read_table(file.path))
+                if not hits:
+                    continue
+                _replace_file(file.path, table)
+                blanked += hits
+                files += 1
+        return blanked, files
+
+    def readable(self, directory: Path) -> dict[Path, list[int]]:
+        """The offsets, per file, of the records the erasures cover that are not blanked
+        (what an erasure still has to blank; empty once it is applied)."""
+        found: dict[Path, list[int]] = {}
+        if not self.ledger or not directory.is_dir():
+            return found
+        for file in archive_files(directory):
+            wanted = [*_OWNER_COLUMNS, *(["value"] if file.topic == self.deadletters else [])]
+            table = _with_empty_values(pq.read_table(file.path, columns=wanted))
+            offsets = table.column("offset").filter(self.mask(table)).to_pylist()
+            if offsets:
+                found[file.path] = offsets
+        return found
+
+
+def blank_erased(settings: Settings, directory: Path, mark: ErasureMark) -> tuple[int, int]:
+    """Apply one erasure to the archive ``directory``; return (records blanked, files
+    rewritten). What ``memstream erase`` calls for every archive directory."""
+    erasures = ArchiveErasures(settings)
+    erasures.add(mark)
+    return erasures.blank_files(directory)
+
+
+def archive_directories(settings: Settings) -> list[Path]:
+    """Every archive directory under ``settings.archive_dir``: the live one, the ones a
+    replay swapped out and any being built.
+
+    Examples
+    --------
+    >>> archive_directories(Settings(data_dir=Path("no-such-dir")))
+    []
+    """
+    if not settings.archive_dir.is_dir():
+        return []
+    return sorted(
+        path
+        for path in settings.archive_dir.iterdir()
+        if path.is_dir() and any(path.glob("topic=*"))
+    )
+
+
+def _with_empty_values(table: pa.Table) -> pa.Table:
+    """``table`` with a null ``value`` column if it was not read (only dead letters need it)."""
+    if "value" in table.column_names:
+        return table
+    return table.append_column("value", pa.nulls(table.num_rows, pa.binary()))
+
+
+def _key_owner(key: bytes) -> set[str]:
+    try:
+        return {key.decode("utf-8", "surrogatepass")}
+    except UnicodeDecodeError:
+        return set()
+
+
+def _changelog_owner(key: bytes) -> set[str]:
+    """The user of a sessions-changelog key: a JSON string ``"<user>\\x1f<session>"``."""
+    try:
+        text = json.loads(key, strict=False)  # a raw \x1f too, not only \u001f
+    except (ValueError, RecursionError):
+        return set()
+    if not isinstance(text, str) or "\x1f" not in text:
+        return set()
+    return {text.split("\x1f", 1)[0]}
+
+
+def _dead_letter_owners(value: bytes) -> set[str]:
+    """The users a dead letter names: its original key, and the ``user_id`` of its original
+    event when that is readable (not sealed)."""
+    try:
+        letter = json.loads(value)
+    except (ValueError, RecursionError):
+        return set()
+    if not isinstance(letter, dict):
+        return set()
+    owners: set[str] = set()
+    with contextlib.suppress(binascii.Error, TypeError, ValueError):
+        if isinstance(letter.get("key_b64"), str):
+            owners |= _key_owner(base64.b64decode(letter["key_b64"], validate=True))
+    if letter.get("key_id") is None and isinstance(letter.get("value_b64"), str):
+        with contextlib.suppress(binascii.Error, ValueError, RecursionError):
+            original = json.loads(base64.b64decode(letter["value_b64"], validate=True))
+            if isinstance(original, dict) and isinstance(original.get("user_id"), str):
+                owners.add(original["user_id"])
+    return owners
+
+
+@contextlib.contextmanager
+def _rewrite_lock(directory: Path) -> Iterator[None]:
+    with (directory / ".rewrite.lock").open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _replace_file(path: Path, table: pa.Table) -> None:
+    """Write ``table`` over the archive file ``path``: temp name, fsync, rename."""
+    staging = path.with_name(f".{path.name}.erasing")
+    with staging.open("wb") as handle:
+        pq.write_table(table, handle, compression="zstd")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(staging, path)
+    _fsync_directory(path.parent)
 
 
 # --- writing --------------------------------------------------------------------------------
@@ -598,10 +897,15 @@ def _fsync_directory(directory: Path) -> None:
 
 
 def _write_file(
-    directory: Path, day: str, records: Sequence[ConsumerRecord], max_bytes: int
+    directory: Path,
+    day: str,
+    records: Sequence[ConsumerRecord],
+    max_bytes: int,
+    erasures: ArchiveErasures | None = None,
 ) -> None:
     """Write one file of a contiguous run of one partition on one day: temp name, fsync,
-    rename, so the file is either whole or absent."""
+    rename, so the file is either whole or absent. Records ``erasures`` cover are written
+    blanked: their bytes never reach the disk."""
     first, last = records[0], records[-1]
     folder = directory / f"topic={first.topic}" / f"date={day}"
     if not folder.is_dir():
@@ -612,6 +916,8 @@ def _write_file(
     name = f"part-{first.partition:04d}-{first.offset:020d}-{last.offset:020d}.parquet"
     staging = folder / f".{name}.tmp"
     table = _table(records, max_bytes)
+    if erasures:
+        table, _ = erasures.blank(table)
     with staging.open("wb") as handle:
         pq.write_table(table, handle, compression="zstd")
         handle.flush()
@@ -621,7 +927,10 @@ def _write_file(
 
 
 def _write_partition(
-    directory: Path, records: Sequence[ConsumerRecord], max_event_bytes: int
+    directory: Path,
+    records: Sequence[ConsumerRecord],
+    max_event_bytes: int,
+    erasures: ArchiveErasures | None = None,
 ) -> None:
     """Write one partition's records (offset order) as one file per run of one day.
 
@@ -630,15 +939,27 @@ def _write_partition(
     and the next start resumes after the last of them.
     """
     for day, run in itertools.groupby(records, key=_day):
-        _write_file(directory, day, list(run), max_event_bytes)
+        _write_file(directory, day, list(run), max_event_bytes, erasures)
 
 
 def _write_batch(
-    directory: Path, batch: Mapping[TopicPartition, Sequence[ConsumerRecord]], max_bytes: int
+    directory: Path,
+    batch: Mapping[TopicPartition, Sequence[ConsumerRecord]],
+    max_bytes: int,
+    erasures: ArchiveErasures | None = None,
+    newly_erased: ArchiveErasures | None = None,
 ) -> None:
+    """Write a batch, blanking what ``erasures`` cover; first, when the batch brings
+    erasures (``newly_erased``), blank what they cover in the files already written.
+
+    In that order: once the erasure record is on disk its erasure is applied, so a sink
+    restarting from the files never has to apply it again.
+    """
+    if newly_erased:
+        newly_erased.blank_files(directory)
     for records in batch.values():
         if records:
-            _write_partition(directory, records, max_bytes)
+            _write_partition(directory, records, max_bytes, erasures)
 
 
 def _write_group_offsets(directory: Path, snapshot: GroupOffsets) -> None:
@@ -660,6 +981,11 @@ def _remove_staging(directory: Path) -> None:
     """Delete temporary files a crash left behind (never a finished file)."""
     for stale in directory.glob("topic=*/date=*/.part-*.parquet.tmp"):
         stale.unlink(missing_ok=True)
+    if directory.is_dir():
+        # Under the rewrite lock: an erasure blanking files right now owns its temp files.
+        with _rewrite_lock(directory):
+            for stale in directory.glob("topic=*/date=*/.part-*.parquet.erasing"):
+                stale.unlink(missing_ok=True)
 
 
 # --- the broker side ------------------------------------------------------------------------
@@ -873,6 +1199,10 @@ class _ArchiveSink:
         #: Newer group offsets, kept once every partition is archived up to these ends.
         self.pending_group_offsets: tuple[GroupOffsets, dict[TopicPartition, int]] | None = None
         self.group_offsets_failing = False
+        #: Every erasure in the archive and the buffer: what the sink blanks as it writes.
+        self.erasures = ArchiveErasures(settings)
+        #: Users whose erasure the buffer brought: blanked in the written files at the flush.
+        self.newly_erased: set[str] = set()
 
     async def open_live(self) -> None:
         """(Re)start on the live archive directory: positions, log checks, seeks."""
@@ -903,6 +1233,11 @@ class _ArchiveSink:
             log.error("archive: %s; writing a new one", exc)
             self.group_offsets = None
         self.pending_group_offsets = None
+        # The erasures already archived keep applying to what is archived from now on (a
+        # record of an erased user can arrive on another topic after its erasure record).
+        self.erasures = ArchiveErasures(self.settings)
+        await asyncio.to_thread(self.erasures.load, self.directory)
+        self.newly_erased = set()
         self.consumer.assign(list(starts))
         for tp, position in starts.items():
             # From the last archived record, to check the log still holds it as archived.
@@ -991,6 +1326,12 @@ class _ArchiveSink:
             self.buffered += 1
             if self.first_buffered_at is None:
                 self.first_buffered_at = time.monotonic()
+            erased = self.erasures.note(record)
+            if erased is not None:
+                # Applied at the flush: to the buffered records as they are written, and to
+                # the files written before, which may hold the user's earlier records.
+                log.info("archive: a user_erased record at %s[%d]@%d", tp.topic, tp.partition, record.offset)
+                self.newly_erased.add(erased)
 
     def _check_highwaters(self) -> None:
         """A log end below what was already read: the broker restarted with an empty log."""
@@ -1097,8 +1438,16 @@ class _ArchiveSink:
     async def _flush(self) -> None:
         if self.buffered:
             batch = dict(sorted(self.buffer.items()))
+            newly = self.erasures.only(self.newly_erased) if self.newly_erased else None
             write = asyncio.ensure_future(
-                asyncio.to_thread(_write_batch, self.directory, batch, self.settings.max_event_bytes)
+                asyncio.to_thread(
+                    _write_batch,
+                    self.directory,
+                    batch,
+                    self.settings.max_event_bytes,
+                    self.erasures.copy(),
+                    newly,
+                )
             )
             try:
                 await asyncio.shield(write)
@@ -1116,6 +1465,7 @@ class _ArchiveSink:
         self.buffer = {}
         self.buffered = 0
         self.first_buffered_at = None
+        self.newly_erased = set()
 
 
 # --- rebuilding from the log ----------------------------------------------------------------
@@ -1139,6 +1489,11 @@ async def rebuild_archive(
     """Archive every archived topic (:func:`archived_topics`) from offset 0 to its current
     end into ``target``. It keeps no group offsets: the live sink does.
 
+    Erasures apply as the live sink applies them (:class:`ArchiveErasures`): a record of an
+    erased user that the log held before the ``user_erased`` event is written blanked, or
+    blanked once the rebuild has read the erasure, so the rebuilt archive holds what the
+    live one does after ``memstream erase``.
+
     Parameters
     ----------
     settings
@@ -1149,7 +1504,8 @@ async def rebuild_archive(
         records.
     until
         Keep only records whose broker timestamp is at or before this time (naive = UTC);
-        each partition stops at its first later record.
+        each partition stops at its first later record. Erasures later in the log still
+        apply: what was erased stays erased in a past archive too.
     progress
         Called now and then with (records done, records in all).
 
@@ -1183,9 +1539,16 @@ async def rebuild_archive(
     partitions = [TopicPartition(t, p) for t, numbers in existing.items() for p in numbers]
     ends = await true_end_offsets(settings.broker, partitions)
     starts = {tp: positions.get((tp.topic, tp.partition), 0) for tp in partitions}
-    reader = _Rebuild(settings, target, starts, ends, _until_ms(until), progress)
+    erasures = ArchiveErasures(settings)
+    await asyncio.to_thread(erasures.load, target)
+    reader = _Rebuild(settings, target, starts, ends, _until_ms(until), progress, erasures)
     expected = await asyncio.to_thread(_last_archived, target, reader.read_to)
-    return await reader.run(expected)
+    written = await reader.run(expected)
+    # Records written before the rebuild read their erasure (topics are read side by side,
+    # and an earlier, interrupted run may have stopped before this pass): one pass over the
+    # files with every erasure the log holds.
+    await asyncio.to_thread(erasures.blank_files, target)
+    return written
 
 
 class _Rebuild:
@@ -1199,9 +1562,13 @@ class _Rebuild:
         ends: Mapping[TopicPartition, int],
         until_ms: int | None,
         progress: Callable[[int, int], None] | None,
+        erasures: ArchiveErasures,
     ) -> None:
         self.settings = settings
         self.target = target
+        self.erasures = erasures
+        #: Partitions past ``until``: read on for erasures only.
+        self.cut: set[TopicPartition] = set()
         self.starts = dict(starts)
         self.ends = dict(ends)
         self.until_ms = until_ms
@@ -1279,14 +1646,26 @@ class _Rebuild:
             if record.offset < self.read_to[tp]:
                 continue
             timestamp = _timestamp_ms(record)
-            if record.offset >= self.ends[tp] or (
-                self.until_ms is not None and timestamp is not None and timestamp > self.until_ms
-            ):
+            if record.offset >= self.ends[tp]:
                 self.finished.add(tp)
                 return
+            if tp in self.cut or (
+                self.until_ms is not None and timestamp is not None and timestamp > self.until_ms
+            ):
+                # Past ``until``: not archived. An erasure later in the log still applies to
+                # the archive as it stood then, so the partitions that carry erasures are
+                # read on to their end for them.
+                if tp.topic not in self.erasures.ledger.topics:
+                    self.finished.add(tp)
+                    return
+                self.cut.add(tp)
+                self.erasures.note(record)
+                self.read_to[tp] = record.offset + 1
+                continue
             self.buffer.setdefault(tp, []).append(record)
             self.read_to[tp] = record.offset + 1
             self.buffered += 1
+            self.erasures.note(record)
         if self.read_to[tp] >= self.ends[tp]:
             self.finished.add(tp)
 
@@ -1294,7 +1673,9 @@ class _Rebuild:
         if not self.buffered:
             return
         batch = dict(sorted(self.buffer.items()))
-        await asyncio.to_thread(_write_batch, self.target, batch, self.settings.max_event_bytes)
+        await asyncio.to_thread(
+            _write_batch, self.target, batch, self.settings.max_event_bytes, self.erasures.copy()
+        )
         self.written += self.buffered
         self.buffer = {}
         self.buffered = 0

@@ -39,6 +39,7 @@ from aiokafka import AIOKafkaProducer
 
 from memstream.models.codec import EventLimits, InvalidEvent, decode_event, encode_event
 from memstream.models.crypto import SealError
+from memstream.models.erasure import ErasureLedger
 from memstream.models.events import (
     Event,
     MemoriesRetrieved,
@@ -218,6 +219,11 @@ def memory_dict(record: MemoryRecord) -> MemoryDict:
         "reinforcement_count": record.reinforcement_count,
         "access_count": record.access_count,
     }
+
+
+def _broker_ms(timestamp: int | None) -> int | None:
+    """A record's broker timestamp, None when it has none (Kafka's -1)."""
+    return timestamp if timestamp is not None and timestamp >= 0 else None
 
 
 def history_entry(event: Event, memory_id: str, partition: int, offset: int) -> HistoryEntry | None:
@@ -523,17 +529,37 @@ class AsyncMemoryClient:
         and deletion, each with event type, event time and source events. Only events keyed
         by the user and carrying the user's id count, so another user's memory id yields an
         empty list. Sealed events are opened with the user's key; once the user is erased
-        (the key destroyed) they are left out. Reads the whole topic: cost grows with the log.
+        they are left out: every event of the user before the user's latest ``user_erased``
+        event (by offset on its partition, by broker time elsewhere; see
+        :mod:`memstream.models.erasure`), sealed or not, so the history of an erased user is
+        empty while a returning user's new memories have theirs. Reads the whole topic: cost
+        grows with the log.
         """
         _check_id("memory_id", memory_id)
         try:
             key = _check_id("user_id", user_id).encode()
         except UnicodeEncodeError:
             return []  # no event can carry such a user id: nothing was ever published for it
-        records = await read_topic(self.settings, self.topics.memories)
+        records = [
+            r
+            for r in await read_topic(self.settings, self.topics.memories)
+            if r.key == key and r.value is not None
+        ]
+        # Unsealed events (reinforcements, supersessions, deletions, events of producers
+        # that do not seal) still open after the key is destroyed: the erasure itself must
+        # end them.
+        erasures = ErasureLedger([self.topics.memories], max_bytes=self.settings.max_event_bytes)
+        for record in records:
+            erasures.note(
+                record.topic, record.partition, record.offset, _broker_ms(record.timestamp),
+                record.key, record.value,
+            )
         entries: list[HistoryEntry] = []
         for record in records:
-            if record.key != key or record.value is None:
+            if erasures.covers(
+                (user_id,), record.topic, record.partition, record.offset,
+                _broker_ms(record.timestamp),
+            ):
                 continue
             try:
                 event = decode_event(record.value, max_bytes=self.settings.max_event_bytes)

@@ -14,15 +14,24 @@ The log is append-only, so erasure is crypto-shredding plus projection clean-up:
    archive's records of the user are blanked in place (offsets stay, so a restore still
    lines up); session snapshots lose the user's rows.
 
-The receipt counts what was removed where. Plaintext can remain only where memstream never
-sealed it: chat events a third-party producer published directly (until the chat topic's
-retention), and dead letters of records that arrived before the user had a key.
+Which archived records an erasure covers is one rule (:mod:`memstream.models.erasure`):
+the user's records that the log held before the ``user_erased`` event, by offset on the
+partitions holding it and by broker timestamp elsewhere. The live archive sink and a rebuild
+of the archive apply it when they read the event; this module applies it to the files that
+are already written, so all three blank the same records.
+
+The receipt counts what was removed where, each number from a count taken before the
+erasure event went out and checked afterwards (see :func:`erase`). Plaintext can remain only
+where memstream never sealed it: chat events a third-party producer published directly
+(until the chat topic's retention), and dead letters of records that arrived before the user
+had a key.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import time
@@ -31,15 +40,13 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 from memstream.models.codec import encode_event
+from memstream.models.erasure import ErasureMark
 from memstream.models.events import UserErased
 from memstream.models.settings import Settings
 from memstream.streams.topics import Topics
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +73,15 @@ class ErasureReceipt:
         return "\n".join(lines)
 
 
-async def publish_erasure(settings: Settings, user_id: str, erasure_id: str, reason: str) -> int:
-    """Publish ``UserErased`` to the chat and memories topics; return the events sent."""
+async def publish_erasure(
+    settings: Settings, user_id: str, erasure_id: str, reason: str
+) -> ErasureMark:
+    """Publish ``UserErased`` to the chat and memories topics; return the erasure as the log
+    holds it (the partition and offset of each record, and their broker timestamp).
+
+    Both records carry one timestamp, taken now, so "before the erasure" means the same
+    moment on every other topic.
+    """
     from aiokafka import AIOKafkaProducer
 
     topics = Topics.from_settings(settings)
@@ -79,14 +93,22 @@ async def publish_erasure(settings: Settings, user_id: str, erasure_id: str, rea
         erasure_id=erasure_id,
         reason=reason,
     )
+    stamp = int(time.time() * 1000)
+    mark = ErasureMark(user_id, erasure_id)
     producer = AIOKafkaProducer(bootstrap_servers=settings.broker, acks="all")
     await producer.start()
     try:
         for topic in (topics.chat, topics.memories):
-            await producer.send_and_wait(topic, key=user_id.encode(), value=encode_event(event))
+            sent = await producer.send_and_wait(
+                topic, key=user_id.encode(), value=encode_event(event), timestamp_ms=stamp
+            )
+            # A topic with LogAppendTime answers the broker's time, which is then the one
+            # the log holds.
+            at = sent.timestamp if sent.timestamp is not None and sent.timestamp >= 0 else stamp
+            mark = mark.with_record(sent.topic, sent.partition, sent.offset, at)
     finally:
         await producer.stop()
-    return 2
+    return mark
 
 
 def _wait(check: Callable[[], bool], timeout_s: float) -> bool:
@@ -132,68 +154,62 @@ def erase_lancedb(settings: Settings, user_id: str, *, skip: str | None) -> dict
     return removed
 
 
-def _user_rows(table: pa.Table, user_id: str) -> pa.Array:
-    """A mask of the archived records that belong to ``user_id``: by the parsed user id, by
-    the record key (every memstream topic is keyed by user id), or by a sessions-changelog
-    key (a JSON string of ``"<user>\x1f<session>"``)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    raw = user_id.encode("utf-8", "surrogatepass")
-    keys = table.column("key").cast(pa.binary())
-    masks = [
-        pc.equal(table.column("user_id"), user_id),
-        pc.equal(keys, pa.scalar(raw, pa.binary())),
-    ]
-    for prefix in (b'"' + raw + b"\\u001f", b'"' + raw + b"\x1f"):
-        masks.append(pc.equal(pc.binary_slice(keys, 0, len(prefix)), pa.scalar(prefix, pa.binary())))
-    mask = masks[0]
-    for other in masks[1:]:
-        mask = pc.or_kleene(mask, other)
-    return pc.fill_null(mask, False)
+#: Per archive directory: per file, the offsets of records.
+ArchiveRecords = dict[Path, dict[Path, list[int]]]
 
 
-BLANKED = ("key", "value", "event_id", "user_id", "session_id", "agent_id", "headers")
+def archived_records_of(settings: Settings, user_id: str) -> ArchiveRecords:
+    """Every record of ``user_id`` that is readable (not blanked) in any archive directory:
+    what an erasure published now will blank (the log holds all of them before it)."""
+    from memstream.streams.archive import ArchiveErasures, archive_directories
+
+    # An erasure with no position and no time yet covers every record of its user.
+    everything = ArchiveErasures(settings)
+    everything.add(ErasureMark(user_id, "pending"))
+    return {directory: everything.readable(directory) for directory in archive_directories(settings)}
 
 
-def erase_archive(settings: Settings, user_id: str) -> tuple[int, int]:
-    """Blank the user's records in every archive file (every archive directory: the live
-    one and replay shadows); return (records blanked, files rewritten).
-
-    A blanked record keeps its topic, partition, offset, timestamp and type, so offsets stay
-    contiguous and a restore still lines up; its key, value and identifying columns are
-    null.
-    """
+def _blanked(path: Path, offsets: list[int]) -> int:
+    """How many of the records at ``offsets`` of the archive file ``path`` are blank."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    blanked = files = 0
-    if not settings.archive_dir.exists():
-        return 0, 0
-    for path in sorted(settings.archive_dir.rglob("*.parquet")):
-        table = pq.read_table(path)
-        if "key" not in table.column_names or table.num_rows == 0:
-            continue
-        mask = _user_rows(table, user_id)
-        hits = int(pc.sum(mask).as_py() or 0)
-        if not hits:
-            continue
-        columns = []
-        for name in table.column_names:
-            column = table.column(name)
-            if name in BLANKED:
-                column = pc.if_else(mask, pa.nulls(len(column), column.type), column)
-            columns.append(column)
-        rewritten = pa.Table.from_arrays(columns, schema=table.schema)
-        staging = path.with_name(f".{path.name}.erasing")
-        pq.write_table(rewritten, staging, compression="zstd")
-        with staging.open("rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(staging, path)
-        blanked += hits
-        files += 1
-    return blanked, files
+    table = pq.read_table(path, columns=["offset", "key", "value"])
+    table = table.filter(pc.is_in(table.column("offset"), value_set=pa.array(offsets, pa.int64())))
+    blank = pc.and_(pc.is_null(table.column("key")), pc.is_null(table.column("value")))
+    return int(pc.sum(blank).as_py() or 0)
+
+
+def erase_archive(
+    settings: Settings, mark: ErasureMark, before: ArchiveRecords
+) -> tuple[dict[str, tuple[int, int]], dict[str, int]]:
+    """Apply the erasure ``mark`` to every archive directory (the live one and replay
+    shadows) and count the outcome against ``before`` (:func:`archived_records_of`, taken
+    before the erasure was published).
+
+    Returns
+    -------
+    tuple
+        Per directory name: (records of ``before`` now blanked, files holding them); and
+        per directory name: records the erasure covers that are still readable (none
+        unless a directory could not be rewritten).
+    """
+    from memstream.streams.archive import ArchiveErasures, archive_directories, blank_erased
+
+    erasures = ArchiveErasures(settings)
+    erasures.add(mark)
+    outcome: dict[str, tuple[int, int]] = {}
+    readable: dict[str, int] = {}
+    for directory in archive_directories(settings):
+        blank_erased(settings, directory, mark)
+        held = before.get(directory, {})
+        counts = [_blanked(path, offsets) for path, offsets in held.items() if path.exists()]
+        outcome[directory.name] = (sum(counts), sum(1 for count in counts if count))
+        left = sum(len(offsets) for offsets in erasures.readable(directory).values())
+        if left:
+            readable[directory.name] = left
+    return outcome, readable
 
 
 def erase_session_snapshots(settings: Settings, user_id: str) -> int:
@@ -219,31 +235,78 @@ def erase_session_snapshots(settings: Settings, user_id: str) -> int:
     return removed
 
 
+def _session_user(raw: bytes | None) -> str | None:
+    """The user of a sessions-changelog key (a JSON string ``"<user>\x1f<session>"``)."""
+    if raw is None:
+        return None
+    try:
+        key = json.loads(raw, strict=False)  # a raw \x1f too, not only \u001f
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(key, str) or "\x1f" not in key:
+        return None
+    return key.split("\x1f", 1)[0]
+
+
+async def sessions_held(settings: Settings, user_id: str) -> set[bytes]:
+    """The sessions-table keys of ``user_id`` whose latest changelog record is a value (an
+    open session or a closed-session marker), read from the changelog as it stands.
+
+    The values are not opened: this counts what the table holds, whatever key sealed it.
+    """
+    from memstream.streams.logreader import read_topic
+    from memstream.streams.session_replay import sessions_changelog_topic
+
+    live: dict[bytes, bool] = {}
+    for record in await read_topic(settings, sessions_changelog_topic(settings)):
+        if record.key is not None and _session_user(record.key) == user_id:
+            live[record.key] = record.value is not None
+    return {key for key, held in live.items() if held}
+
+
 async def _wait_for_sessions(
-    settings: Settings, user_id: str, receipt: ErasureReceipt, wait_s: float
+    settings: Settings, user_id: str, held: set[bytes], receipt: ErasureReceipt, wait_s: float
 ) -> None:
-    """Wait until the workers' session tables hold nothing of the user; count what went."""
-    from memstream.streams.session_replay import live_sessions
-
-    def mine(values: dict[str, object]) -> int:
-        return sum(getattr(v, "user_id", None) == user_id for v in values.values())
-
-    held = mine(dict(await live_sessions(settings)))
+    """Wait until every session of the user the table ``held`` before the erasure is
+    tombstoned in the changelog; count them."""
     deadline = time.monotonic() + wait_s
-    left = held
+    left = held & await sessions_held(settings, user_id)
     while left and time.monotonic() < deadline:
         await asyncio.sleep(0.5)
-        left = mine(dict(await live_sessions(settings)))
+        left = held & await sessions_held(settings, user_id)
     if left:
-        receipt.notes.append(f"the session agent still holds {left} session(s) of the user")
+        receipt.notes.append(f"the session agent still holds {len(left)} session(s) of the user")
     else:
-        receipt.removed["sessions (tombstoned by the session agent)"] = held
+        receipt.removed["sessions (tombstoned by the session agent)"] = len(held)
+
+
+def _archive_sink_has(settings: Settings, mark: ErasureMark) -> bool:
+    """Whether the live archive holds the erasure's records (the sink applied it when it
+    wrote them: see ``memstream.streams.archive``)."""
+    from memstream.streams.archive import archive_positions, live_archive_dir
+
+    positions = archive_positions(live_archive_dir(settings))
+    return all(positions.get(where, 0) > offset for where, offset in mark.positions.items())
 
 
 async def erase(
     settings: Settings, user_id: str, *, reason: str = "requested", wait_s: float = 60.0
 ) -> ErasureReceipt:
-    """Erase ``user_id`` everywhere (see the module docstring) and return the receipt."""
+    """Erase ``user_id`` everywhere (see the module docstring) and return the receipt.
+
+    Every count in the receipt is of what the store held of the user just before the
+    erasure (taken before the key is destroyed and the event published, since either can
+    make a worker drop the user's data at once) and checked to be gone afterwards; a store
+    that still holds something gets a note instead, and ``memstream erase`` exits 1:
+
+    * memory rows of the live table: counted, then awaited until the projector leaves 0;
+      of every other table: the rows :meth:`MemoryProjection.erase_user` removed;
+    * sessions: the user's keys with a value in the sessions changelog, then awaited until
+      each is tombstoned;
+    * archive records: the user's readable records per archive directory, then checked
+      blank one by one (whoever blanked them: the live sink or this function);
+    * session snapshot rows: the rows removed.
+    """
     from memstream.projections.embedder import embedder_from_settings
     from memstream.projections.memories import MemoryProjection, user_key
     from memstream.streams.keys import keystore_from_settings
@@ -252,42 +315,42 @@ async def erase(
     receipt = ErasureReceipt(
         user_key=user_key(user_id), erasure_id=uuid.uuid4().hex, started_at=datetime.now(UTC)
     )
-    # The key first: from here on no process can read (or project) the user's sealed
-    # records, so none can slip in after the erasure event is applied.
-    receipt.removed["keys destroyed"] = keystore_from_settings(settings).destroy(user_id)
-    receipt.removed["erasure events published"] = await publish_erasure(
-        settings, user_id, receipt.erasure_id, reason
-    )
-
     live = live_table(settings)
     lock = WriterLock(settings.lancedb_dir / ".projector.lock")
     worker_running = not lock.try_acquire()
-    if not worker_running:
-        # No projector writes the live table: clean it here, with every other table.
-        try:
-            tables = await asyncio.to_thread(erase_lancedb, settings, user_id, skip=None)
-        finally:
-            lock.release()
-        receipt.notes.append(
-            "no worker was running: the session agent drops the user's sessions when one "
-            "starts (until then its changelog copies are ciphertext under the destroyed key)"
-        )
-    else:
+    try:
         projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings), live)
-        before = await asyncio.to_thread(projection.count, user_id)
-        if await asyncio.to_thread(_wait, lambda: projection.count(user_id) == 0, wait_s):
-            receipt.removed[f"memory rows ({live}, by the projector)"] = before
-        else:
+        rows_before = await asyncio.to_thread(projection.count, user_id) if worker_running else 0
+        sessions_before = await sessions_held(settings, user_id)
+        archived_before = await asyncio.to_thread(archived_records_of, settings, user_id)
+        # The key first: from here on no process can read (or project) the user's sealed
+        # records, so none can slip in after the erasure event is applied.
+        receipt.removed["keys destroyed"] = keystore_from_settings(settings).destroy(user_id)
+        mark = await publish_erasure(settings, user_id, receipt.erasure_id, reason)
+        receipt.removed["erasure events published"] = len(mark.positions)
+        if not worker_running:
+            # No projector writes the live table: clean it here, with every other table.
+            tables = await asyncio.to_thread(erase_lancedb, settings, user_id, skip=None)
             receipt.notes.append(
-                f"the projector has not applied the erasure to {live} yet ({before} rows)"
+                "no worker was running: the session agent drops the user's sessions when one "
+                "starts (until then its changelog copies are ciphertext under the destroyed key)"
             )
-        await _wait_for_sessions(settings, user_id, receipt, wait_s)
-        tables = await asyncio.to_thread(erase_lancedb, settings, user_id, skip=live)
+        else:
+            if await asyncio.to_thread(_wait, lambda: projection.count(user_id) == 0, wait_s):
+                receipt.removed[f"memory rows ({live}, by the projector)"] = rows_before
+            else:
+                receipt.notes.append(
+                    f"the projector has not applied the erasure to {live} yet "
+                    f"({projection.count(user_id)} of {rows_before} rows left)"
+                )
+            await _wait_for_sessions(settings, user_id, sessions_before, receipt, wait_s)
+            tables = await asyncio.to_thread(erase_lancedb, settings, user_id, skip=live)
+    finally:
+        if not worker_running:
+            lock.release()
     for name, count in tables.items():
         receipt.removed[f"memory rows ({name})"] = count
-    blanked, files = await asyncio.to_thread(erase_archive, settings, user_id)
-    receipt.removed["archive records blanked"] = blanked
-    receipt.removed["archive files rewritten"] = files
+    await _erase_archive(settings, mark, archived_before, receipt, wait_s)
     receipt.removed["session snapshot rows"] = await asyncio.to_thread(
         erase_session_snapshots, settings, user_id
     )
@@ -299,6 +362,43 @@ async def erase(
     return receipt
 
 
+async def _erase_archive(
+    settings: Settings,
+    mark: ErasureMark,
+    before: ArchiveRecords,
+    receipt: ErasureReceipt,
+    wait_s: float,
+) -> None:
+    """Blank the user's records in every archive directory and put the counts on the
+    receipt. A running sink applies the erasure itself when it reads it (and blanks what it
+    still had to write): wait for that, then blank here what is left (the other
+    directories; the live one too if the sink is late)."""
+    from memstream.streams.projector import WriterLock
+
+    if not settings.archive_dir.exists():
+        return
+    sink = WriterLock(settings.archive_dir / ".sink.lock")
+    sink_running = not sink.try_acquire()
+    try:
+        if sink_running and not await asyncio.to_thread(
+            _wait, lambda: _archive_sink_has(settings, mark), wait_s
+        ):
+            receipt.notes.append(
+                "the archive sink has not archived the erasure event yet: the files written "
+                "so far are blanked here, and the sink blanks the user's records it still "
+                "writes once it reads the event"
+            )
+        outcome, readable = await asyncio.to_thread(erase_archive, settings, mark, before)
+    finally:
+        if not sink_running:
+            sink.release()
+    for name, (records, files) in outcome.items():
+        receipt.removed[f"archive records blanked ({name})"] = records
+        receipt.removed[f"archive files rewritten ({name})"] = files
+    for name, count in readable.items():
+        receipt.notes.append(f"{count} archive record(s) of the user in {name} were not applied")
+
+
 def cmd_erase(args: argparse.Namespace) -> int:
     """Erase a user from every store (crypto-shredding the log) and print the receipt."""
     from memstream.streams.cli import settings_from_args
@@ -306,7 +406,8 @@ def cmd_erase(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     receipt = asyncio.run(erase(settings, args.user, reason=args.reason, wait_s=args.wait))
     print(receipt.render())
-    return 0 if not any("not applied" in n or "still holds" in n for n in receipt.notes) else 1
+    failed = ("not applied", "still holds", "has not archived")
+    return 0 if not any(word in note for note in receipt.notes for word in failed) else 1
 
 
 def add_erase_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from chat import conversation
 from harness import committed_offsets
 
 from memstream.models.codec import encode_event
+from memstream.models.events import UserErased
 from memstream.models.settings import Settings
 from memstream.projections.shadow import shadow_name, swap_in
 from memstream.streams.archive import (
@@ -39,6 +41,7 @@ from memstream.streams.archive import (
     worker_group_id,
 )
 from memstream.streams.broker import EmbeddedBroker, free_port
+from memstream.streams.deadletters import DeadLetter
 from memstream.streams.logreader import read_topic
 from memstream.streams.tansu import true_end_offsets
 from memstream.streams.topics import Topics, ensure_topics
@@ -527,3 +530,163 @@ async def test_restore_refuses_while_a_worker_is_in_the_group(
             await member.stop()
         # Refused before republishing anything.
         assert await _log_ends(restored_settings) == {}
+
+
+# --- erasures -------------------------------------------------------------------------------
+
+#: When the erasure of ann is published; her earlier records are covered, later ones kept.
+ERASED_AT = DAY_ONE + timedelta(hours=3)
+
+
+@dataclass(frozen=True)
+class Case:
+    """A record of the erasure test and whether the erasure covers it."""
+
+    sent: Sent
+    covered: bool
+
+
+def _event(event_id: str, user: str, kind: str = "anything") -> bytes:
+    return json.dumps({"event_id": event_id, "type": kind, "user_id": user}).encode()
+
+
+def _erasure(user: str, erasure_id: str) -> bytes:
+    return encode_event(
+        UserErased(
+            event_id=f"erase-{erasure_id}", user_id=user, session_id="-",
+            occurred_at=ERASED_AT, erasure_id=erasure_id,
+        )
+    )
+
+
+def _before_erasure(settings: Settings) -> list[Case]:
+    """Ann's and bob's records on every topic, all before ann's erasure."""
+    topics = Topics.from_settings(settings)
+    changelog = archived_topics(settings)[-1]
+    t = DAY_ONE
+    letter = DeadLetter.of(
+        agent="sessions", reason="invalid", topic=topics.chat, partition=0, offset=0,
+        key=b"ann", value=_event("d1", "ann"),
+    )
+    # A wrong-key dead letter: its key is another user's, its original event is ann's.
+    misfiled = DeadLetter.of(
+        agent="sessions", reason="wrong key", topic=topics.chat, partition=0, offset=1,
+        key=b"zoe", value=_event("d2", "ann"),
+    )
+    return [
+        Case(Sent(topics.chat, b"ann", _event("a1", "ann", "message_added"), t), True),
+        Case(Sent(topics.chat, b"bob", _event("b1", "bob", "message_added"), t), False),
+        Case(Sent(topics.consolidation, b"ann", _event("a2", "ann"), t + timedelta(seconds=1)), True),
+        Case(Sent(topics.memories, b"ann", _event("a3", "ann"), t + timedelta(seconds=2)), True),
+        Case(Sent(changelog, json.dumps("ann\x1fs1").encode(), b"state", t), True),
+        Case(Sent(changelog, json.dumps("bob\x1fs1").encode(), b"state", t), False),
+        Case(Sent(topics.deadletters, b"ann", letter.model_dump_json().encode(), t), True),
+        # The last dead letter until the sink restarts: it resumes after a blanked record.
+        Case(Sent(topics.deadletters, b"zoe", misfiled.model_dump_json().encode(), t), True),
+        Case(Sent(topics.accesses, b"ann", _event("a4", "ann"), t + timedelta(seconds=3)), True),
+    ]
+
+
+def _around_erasure(settings: Settings) -> list[Case]:
+    """Records the sink reads with the erasure: buffered together, then flushed."""
+    topics = Topics.from_settings(settings)
+    changelog = archived_topics(settings)[-1]
+    after = ERASED_AT + timedelta(seconds=1)
+    return [
+        # Before the erasure on its own partition, though stamped after it: offsets decide.
+        Case(Sent(topics.memories, b"ann", _event("a5", "ann"), after), True),
+        Case(Sent(topics.accesses, b"ann", _event("a6", "ann"), ERASED_AT - timedelta(seconds=9)), True),
+        Case(Sent(topics.chat, b"ann", _erasure("ann", "e1"), ERASED_AT), False),
+        Case(Sent(topics.memories, b"ann", _erasure("ann", "e1"), ERASED_AT), False),
+        # A returning user starts afresh: after the erasure on the chat partition (offsets
+        # decide, even with an earlier stamp), and after its time elsewhere.
+        Case(Sent(topics.chat, b"ann", _event("a7", "ann", "message_added"), ERASED_AT - timedelta(seconds=5)), False),
+        Case(Sent(topics.consolidation, b"ann", _event("a8", "ann"), after), False),
+        Case(Sent(changelog, json.dumps("ann\x1fs1").encode(), None, after), False),
+        # A tie with the erasure's time is covered: an erasure errs on the side of removal.
+        Case(Sent(topics.accesses, b"ann", _event("a9", "ann"), ERASED_AT), True),
+        Case(Sent(topics.accesses, b"bob", _event("b2", "bob"), ERASED_AT - timedelta(seconds=1)), False),
+        # An erasure of bob keyed by ann: the agents dead-letter it, so it erases nobody.
+        Case(Sent(topics.chat, b"ann", _erasure("bob", "forged"), ERASED_AT), False),
+    ]
+
+
+async def _create_changelog(settings: Settings) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.broker)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(archived_topics(settings)[-1], settings.partitions, 1)])
+    finally:
+        await admin.close()
+
+
+def _archived_by_position(directory: Path) -> dict[tuple[str, int], tuple[object, ...]]:
+    rows = duckdb.sql(
+        f"""
+        SELECT topic, "offset", key, value, user_id, event_id
+        FROM read_parquet('{directory}/**/*.parquet', hive_partitioning = true)
+        """
+    ).fetchall()
+    return {(row[0], row[1]): row[2:] for row in rows}
+
+
+async def _check_blanked(settings: Settings, directory: Path, cases: list[Case]) -> None:
+    """Every covered record is blank in ``directory``, every other one is as it was sent."""
+    logged = {
+        (r.topic, r.key, r.value, r.timestamp): r.offset
+        for topic in archived_topics(settings)
+        for r in await read_topic(settings, topic)
+    }
+    archived = _archived_by_position(directory)
+    for case in cases:
+        sent = case.sent
+        offset = logged[(sent.topic, sent.key, sent.value, int(sent.timestamp.timestamp() * 1000))]
+        key, value, user_id, event_id = archived[(sent.topic, offset)]
+        if case.covered:
+            assert (key, value, user_id, event_id) == (None, None, None, None), case
+        else:
+            assert (key, value) == (sent.key, sent.value), case
+
+
+async def test_the_sink_and_a_rebuild_blank_an_erased_users_earlier_records_alike(
+    settings_factory: SettingsFactory, tmp_path: Path
+) -> None:
+    settings = settings_factory(partitions=1, archive_flush_s=3.0, archive_batch_size=1000)
+    await ensure_topics(settings)
+    await _create_changelog(settings)
+    before, around = _before_erasure(settings), _around_erasure(settings)
+    async with _sink(settings) as sink:
+        await _produce(settings, [case.sent for case in before])
+        await _until_archived(settings, sink, await _log_ends(settings))
+        # The erasure arrives with records of ann the sink buffers beside it: the sink
+        # blanks those as it writes them, and the files it wrote before.
+        await _produce(settings, [case.sent for case in around])
+        await _until_archived(settings, sink, await _log_ends(settings))
+    live = live_archive_dir(settings)
+    await _check_blanked(settings, live, before + around)
+
+    # A rebuild from the log blanks the same records: the two archives are identical.
+    rebuilt = tmp_path / "rebuilt"
+    await rebuild_archive(settings, rebuilt)
+    await _check_blanked(settings, rebuilt, before + around)
+    assert archive_fingerprint(rebuilt) == archive_fingerprint(live)
+    # So is a past archive from before the erasure: what was erased stays erased.
+    cut = tmp_path / "until"
+    await rebuild_archive(settings, cut, until=DAY_ONE + timedelta(hours=1))
+    await _check_blanked(settings, cut, before)
+    assert sum(archive_positions(cut).values()) == len(before)
+
+    # Restarted, the sink resumes after a blanked last record (not a lost log) and keeps
+    # applying the archived erasure to what it archives from then on.
+    topics = Topics.from_settings(settings)
+    late = [
+        Case(Sent(topics.deadletters, b"ann", _event("a10", "ann"), ERASED_AT - timedelta(minutes=1)), True),
+        Case(Sent(topics.accesses, b"bob", _event("b3", "bob"), ERASED_AT), False),
+    ]
+    async with _sink(settings) as sink:
+        await _produce(settings, [case.sent for case in late])
+        await _until_archived(settings, sink, await _log_ends(settings))
+    await _check_blanked(settings, live, before + around + late)
+    verified = tmp_path / "verify"
+    await rebuild_archive(settings, verified)
+    assert archive_fingerprint(verified) == archive_fingerprint(live)
