@@ -10,10 +10,10 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from memstream.models.codec import InvalidEvent, decode_event
-from memstream.models.events import MemoryAdded, MemoryChange
+from memstream.models.codec import InvalidEvent, decode_event, encode_event
+from memstream.models.events import Event, MemoryAdded, MemoryChange
 from memstream.models.settings import Settings
 from memstream.projections.memories import MemoryProjection
 from memstream.streams.archive import (
@@ -23,6 +23,7 @@ from memstream.streams.archive import (
     worker_group_id,
 )
 from memstream.streams.cli import main
+from memstream.streams.keys import keystore_from_settings, seal_event
 from memstream.streams.logreader import read_topic
 from memstream.streams.tansu import true_end_offsets
 from memstream.streams.topics import Topics
@@ -104,6 +105,24 @@ def wait_until_projected(settings: Settings, projection: MemoryProjection, timeo
             return
         previous = state
         time.sleep(0.5)
+
+
+async def publish_unchecked(settings: Settings, events: list[Event]) -> None:
+    """Publish chat events sealed as memstream's producers seal them, but without their
+    checks (as another producer would): for events a worker must refuse, such as content over
+    the limit, which ``publish_events`` no longer sends."""
+    keys = keystore_from_settings(settings)
+    producer = AIOKafkaProducer(bootstrap_servers=settings.broker, acks="all")
+    await producer.start()
+    try:
+        for event in events:
+            sealed = seal_event(event, keys)
+            assert sealed is not None
+            await producer.send_and_wait(
+                Topics.from_settings(settings).chat, encode_event(sealed), key=event.user_id.encode()
+            )
+    finally:
+        await producer.stop()
 
 
 async def committed_offsets(
