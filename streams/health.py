@@ -3,9 +3,10 @@
 Every agent and task the worker runs is a *component* with a state. The wrappers here report
 the states Faust does not keep for us (an agent's actor that raised and is being restarted,
 a task that ended), and probes read the ones it does keep (a crashed app, agent or agent
-supervisor: ``mode.Service.crashed`` / ``crash_reason``). A component can also report for
-itself through the :class:`ComponentReport` its task function receives, e.g. the memory
-projector saying it is blocked because the broker lost its log::
+supervisor: ``mode.Service.crashed`` / ``crash_reason``) or other signs of work (the memory
+projector has caught up with the log). A component can also report for itself through the
+:class:`ComponentReport` its task function receives, e.g. the memory projector saying it is
+blocked because the broker lost its log::
 
     async def project_memories(health: ComponentReport) -> None:
         ...
@@ -29,7 +30,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 #: What a component is; shown in the readiness page.
 Kind = Literal["app", "agent", "task"]
@@ -70,6 +71,9 @@ class Status:
     detail: str | None = None
     #: How often an agent's actor raised and was restarted since the worker started.
     restarts: int = 0
+    #: When it last reported ``restarting``, and why (for the settling time after it).
+    restarted_at: datetime | None = None
+    restarted_because: str | None = None
 
     def as_json(self, *, with_detail: bool) -> dict[str, Any]:
         """This status as JSON; the exception text only if ``with_detail``."""
@@ -94,8 +98,9 @@ class Observed:
     error: BaseException | None = None
 
 
-#: A probe: what a component's own state says now, or None to go by what was reported.
-Probe = Callable[[], Observed | None]
+#: A probe: given the component's status so far, what its own state says now, or None to
+#: leave the status as it is.
+Probe = Callable[[Status], Observed | None]
 
 
 @dataclass(frozen=True)
@@ -155,10 +160,13 @@ class Components:
     'blocked'
     """
 
-    def __init__(self) -> None:
+    def __init__(self, settle_s: float = 30.0) -> None:
+        #: After a restart an agent counts as restarting until it has run this long without
+        #: failing again: one that fails at every batch is not ready between its restarts.
+        self.settle_s = settle_s
         self._lock = threading.Lock()
         self._statuses: dict[str, Status] = {}
-        self._probes: dict[str, Probe] = {}
+        self._probes: dict[str, list[Probe]] = {}
 
     def expect(self, name: str, kind: Kind) -> None:
         """Declare a component; it is ``starting`` until it reports otherwise."""
@@ -168,11 +176,12 @@ class Components:
             self._statuses[name] = Status(kind=kind, state=State.STARTING, since=_now())
 
     def probe(self, name: str, probe: Probe) -> None:
-        """Ask ``probe`` for the component's state at every snapshot (it overrides reports
-        when it returns something)."""
+        """Ask ``probe`` at every snapshot; what it returns replaces the reported state.
+        A component's probes run in the order they were added, each given the status the
+        ones before it left."""
         with self._lock:
             self._known(name)
-            self._probes[name] = probe
+            self._probes.setdefault(name, []).append(probe)
 
     def running(self, name: str) -> None:
         """The component works."""
@@ -210,16 +219,31 @@ class Components:
         return ComponentReport(self, name)
 
     def snapshot(self) -> Readiness:
-        """Every component's status now: what it reported, unless its probe says otherwise."""
+        """Every component's status now: what it reported, unsettled restarts, then what
+        its probes say."""
+        now = _now()
         with self._lock:
             statuses = dict(self._statuses)
-            probes = dict(self._probes)
-        for name, probe in probes.items():
-            observed = probe()
-            if observed is None:
-                continue
-            status = statuses[name]
-            if (observed.state, observed.reason) != (status.state, status.reason):
+            probes = {name: list(found) for name, found in self._probes.items()}
+        for name, status in statuses.items():
+            if (
+                status.state is State.RUNNING
+                and status.restarted_at is not None
+                and (now - status.restarted_at).total_seconds() < self.settle_s
+            ):
+                statuses[name] = replace(
+                    status,
+                    state=State.RESTARTING,
+                    reason=f"restarted after it {status.restarted_because}",
+                )
+        for name, found in probes.items():
+            for probe in found:
+                status = statuses[name]
+                observed = probe(status)
+                if observed is None or (observed.state, observed.reason) == (
+                    status.state, status.reason
+                ):
+                    continue
                 statuses[name] = replace(
                     status,
                     state=observed.state,
@@ -241,13 +265,16 @@ class Components:
             status = self._known(name)
             if (state, reason) == (status.state, status.reason) and not restarted:
                 return  # keep the time it entered the state
+            now = _now()
             self._statuses[name] = replace(
                 status,
                 state=state,
                 reason=reason,
                 detail=_detail(error),
-                since=_now(),
+                since=now,
                 restarts=status.restarts + restarted,
+                restarted_at=now if restarted else status.restarted_at,
+                restarted_because=reason if restarted else status.restarted_because,
             )
 
     def _known(self, name: str) -> Status:
@@ -321,9 +348,10 @@ def watched_agent(components: Components, name: str, body: AgentBody) -> AgentBo
     """Declare the agent ``name`` and wrap its function to report its actor's life.
 
     ``running`` while an actor runs the function; ``restarting`` when it raised (Faust's
-    supervisor starts a new actor, which reports ``running`` again); ``ended`` if the
-    function returns. A crash of the agent itself or of its supervisor is read from Faust
-    by :func:`watch_faust`.
+    supervisor starts a new actor, which reports ``running`` again, though it counts as
+    restarting for :attr:`Components.settle_s`); ``ended`` if the function returns. A
+    crash of the agent itself or of its supervisor is read from Faust by
+    :func:`watch_faust`.
     """
     components.expect(name, "agent")
 
@@ -366,7 +394,7 @@ def _service_probe(service: Callable[[], Any], *, healthy: State | None) -> Prob
     reason, starting before it started, ended once it stops; ``healthy`` otherwise (None:
     go by the reports)."""
 
-    def probe() -> Observed | None:
+    def probe(status: Status) -> Observed | None:
         found = service()
         if found is None:
             return Observed(State.STARTING, "not created yet")
@@ -384,6 +412,26 @@ def _service_probe(service: Callable[[], Any], *, healthy: State | None) -> Prob
         if state in ("stopping", "shutdown"):
             return Observed(State.ENDED, state)
         return None if healthy is None else Observed(healthy)
+
+    return probe
+
+
+class CatchUp(Protocol):
+    """What :func:`caught_up` reads: ``ProjectorProgress`` of the memory projector."""
+
+    #: ``time.monotonic()`` of the last time it held everything in the log (None: never).
+    caught_up_at: float | None
+
+
+def caught_up(progress: CatchUp) -> Probe:
+    """A probe that keeps a running component ``starting`` until ``progress`` says it has
+    caught up with the log once: a projector still replaying, or waiting for another
+    process's writer lock, serves stale memories."""
+
+    def probe(status: Status) -> Observed | None:
+        if status.state is State.RUNNING and progress.caught_up_at is None:
+            return Observed(State.STARTING, "has not caught up with the log since it started")
+        return None
 
     return probe
 

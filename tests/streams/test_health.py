@@ -221,3 +221,35 @@ def test_probes_read_faust_state_over_what_was_reported() -> None:
     assert (app_status.state, app_status.reason) == (State.CRASHED, "crashed: RuntimeError")
     assert app_status.detail == "RuntimeError: a task raised"
 
+
+def test_an_agent_counts_as_restarting_until_it_has_run_a_while_without_failing() -> None:
+    components = Components(settle_s=3600)
+    components.expect("extraction", "agent")
+    components.running("extraction")
+    components.restarting("extraction", "raised KeyError")
+    components.running("extraction")  # the supervisor's new actor
+    status = components.snapshot().components["extraction"]
+    assert (status.state, status.reason, status.restarts) == (
+        State.RESTARTING, "restarted after it raised KeyError", 1
+    )
+    components.settle_s = 0
+    assert components.snapshot().ready
+
+
+def test_the_projector_is_starting_until_it_has_caught_up_once() -> None:
+    from memstream.streams.health import caught_up
+    from memstream.streams.projector import ProjectorProgress
+
+    progress = ProjectorProgress()
+    components = Components()
+    components.expect("projector", "task")
+    components.probe("projector", caught_up(progress))
+    components.running("projector")
+    status = components.snapshot().components["projector"]
+    assert (status.state, status.reason) == (
+        State.STARTING, "has not caught up with the log since it started"
+    )
+    progress.mark()
+    assert components.snapshot().ready
+    components.blocked("projector", "the broker lost its log")  # reports still count
+    assert components.snapshot().components["projector"].state is State.BLOCKED
