@@ -34,13 +34,7 @@ from memstream.models.events import (
     Event,
 )
 from memstream.models.extraction import Extractor, OfflineExtractor
-from memstream.models.session import (
-    ClosedSession,
-    SessionState,
-    SessionValue,
-    session_key,
-    working_context,
-)
+from memstream.models.session import SessionValue, session_key
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection
@@ -53,6 +47,15 @@ from memstream.streams.agents import (
 )
 from memstream.streams.archive import run_archive_sink
 from memstream.streams.deadletters import DeadLetter
+from memstream.streams.health import (
+    ComponentReport,
+    Components,
+    caught_up,
+    periodic,
+    watch_faust,
+    watched_agent,
+    watched_task,
+)
 from memstream.streams.keys import BatchKeys, keystore_from_settings, seal_event
 from memstream.streams.llm_extractor import ExtractionFailed, LLMExtractor
 from memstream.streams.ordering import InOrder, install_commit_guard
@@ -66,6 +69,7 @@ from memstream.streams.sessions import (
 )
 from memstream.streams.tansu import faust_settings_for, prepare_for_broker
 from memstream.streams.topics import Topics
+from memstream.streams.web import faust_web_settings, register_pages
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +81,16 @@ def extractor_from_settings(settings: Settings) -> Extractor:
     return OfflineExtractor()
 
 
-def create_app(settings: Settings, *, extractor: Extractor | None = None) -> faust.App:
+def create_app(
+    settings: Settings,
+    *,
+    extractor: Extractor | None = None,
+    components: Components | None = None,
+) -> faust.App:
     """Build the memstream Faust app for ``settings``; nothing starts until a worker runs it.
+
+    ``components`` is the registry the agents and tasks report their state into (the
+    ``/ready/`` page reads it); a new one by default.
 
     Examples
     --------
@@ -96,11 +108,7 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
         broker=[f"kafka://{address}" for address in settings.broker.split(",")],
         store="memory://",
         datadir=str(settings.faust_dir),
-        web_host=settings.web_host,
-        web_port=settings.web_port,
-        # Routed session reads go worker to worker by this address.
-        canonical_url=f"http://{settings.web_host}:{settings.web_port}",
-        web_in_thread=False,
+        **faust_web_settings(settings),
         topic_partitions=settings.partitions,
         topic_replication_factor=1,
         table_standby_replicas=0,
@@ -174,6 +182,7 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
         await future
 
     roles = settings.role_set
+    components = components if components is not None else Components()
 
     async def seek(tp: Any, offset: int) -> None:
         await app.consumer.seek(tp, offset)
@@ -237,8 +246,9 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
         store.forget_cache()
 
     if "sessions" in roles:
-        app.agent(chat, name="sessions")(session_agent)
-        app.timer(settings.session_scan_interval_s)(close_idle_sessions)
+        app.agent(chat, name="sessions")(watched_agent(components, "sessions", session_agent))
+        idle_scan = periodic(app, settings.session_scan_interval_s, close_idle_sessions)
+        app.task(watched_task(components, "idle-scan", idle_scan))
         # mode types receivers as sync callables with a keyword-only `signal`; async ones work.
         app.on_partitions_revoked.connect(forget_parsed_sessions)  # type: ignore[arg-type]
         app.on_partitions_assigned.connect(forget_parsed_sessions)  # type: ignore[arg-type]
@@ -345,59 +355,27 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
                 log.exception("extraction: failed on %s@%s", message.partition, message.offset)
                 await dead_letter("extraction", message, f"{type(exc).__name__}: {exc}")
 
-    async def project_memories() -> None:
+    # `health` is how a task reports being blocked or retrying (see streams/health.py);
+    # the projector and the archive sink do not take it yet.
+    async def project_memories(health: ComponentReport) -> None:
         """Project memory events into LanceDB (single writer, tracks its own offsets)."""
         await run_memory_projector(settings, progress=progress)
 
-    async def archive_log() -> None:
+    async def archive_log(health: ComponentReport) -> None:
         """Copy every topic into the Parquet archive (single writer, resumes from its files)."""
         await run_archive_sink(settings)
 
     if "extraction" in roles:
-        app.agent(consolidation, name="extraction")(extraction_agent)
+        app.agent(consolidation, name="extraction")(
+            watched_agent(components, "extraction", extraction_agent)
+        )
         app.on_partitions_assigned.connect(note_assignment)  # type: ignore[arg-type]
     if "projector" in roles:
-        app.task(project_memories)
+        app.task(watched_task(components, "projector", project_memories))
+        components.probe("projector", caught_up(progress))
     if "archive" in roles:
-        app.task(archive_log)
+        app.task(watched_task(components, "archive", archive_log))
 
-    @app.page("/health/")
-    async def health(web: Any, request: Any) -> Any:
-        return web.json({"ok": True, "app": app.conf.id})
-
-    @app.page("/sessions/")
-    async def local_sessions(web: Any, request: Any) -> Any:
-        """Open sessions held by this worker (its partitions only), optionally of one user."""
-        user = request.query.get("user")
-        found = []
-        for key in store.session_keys():
-            value = store.get(key)
-            if isinstance(value, SessionState) and (user is None or value.user_id == user):
-                found.append(value.model_dump(mode="json"))
-        return web.json({"sessions": found})
-
-    @app.page("/session/")
-    @app.topic_route(topic=chat, query_param="user")
-    async def session_detail(web: Any, request: Any) -> Any:
-        """One session's state and working-memory context, answered by the worker that owns
-        the user's partition (requests to another worker are routed there)."""
-        user = request.query["user"]
-        session = request.query.get("session", "")
-        try:
-            budget = int(request.query.get("budget", settings.context_tokens))
-        except ValueError:
-            return web.json({"error": "budget must be a whole number"}, status=400)
-        value = store.get(session_key(user, session))
-        if not isinstance(value, SessionState):
-            closed = value.model_dump(mode="json") if isinstance(value, ClosedSession) else None
-            return web.json({"error": "no open session", "closed": closed}, status=404)
-        context = working_context(value, token_budget=budget)
-        return web.json(
-            {
-                "state": value.model_dump(mode="json"),
-                "context": context.model_dump(mode="json"),
-                "prompt": context.render(),
-            }
-        )
-
+    watch_faust(components, app)
+    register_pages(app, store, settings, chat, components)
     return app

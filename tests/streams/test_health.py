@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from memstream.models.settings import Settings
 from memstream.streams.health import (
     ComponentReport,
     Components,
@@ -220,6 +221,21 @@ def test_probes_read_faust_state_over_what_was_reported() -> None:
     app_status = components.snapshot().components["app"]
     assert (app_status.state, app_status.reason) == (State.CRASHED, "crashed: RuntimeError")
     assert app_status.detail == "RuntimeError: a task raised"
+
+
+def test_a_built_app_declares_each_agent_and_task_of_its_roles(tmp_path: Any) -> None:
+    from memstream.streams.app import create_app
+
+    components = Components()
+    create_app(
+        Settings(data_dir=tmp_path, topic_prefix="health", roles="sessions,projector"),
+        components=components,
+    )
+    snapshot = components.snapshot()
+    assert {n: s.kind for n, s in snapshot.components.items()} == {
+        "app": "app", "sessions": "agent", "idle-scan": "task", "projector": "task"
+    }
+    assert not snapshot.ready  # nothing started
 
 
 def test_an_agent_counts_as_restarting_until_it_has_run_a_while_without_failing() -> None:
