@@ -204,7 +204,8 @@ async def test_periodic_ticks_until_a_tick_raises() -> None:
 def test_probes_read_faust_state_over_what_was_reported() -> None:
     service = SimpleNamespace(crashed=False, crash_reason=None, state="running", supervisor=None)
     app = SimpleNamespace(
-        crashed=False, crash_reason=None, state="init", supervisor=None, agents={"sessions": service}
+        crashed=False, crash_reason=None, state="init", supervisor=None, agents={"sessions": service},
+        in_recovery=False,
     )
     components = Components()
     watched_agent(components, "sessions", lambda stream: asyncio.sleep(0))
@@ -213,6 +214,11 @@ def test_probes_read_faust_state_over_what_was_reported() -> None:
     app.state = "running"
     components.running("sessions")
     assert components.snapshot().ready
+    app.in_recovery = True
+    assert components.snapshot().components["app"].reason == (
+        "recovering its tables from their changelogs"
+    )
+    app.in_recovery = False
     service.supervisor = SimpleNamespace(crashed=True, crash_reason=SystemExit(1))
     assert states(components)["sessions"] == "crashed"
     assert components.snapshot().components["sessions"].reason == "its supervisor crashed"
