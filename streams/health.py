@@ -439,9 +439,18 @@ def caught_up(progress: CatchUp) -> Probe:
 def watch_faust(components: Components, app: Any) -> None:
     """Declare the Faust app as the component ``app`` and probe it and every agent declared
     with :func:`watched_agent` that ``app`` runs (``app.agents``), through their
-    ``mode.Service`` state."""
+    ``mode.Service`` state; the app is ``starting`` while it recovers its tables."""
     components.expect("app", "app")
     components.probe("app", _service_probe(lambda: app, healthy=State.RUNNING))
+
+    def recovering(status: Status) -> Observed | None:
+        # Faust sets in_recovery while it reads a table's changelog (after the start and
+        # after each rebalance): the sessions table is incomplete meanwhile.
+        if status.state is State.RUNNING and getattr(app, "in_recovery", False):
+            return Observed(State.STARTING, "recovering its tables from their changelogs")
+        return None
+
+    components.probe("app", recovering)
     for name in components.names("agent"):
         if name in app.agents:
             lookup: Callable[[], Any] = functools.partial(app.agents.get, name)

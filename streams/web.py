@@ -6,7 +6,8 @@ page           returns                                                  needs
 ``/health/``   ``{"ok": true, "app": id}``: the process answers         nothing
 ``/ready/``    each component's state; 200 only if all are running      nothing (the
                                                                         exception texts
-                                                                        need the token)
+                                                                        need the token,
+                                                                        if one is set)
 ``/sessions/`` one user's open sessions (``?user=U``)                   the token
 ``/session/``  one session's state and working-memory context           the token
                (``?user=U&session=S[&budget=N]``)
@@ -193,9 +194,10 @@ def register_pages(
     @app.page("/ready/")
     async def readiness(view: View, request: Request) -> Response:
         """200 when every agent and task of this worker runs, 503 otherwise; each
-        component's state. Exception texts only with the token: they may quote data."""
+        component's state. Exception texts only with the token (they may quote data), or
+        to anyone when no token is set (every page is open then, on loopback only)."""
         snapshot = health.snapshot()
-        with_detail = settings.web_token is not None and bearer_token_matches(request, settings)
+        with_detail = bearer_token_matches(request, settings)
         body = {"app": app.conf.id, **snapshot.as_json(with_detail=with_detail)}
         return view.json(body, status=200 if snapshot.ready else 503)
 
