@@ -520,8 +520,9 @@ def _log_findings(path: Path) -> dict[str, Any]:
 def fetch_session(settings: Settings, user_id: str, session_id: str) -> dict[str, Any] | None:
     """One open session's state from the worker's web views, or None if it is not open.
 
-    Asks ``/session/`` (one session, cheap) and falls back to ``/sessions/`` (which may list
-    every session the worker holds, slow with 100k of them) if the worker has no such view.
+    Asks ``/session/`` (one session, cheap) and falls back to ``/sessions/`` (the user's
+    open sessions) if the worker has no such view. Both carry the user, and ``fetch_json``
+    sends the web token of ``settings`` when it has one.
     """
     query = urllib.parse.urlencode({"user": user_id, "session": session_id})
     try:

@@ -43,8 +43,13 @@ class Settings(BaseSettings):
     data_dir: Path = Field(Path(".memstream"), description="Faust state and LanceDB live here.")
 
     # --- worker -------------------------------------------------------------------------
+    #: The worker's web server listens here. Without ``web_token`` only a loopback address
+    #: is allowed (the worker refuses to start otherwise).
     web_host: str = "127.0.0.1"
     web_port: int = Field(6066, ge=1, le=65535)
+    #: When set, every worker page that returns data requires ``Authorization: Bearer
+    #: <token>`` (at least 16 printable ASCII characters); clients send it from here.
+    web_token: SecretStr | None = None
     log_level: str = "warning"
     max_event_bytes: int = Field(1_000_000, ge=1024)
     #: The largest record the worker's producer sends (a session's state in the changelog,
@@ -170,6 +175,15 @@ class Settings(BaseSettings):
     #: are buffered, or ``archive_flush_s`` after the first buffered record, whichever first.
     archive_batch_size: int = Field(5000, ge=1)
     archive_flush_s: float = Field(2.0, gt=0)
+
+    @field_validator("web_token", mode="before")
+    @classmethod
+    def _empty_token_is_none(cls, value: object) -> object:
+        # MEMSTREAM_WEB_TOKEN= (empty) means no token, not an empty one that matches
+        # "Authorization: Bearer ". Nothing here may raise: pydantic's errors quote input.
+        if value == "" or (isinstance(value, SecretStr) and not value.get_secret_value()):
+            return None
+        return value
 
     @field_validator("roles")
     @classmethod

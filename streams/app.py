@@ -34,13 +34,7 @@ from memstream.models.events import (
     Event,
 )
 from memstream.models.extraction import Extractor, OfflineExtractor
-from memstream.models.session import (
-    ClosedSession,
-    SessionState,
-    SessionValue,
-    session_key,
-    working_context,
-)
+from memstream.models.session import SessionValue, session_key
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection
@@ -52,8 +46,23 @@ from memstream.streams.agents import (
     record_extraction,
 )
 from memstream.streams.archive import run_archive_sink
-from memstream.streams.boundary import BrokerProbe, FunctionProbe, RecordBoundary, supervise
+from memstream.streams.boundary import (
+    BrokerProbe,
+    FunctionProbe,
+    RecordBoundary,
+    StateReport,
+    supervise,
+)
 from memstream.streams.deadletters import DeadLetterSink
+from memstream.streams.health import (
+    ComponentReport,
+    Components,
+    caught_up,
+    periodic,
+    watch_faust,
+    watched_agent,
+    watched_task,
+)
 from memstream.streams.keys import BatchKeys, keystore_from_settings, seal_event
 from memstream.streams.llm_extractor import ExtractionFailed, LLMExtractor
 from memstream.streams.logid import LogWatch
@@ -68,6 +77,7 @@ from memstream.streams.sessions import (
 )
 from memstream.streams.tansu import faust_settings_for, prepare_for_broker
 from memstream.streams.topics import Topics
+from memstream.streams.web import faust_web_settings, register_pages
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +89,32 @@ def extractor_from_settings(settings: Settings) -> Extractor:
     return OfflineExtractor()
 
 
-def create_app(settings: Settings, *, extractor: Extractor | None = None) -> faust.App:
+def component_states(components: Components) -> StateReport:
+    """How the boundaries and supervisors report into the readiness registry: a state text
+    (``retrying: ...``, ``restarting after ...``; fixed words and type names only), or None
+    once the component works again."""
+
+    def report(name: str, state: str | None) -> None:
+        if state is None:
+            components.running(name)
+        elif state.startswith("restarting"):
+            components.restarting(name, state)
+        else:
+            components.retrying(name, state)
+
+    return report
+
+
+def create_app(
+    settings: Settings,
+    *,
+    extractor: Extractor | None = None,
+    components: Components | None = None,
+) -> faust.App:
     """Build the memstream Faust app for ``settings``; nothing starts until a worker runs it.
+
+    ``components`` is the registry the agents and tasks report their state into (the
+    ``/ready/`` page reads it); a new one by default.
 
     Examples
     --------
@@ -100,11 +134,7 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
         broker=[f"kafka://{address}" for address in settings.broker.split(",")],
         store="memory://",
         datadir=str(settings.faust_dir),
-        web_host=settings.web_host,
-        web_port=settings.web_port,
-        # Routed session reads go worker to worker by this address.
-        canonical_url=f"http://{settings.web_host}:{settings.web_port}",
-        web_in_thread=False,
+        **faust_web_settings(settings),
         topic_partitions=settings.partitions,
         topic_replication_factor=1,
         table_standby_replicas=0,
@@ -166,13 +196,19 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
         future = await deadletters.send(key=key, value=value)
         await future
 
+    roles = settings.role_set
+    components = components if components is not None else Components()
+    report = component_states(components)
     letters = DeadLetterSink(send_letter, keys)
     broker = BrokerProbe(settings.broker)
+
+    def log_lost(reason: str) -> None:
+        for name in components.names():
+            components.blocked(name, "the broker lost its log: run memstream restore")
+
     # Once the broker no longer holds the log this worker started on, nothing more is
     # processed (the records stay uncommitted for after `memstream restore`).
-    watch = LogWatch(settings)
-
-    roles = settings.role_set
+    watch = LogWatch(settings, on_lost=log_lost)
 
     async def seek(tp: Any, offset: int) -> None:
         await app.consumer.seek(tp, offset)
@@ -181,7 +217,7 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
     chat_order = InOrder("sessions", seek)
     consolidation_order = InOrder("extraction", seek)
 
-    session_boundary = RecordBoundary("sessions", letters, [broker])
+    session_boundary = RecordBoundary("sessions", letters, [broker], report=report)
     chat_log_intact = watch.verifier()
 
     async def session_agent(stream: Any) -> None:
@@ -253,8 +289,9 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
         store.forget_cache()
 
     if "sessions" in roles:
-        app.agent(chat, name="sessions")(session_agent)
-        app.timer(settings.session_scan_interval_s)(close_idle_sessions)
+        app.agent(chat, name="sessions")(watched_agent(components, "sessions", session_agent))
+        idle_scan = periodic(app, settings.session_scan_interval_s, close_idle_sessions)
+        app.task(watched_task(components, "idle-scan", idle_scan))
         # mode types receivers as sync callables with a keyword-only `signal`; async ones work.
         app.on_partitions_revoked.connect(forget_parsed_sessions)  # type: ignore[arg-type]
         app.on_partitions_assigned.connect(forget_parsed_sessions)  # type: ignore[arg-type]
@@ -328,7 +365,7 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
         memory_decider().projection.probe(writable=False)
 
     extraction_boundary = RecordBoundary(
-        "extraction", letters, [broker, FunctionProbe("lancedb", decider_store)]
+        "extraction", letters, [broker, FunctionProbe("lancedb", decider_store)], report=report
     )
 
     async def extraction_agent(stream: Any) -> None:
@@ -370,18 +407,23 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
         # Sealed with the span's key: if the user was erased meanwhile, none go out.
         await publish(memories, recorded, *decisions, key_id=key_id)
 
-    async def project_memories() -> None:
+    async def project_memories(health: ComponentReport) -> None:
         """Project memory events into LanceDB (single writer, tracks its own offsets); started
         again after a crash (it resumes from the offsets its rows record)."""
         await supervise(
             "projector",
-            lambda: run_memory_projector(settings, progress=progress, log_intact=watch.verifier()),
+            lambda: run_memory_projector(
+                settings, progress=progress, log_intact=watch.verifier(), report=report
+            ),
+            report=report,
         )
 
-    async def archive_log() -> None:
+    async def archive_log(health: ComponentReport) -> None:
         """Copy every topic into the Parquet archive (single writer, resumes from its files);
         started again after a crash."""
-        await supervise("archive", lambda: run_archive_sink(settings, log_intact=watch.verifier()))
+        await supervise(
+            "archive", lambda: run_archive_sink(settings, log_intact=watch.verifier()), report=report
+        )
 
     async def watch_log() -> None:
         """Stop processing once the broker's log is no longer the one the worker started on."""
@@ -389,50 +431,16 @@ def create_app(settings: Settings, *, extractor: Extractor | None = None) -> fau
 
     app.task(watch_log)
     if "extraction" in roles:
-        app.agent(consolidation, name="extraction")(extraction_agent)
+        app.agent(consolidation, name="extraction")(
+            watched_agent(components, "extraction", extraction_agent)
+        )
         app.on_partitions_assigned.connect(note_assignment)  # type: ignore[arg-type]
     if "projector" in roles:
-        app.task(project_memories)
+        app.task(watched_task(components, "projector", project_memories))
+        components.probe("projector", caught_up(progress))
     if "archive" in roles:
-        app.task(archive_log)
+        app.task(watched_task(components, "archive", archive_log))
 
-    @app.page("/health/")
-    async def health(web: Any, request: Any) -> Any:
-        return web.json({"ok": True, "app": app.conf.id})
-
-    @app.page("/sessions/")
-    async def local_sessions(web: Any, request: Any) -> Any:
-        """Open sessions held by this worker (its partitions only), optionally of one user."""
-        user = request.query.get("user")
-        found = []
-        for key in store.session_keys():
-            value = store.get(key)
-            if isinstance(value, SessionState) and (user is None or value.user_id == user):
-                found.append(value.model_dump(mode="json"))
-        return web.json({"sessions": found})
-
-    @app.page("/session/")
-    @app.topic_route(topic=chat, query_param="user")
-    async def session_detail(web: Any, request: Any) -> Any:
-        """One session's state and working-memory context, answered by the worker that owns
-        the user's partition (requests to another worker are routed there)."""
-        user = request.query["user"]
-        session = request.query.get("session", "")
-        try:
-            budget = int(request.query.get("budget", settings.context_tokens))
-        except ValueError:
-            return web.json({"error": "budget must be a whole number"}, status=400)
-        value = store.get(session_key(user, session))
-        if not isinstance(value, SessionState):
-            closed = value.model_dump(mode="json") if isinstance(value, ClosedSession) else None
-            return web.json({"error": "no open session", "closed": closed}, status=404)
-        context = working_context(value, token_budget=budget)
-        return web.json(
-            {
-                "state": value.model_dump(mode="json"),
-                "context": context.model_dump(mode="json"),
-                "prompt": context.render(),
-            }
-        )
-
+    watch_faust(components, app)
+    register_pages(app, store, settings, chat, components)
     return app

@@ -44,9 +44,14 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """Run the Faust worker: session state, consolidation, extraction, projection."""
+    from memstream.streams.web import UnsafeWebExposure
     from memstream.streams.worker import run_worker
 
-    run_worker(settings_from_args(args))
+    try:
+        run_worker(settings_from_args(args))
+    except UnsafeWebExposure as exc:
+        print(f"error: the worker will not start: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -486,6 +491,9 @@ def cmd_session_show(args: argparse.Namespace) -> int:
         if status == 404:
             print(f"no open session {args.session!r} for user {args.user!r}", file=sys.stderr)
             return 1
+        if status == 401:
+            print("error: the worker wants its token: set MEMSTREAM_WEB_TOKEN", file=sys.stderr)
+            return 2
         print(f"error: no worker answers on port {settings.web_port} ({exc})", file=sys.stderr)
         return 2
     if args.json:

@@ -50,7 +50,13 @@ from memstream.projections.memories import (
 )
 from memstream.projections.shadow import live_name
 from memstream.streams.agents import ACCESS_TYPES, MEMORY_TYPES, decode_opened
-from memstream.streams.boundary import Backoff, BrokerProbe, FunctionProbe, RecordBoundary
+from memstream.streams.boundary import (
+    Backoff,
+    BrokerProbe,
+    FunctionProbe,
+    RecordBoundary,
+    StateReport,
+)
 from memstream.streams.deadletters import DeadLetterSink
 from memstream.streams.keys import BatchKeys, keystore_from_settings
 from memstream.streams.tansu import true_end_offsets
@@ -149,6 +155,7 @@ async def run_memory_projector(
     tiers: bool = True,
     progress: ProjectorProgress | None = None,
     log_intact: Callable[[], Awaitable[bool]] | None = None,
+    report: StateReport | None = None,
 ) -> None:
     """Project memory and access events into LanceDB until cancelled (or ``stop`` is set).
 
@@ -160,7 +167,8 @@ async def run_memory_projector(
     the same process, on the projection this writes, and publishes its promotions and
     expiries with the projector's producer. It scans only while the projection is caught up
     with the log, so a replay or a restart never acts on a half-built projection.
-    ``progress`` is marked whenever it is caught up. ``log_intact`` is asked after every
+    ``progress`` is marked whenever it is caught up; ``report`` is told when it retries a
+    broker or store failure, and when it works again. ``log_intact`` is asked after every
     fetch (:meth:`memstream.streams.logid.LogWatch.verifier`): once the broker lost the log,
     nothing fetched is applied and the projector stops.
     """
@@ -178,7 +186,13 @@ async def run_memory_projector(
             watcher = asyncio.create_task(_watch_live_table(settings, table, stop, halt))
             try:
                 await _project_table(
-                    settings, projection, halt, tiers=tiers, progress=progress, log_intact=log_intact
+                    settings,
+                    projection,
+                    halt,
+                    tiers=tiers,
+                    progress=progress,
+                    log_intact=log_intact,
+                    report=report,
                 )
             finally:
                 watcher.cancel()
@@ -214,6 +228,7 @@ async def _project_table(
     tiers: bool,
     progress: ProjectorProgress | None = None,
     log_intact: Callable[[], Awaitable[bool]] | None = None,
+    report: StateReport | None = None,
 ) -> None:
     """One spell of projecting into ``projection``'s table, until ``stop`` is set."""
     topics = Topics.from_settings(settings)
@@ -266,6 +281,7 @@ async def _project_table(
             caught_up,
             progress=progress,
             log_intact=log_intact,
+            report=report,
         )
         await projector.run(stop)
     finally:
@@ -391,6 +407,7 @@ class _Projector:
         on_batch: Callable[[int], None] | None = None,
         progress: ProjectorProgress | None = None,
         log_intact: Callable[[], Awaitable[bool]] | None = None,
+        report: StateReport | None = None,
     ) -> None:
         """``producer`` None (a replay): invalid records are counted, not dead-lettered again.
         ``until``: records the log got later than this are read past, not applied.
@@ -418,7 +435,7 @@ class _Projector:
         #: Every record passes it: what cannot be decoded or projected is dead-lettered,
         #: a broker or store failure is waited out.
         self.boundary = RecordBoundary(
-            "projector", letters, [BrokerProbe(settings.broker), store]
+            "projector", letters, [BrokerProbe(settings.broker), store], report=report
         )
         #: The key look-ups of the fetch being handled (see BatchKeys).
         self._fetch_keys = BatchKeys(self.keys)

@@ -28,7 +28,10 @@ def run_worker(settings: Settings) -> None:
     from memstream.streams.app import create_app
     from memstream.streams.logid import LogLost, claim_log
     from memstream.streams.topics import ensure_topics
+    from memstream.streams.web import check_web_exposure
 
+    # Before anything touches the broker: a worker that must not start says so at once.
+    check_web_exposure(settings)
     if settings.tune_malloc:
         # Before any thread starts: each would get an arena of its own.
         tune_allocators()
@@ -55,16 +58,46 @@ def worker_url(settings: Settings, path: str) -> str:
 
 
 def fetch_json(settings: Settings, path: str, timeout_s: float = 2.0) -> Any:
-    """GET a JSON view of the worker; raises ``OSError`` when it does not answer."""
-    with urllib.request.urlopen(worker_url(settings, path), timeout=timeout_s) as reply:
+    """GET a JSON view of the worker, with the web token of ``settings`` if it has one.
+
+    Raises ``OSError`` when the worker does not answer, and ``urllib.error.HTTPError`` (an
+    ``OSError``) when it refuses: 400 for a bad request, 401 for a missing or wrong token,
+    404 for no such session.
+    """
+    request = urllib.request.Request(worker_url(settings, path))
+    if settings.web_token is not None:
+        request.add_header("Authorization", f"Bearer {settings.web_token.get_secret_value()}")
+    with urllib.request.urlopen(request, timeout=timeout_s) as reply:
         return json.loads(reply.read())
 
 
 def worker_healthy(settings: Settings) -> bool:
-    """Whether a worker of this app answers on its web port."""
+    """Whether a worker of this app answers on its web port (``/health/``: the process is
+    up; whether its agents and tasks run is ``/ready/``, see :func:`worker_ready`)."""
     try:
         return bool(fetch_json(settings, "/health/", timeout_s=1.0).get("ok"))
     except (OSError, ValueError, urllib.error.URLError):
+        return False
+
+
+def worker_readiness(settings: Settings, timeout_s: float = 2.0) -> dict[str, Any]:
+    """The worker's ``/ready/`` page: ``{"ready": bool, "app": id, "components": {name:
+    {"kind", "state", "reason", "since", "restarts"[, "detail"]}}}``, whether it is ready
+    (200) or not (503). Raises ``OSError`` when the worker does not answer."""
+    try:
+        return dict(fetch_json(settings, "/ready/", timeout_s=timeout_s))
+    except urllib.error.HTTPError as exc:
+        with exc:
+            if exc.code != 503:
+                raise
+            return dict(json.loads(exc.read()))
+
+
+def worker_ready(settings: Settings) -> bool:
+    """Whether the worker answers and every agent and task it runs is running."""
+    try:
+        return bool(worker_readiness(settings, timeout_s=1.0).get("ready"))
+    except (OSError, ValueError):
         return False
 
 

@@ -1,19 +1,22 @@
 """Helpers the integration tests share: polling for a condition, the CLI with a test's
-settings, the archive's and the memory projection's progress, the workers' committed
-offsets."""
+settings, the open sessions the workers hold, the archive's and the memory projection's
+progress, the workers' committed offsets."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from typing import TypeVar
+import urllib.error
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+from urllib.parse import urlencode
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from memstream.models.codec import InvalidEvent, decode_event, encode_event
 from memstream.models.events import Event, MemoryAdded, MemoryChange
+from memstream.models.session import session_key
 from memstream.models.settings import Settings
 from memstream.projections.memories import MemoryProjection
 from memstream.streams.archive import (
@@ -27,6 +30,7 @@ from memstream.streams.keys import keystore_from_settings, seal_event
 from memstream.streams.logreader import read_topic
 from memstream.streams.tansu import true_end_offsets
 from memstream.streams.topics import Topics
+from memstream.streams.worker import fetch_json
 
 T = TypeVar("T")
 
@@ -60,6 +64,33 @@ def cli(settings: Settings, monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
     for name, value in settings.to_env().items():
         monkeypatch.setenv(name, value)
     return main(list(args))
+
+
+def fetch_routed(settings: Settings, path: str, timeout_s: float = 60) -> Any:
+    """``fetch_json`` of a page routed to the worker that owns a user, asked again while the
+    worker answers 503: it does not know the owner yet (before its first partition
+    assignment, during a rebalance)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return fetch_json(settings, path, timeout_s=10)
+        except urllib.error.HTTPError as exc:
+            exc.close()
+            if exc.code != 503 or time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
+
+
+def open_sessions(settings: Settings, users: Iterable[str]) -> dict[str, Any]:
+    """The open sessions of ``users`` by session key, as the worker's ``/sessions/`` page
+    gives them (one request per user, with the token of ``settings``; the worker asked
+    forwards each to the worker that owns the user)."""
+    found: dict[str, Any] = {}
+    for user in users:
+        reply = fetch_routed(settings, "/sessions/?" + urlencode({"user": user}))
+        for state in reply["sessions"]:
+            found[session_key(state["user_id"], state["session_id"])] = state
+    return found
 
 
 def archive_caught_up(settings: Settings) -> bool:

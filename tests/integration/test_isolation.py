@@ -1,11 +1,13 @@
 """Tenant isolation: 100 hostile strings thrown at ids, filters and queries on every read
 path (client, CLI, the worker's session pages, analytics) find nothing of other users and
-raise no error that shows their data."""
+raise no error that shows their data; the worker's pages give nothing without its token."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import http.client
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -13,6 +15,7 @@ from urllib.parse import urlencode
 
 import pytest
 from chat import conversation
+from harness import open_sessions
 
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
@@ -29,6 +32,7 @@ VICTIMS = {
     "bob": [("user", "I work at Initech and my badge code is BX-99."), ("assistant", "Noted.")],
 }
 SECRETS = ("Reykjavik", "4417", "Initech", "BX-99")
+TOKEN = "iso-token-5f0c2b7e9d41a8c3"
 
 
 def hostile_strings() -> list[str]:
@@ -76,6 +80,7 @@ def world(tmp_path_factory: pytest.TempPathFactory, broker_address: str, broker_
         broker=broker_address, broker_kind=broker_kind, data_dir=tmp / "data",  # type: ignore[arg-type]
         topic_prefix=f"iso{int(time.time() * 1000) % 10**9}", partitions=4,
         web_port=free_port(), session_timeout_s=10.0, heartbeat_interval_s=2.0,
+        web_token=TOKEN,
     )
     projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
     worker = WorkerProcess(settings, log_path=tmp / "worker.log").start()
@@ -87,7 +92,7 @@ def world(tmp_path_factory: pytest.TempPathFactory, broker_address: str, broker_
         assert time.monotonic() < deadline, "no memories"
         time.sleep(0.5)
     deadline = time.monotonic() + 60
-    while len(fetch_json(settings, "/sessions/")["sessions"]) < len(VICTIMS):
+    while len(open_sessions(settings, VICTIMS)) < len(VICTIMS):
         assert time.monotonic() < deadline, "no open sessions"
         time.sleep(0.5)
     yield settings, projection
@@ -198,3 +203,112 @@ def test_reports_and_sql_hold_nothing_of_other_users_for_hostile_ids(world: Any)
             table, error = attempt(lambda v=view, s=scope: run_sql(settings, f"SELECT * FROM {v}", s))
             assert error is None or not leaks(error), (hostile, view, error)
             assert table is None or table.num_rows == 0, (hostile, view, table.num_rows)
+
+
+def raw_get(settings: Settings, path: str, headers: list[tuple[str, bytes]]) -> tuple[int, dict[str, str], str]:
+    """GET ``path`` with exactly ``headers`` (raw bytes, repeats allowed): status, headers, body."""
+    connection = http.client.HTTPConnection(settings.web_host, settings.web_port, timeout=10)
+    try:
+        connection.putrequest("GET", path)
+        for name, value in headers:
+            connection.putheader(name, value)
+        connection.endheaders()
+        reply = connection.getresponse()
+        return reply.status, dict(reply.getheaders()), reply.read().decode(errors="replace")
+    finally:
+        connection.close()
+
+
+def bad_credentials() -> list[tuple[str, list[tuple[str, bytes]], str]]:
+    """(what, headers, query suffix) of requests that must not pass as the token."""
+    token = TOKEN.encode()
+    wrong_same_length = bytes(c ^ 1 for c in token)
+    return [
+        ("no token", [], ""),
+        ("a wrong token of the same length", [("Authorization", b"Bearer " + wrong_same_length)], ""),
+        ("a shorter token", [("Authorization", b"Bearer " + token[:-1])], ""),
+        ("a longer token", [("Authorization", b"Bearer " + token + b"0")], ""),
+        ("the token's first byte only", [("Authorization", b"Bearer " + token[:1])], ""),
+        ("an empty bearer", [("Authorization", b"Bearer ")], ""),
+        ("the token without a scheme", [("Authorization", token)], ""),
+        ("the token as Basic", [("Authorization", b"Basic " + token)], ""),
+        ("the token in X-Token", [("X-Token", token)], ""),
+        ("the token in a cookie", [("Cookie", b"token=" + token)], ""),
+        ("the token in the query string", [], "&" + urlencode({"token": TOKEN})),
+        ("the token as access_token", [], "&" + urlencode({"access_token": TOKEN})),
+        ("a bearer header in the query", [], "&" + urlencode({"Authorization": f"Bearer {TOKEN}"})),
+        ("two Authorization headers", [("Authorization", b"Bearer " + token), ("Authorization", b"Bearer x")], ""),
+        ("non-UTF-8 bytes", [("Authorization", b"Bearer \xff\xfe" + token[2:])], ""),
+    ]
+
+
+def test_no_page_with_user_data_answers_without_the_one_right_token(world: Any) -> None:
+    settings, _ = world
+    pages = [
+        "/sessions/?" + urlencode({"user": "ann"}),
+        "/sessions/?" + urlencode({"user": "bob"}),
+        "/session/?" + urlencode({"user": "ann", "session": "open"}),
+        "/session/?" + urlencode({"user": "bob", "session": "open", "budget": "50"}),
+    ]
+    for what, headers, suffix in bad_credentials():
+        for page in pages:
+            status, reply_headers, body = raw_get(settings, page + suffix, headers)
+            assert status == 401, (what, page, status, body)
+            assert reply_headers.get("WWW-Authenticate", "").startswith("Bearer"), (what, page)
+            assert not leaks(body) and "sessions" not in body and "state" not in body, (what, body)
+    # Refused before the user is even looked at: hostile ids get the same 401 and nothing.
+    for hostile in hostile_strings():
+        if "\ud800" in hostile or "\udfff" in hostile:
+            continue  # not encodable in a URL
+        for page in (
+            "/sessions/?" + urlencode({"user": hostile}),
+            "/session/?" + urlencode({"user": hostile, "session": "open"}),
+        ):
+            status, _, body = raw_get(settings, page, [])
+            assert status in (400, 401), (hostile, status)  # 400: a request line over the limit
+            assert not leaks(body), (hostile, body)
+
+
+def test_the_token_reads_the_named_user_only(world: Any) -> None:
+    settings, _ = world
+    bearer = [("Authorization", f"Bearer {TOKEN}".encode())]
+    for user, theirs, others in (("ann", "Reykjavik", "Initech"), ("bob", "Initech", "Reykjavik")):
+        status, _, body = raw_get(settings, "/sessions/?" + urlencode({"user": user}), bearer)
+        assert status == 200, body
+        sessions = json.loads(body)["sessions"]
+        assert [s["user_id"] for s in sessions] == [user] and theirs in body and others not in body
+        status, _, body = raw_get(settings, f"/session/?user={user}&session=open", bearer)
+        assert status == 200 and theirs in body and others not in body, body
+        # A closed session is not open: 404, with its close marker only.
+        status, _, body = raw_get(settings, f"/session/?user={user}&session=trip", bearer)
+        assert status == 404 and not leaks(body), body
+    # One user per request: none, an empty one or two are refused before any lookup.
+    for page in (
+        "/sessions/",
+        "/sessions/?user=",
+        "/sessions/?user=ann&user=bob",
+        "/sessions/?users=ann",
+        "/session/?session=open",
+        "/session/?user=ann",
+        "/session/?user=ann&user=bob&session=open",
+        "/session/?user=ann&session=open&session=open",
+        "/session/?user=ann&session=open&budget=-1",
+        "/session/?user=ann&session=open&budget=lots",
+    ):
+        status, _, body = raw_get(settings, page, bearer)
+        assert status == 400, (page, status, body)
+        assert not leaks(body), (page, body)
+
+
+def test_liveness_and_readiness_answer_anyone_and_hold_no_user_data(world: Any) -> None:
+    settings, _ = world
+    for page in ("/health/", "/ready/", "/"):
+        status, _, body = raw_get(settings, page, [])
+        assert status == 200, (page, status, body)
+        assert not leaks(body) and "ann" not in body and "bob" not in body, (page, body)
+    status, _, body = raw_get(settings, "/ready/", [])
+    assert all("detail" not in c for c in json.loads(body)["components"].values())
+    # Faust's own pages are off: /table/ would serve the sessions table by key.
+    for page in ("/table/", "/table/sessions/", "/table/sessions/ann%1Fopen/", "/router/", "/graph/"):
+        status, _, body = raw_get(settings, page, [("Authorization", f"Bearer {TOKEN}".encode())])
+        assert status == 404, (page, status, body)

@@ -19,6 +19,7 @@ from aiokafka import TopicPartition
 from aiokafka.partitioner import DefaultPartitioner
 from chat import conversation
 from harness import committed_offsets
+from harness import open_sessions as open_sessions_of
 
 from memstream.models.codec import decode_event
 from memstream.models.events import ConsolidationRequested, Event, MessageAdded
@@ -40,7 +41,7 @@ from memstream.streams.publish import publish_events
 from memstream.streams.session_replay import sessions_changelog_topic
 from memstream.streams.tansu import true_end_offsets
 from memstream.streams.topics import Topics
-from memstream.streams.worker import WorkerProcess, fetch_json
+from memstream.streams.worker import WorkerProcess
 
 SettingsFactory = Callable[..., Settings]
 Position = tuple[str, int]
@@ -96,8 +97,7 @@ def events_since(settings: Settings, topic: str, ends: dict[Position, int]) -> l
 
 
 def open_sessions(settings: Settings) -> dict[str, Any]:
-    found = fetch_json(settings, "/sessions/")["sessions"]
-    return {session_key(s["user_id"], s["session_id"]): s for s in found}
+    return open_sessions_of(settings, (OPEN, SAME, OTHER))
 
 
 def archive_is_complete(settings: Settings) -> bool:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from chat import conversation
+from harness import fetch_routed, open_sessions
 from sealed import opened
 from sealed import topic_events as sealed_topic_events
 
@@ -42,11 +43,6 @@ def wait_until(predicate: Any, timeout_s: float = 60, what: str = "condition") -
             return
         time.sleep(0.3)
     raise AssertionError(f"timed out waiting for {what}")
-
-
-def open_sessions(settings: Settings) -> dict[str, Any]:
-    found = fetch_json(settings, "/sessions/")["sessions"]
-    return {session_key(s["user_id"], s["session_id"]): s for s in found}
 
 
 def reference_states(settings: Settings, limits: WindowLimits) -> dict[str, Any]:
@@ -90,7 +86,7 @@ def test_idle_sessions_close_from_the_timer_and_the_close_is_an_event(
         asyncio.run(publish_events(settings, events))
         wait_until(lambda: any(c.session_id == "quiet" for c in consolidations(settings).values()),
                    what="the idle close's consolidation")
-        assert open_sessions(settings) == {}
+        assert open_sessions(settings, ["ann"]) == {}
     closes = [e for e in topic_events(settings, Topics.from_settings(settings).chat)
               if isinstance(e, SessionClosed)]
     assert len(closes) == 1
@@ -131,12 +127,21 @@ def test_session_show_is_routed_to_the_worker_that_owns_the_session(
     with WorkerProcess(one, log_path=tmp_path / "one.log"), WorkerProcess(two, log_path=tmp_path / "two.log"):
         asyncio.run(publish_events(one, events))
 
+        owners: dict[str, str] = {}
+
         def both_hold_all() -> bool:
-            held = [open_sessions(one), open_sessions(two)]
-            return all(held) and len(held[0]) + len(held[1]) == len(users)
+            # Worker one answers for every user, forwarding to two for two's users.
+            for user in users:
+                reply = fetch_routed(one, f"/sessions/?user={user}")
+                if reply["sessions"]:
+                    owners[user] = reply["served_by"]
+            return len(owners) == len(users) and len(set(owners.values())) == 2
 
         wait_until(both_hold_all, timeout_s=90, what="both workers to hold sessions")
-        local_to_two = next(iter(open_sessions(two).values()))
+        assert open_sessions(one, users) == open_sessions(two, users)
+        two_url = f"http://{two.web_host}:{two.web_port}"
+        local_to_two = open_sessions(two, [next(u for u, o in owners.items() if o == two_url)])
+        local_to_two = next(iter(local_to_two.values()))
         for name, value in one.to_env().items():
             monkeypatch.setenv(name, value)  # the CLI asks worker one for a session on worker two
         assert main(["session", "show", "chat", "--user", local_to_two["user_id"], "--budget", "20"]) == 0
@@ -150,12 +155,12 @@ def test_session_show_is_routed_to_the_worker_that_owns_the_session(
         assert main(["session", "show", "nope", "--user", users[0]]) == 1
 
 
-def folded_up_to(settings: Settings) -> list[int] | None:
+def folded_up_to(settings: Settings, users: list[str]) -> list[int] | None:
     """The number of the last message folded into each session the worker holds (None while
     its sessions page does not answer). Reading the page also reads sessions while a
     restarted worker recovers its table, as users do."""
     try:
-        found = open_sessions(settings).values()
+        found = open_sessions(settings, users).values()
     except OSError:
         return None
     numbers = []
@@ -208,7 +213,7 @@ def test_state_after_kill_9_mid_stream_equals_the_crash_free_fold(settings_facto
             while not any(n >= r * 1000 for n in seen):
                 assert time.monotonic() < deadline, f"the worker never folded round {r}"
                 time.sleep(0.02)
-                seen = folded_up_to(settings) or []
+                seen = folded_up_to(settings, users) or []
             worker.kill()
             mid_stream.append(publisher.is_alive() or len(seen) < len(users) or min(seen) < r * 1000 + 149)
             publisher.join()
@@ -220,7 +225,7 @@ def test_state_after_kill_9_mid_stream_equals_the_crash_free_fold(settings_facto
 
         def recovered() -> bool:
             held.clear()
-            held.update(open_sessions(settings))
+            held.update(open_sessions(settings, users))
             return held == expected
 
         try:

@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from chat import conversation
+from harness import open_sessions as open_sessions_of
 
 from memstream.models.settings import Settings
 from memstream.streams.broker import free_port
 from memstream.streams.publish import publish_events
-from memstream.streams.worker import WorkerProcess, fetch_json
+from memstream.streams.worker import WorkerProcess
 
 USERS = [f"user{u}" for u in range(6)]
 
@@ -30,7 +31,7 @@ def open_sessions(round_: int) -> list[Any]:
 
 
 def sessions(settings: Settings) -> dict[str, Any]:
-    found = fetch_json(settings, "/sessions/")["sessions"]
+    found = open_sessions_of(settings, USERS).values()
     return {f"{s['user_id']}/{s['session_id']}": s for s in found}
 
 
