@@ -26,15 +26,22 @@ class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+#: ``aes-256-gcm``: the first scheme, its associated data is the event id alone (still read,
+#: see ``accept_legacy_seals``); ``aes-256-gcm-v2``: bound to the user, session, type, event,
+#: key id and sealed field names (:mod:`memstream.models.crypto`).
+SealScheme = Literal["aes-256-gcm", "aes-256-gcm-v2"]
+
+
 class ContentEncryption(Frozen):
     """How the content fields of an event are encrypted (per-user key, crypto-shredding).
 
     The fields it names hold placeholders; their values are in ``ciphertext`` (base64 of
-    the 12-byte nonce and the AES-GCM output over their JSON, bound to the event id). Once
-    the user's key is destroyed, nothing can read them.
+    the 12-byte nonce and the AES-GCM output over their JSON, bound to the event's user,
+    session, type and id, the key id and these field names). Once the user's key is
+    destroyed, nothing can read them.
     """
 
-    scheme: Literal["aes-256-gcm"]
+    scheme: SealScheme
     key_id: Identifier
     fields: tuple[str, ...]
     ciphertext: Annotated[str, StringConstraints(max_length=4_000_000)] = ""

@@ -41,6 +41,11 @@ class Settings(BaseSettings):
     # --- storage ------------------------------------------------------------------------
     data_dir: Path = Field(Path(".memstream"), description="Faust state and LanceDB live here.")
 
+    #: Open events sealed by the first scheme (``aes-256-gcm``, bound to the event id only;
+    #: still opened only with a key of the event's own user). Turn off once the log holds
+    #: none: every record sealed before the upgrade has left the topics' retention.
+    accept_legacy_seals: bool = True
+
     # --- worker -------------------------------------------------------------------------
     web_host: str = "127.0.0.1"
     web_port: int = Field(6066, ge=1, le=65535)

@@ -43,7 +43,7 @@ from memstream.models.session import (
 )
 from memstream.models.settings import Settings
 from memstream.streams.agents import CHAT_TYPES, decode_opened
-from memstream.streams.keys import BatchKeys, KeyStore
+from memstream.streams.keys import BatchKeys, KeyStore, key_belongs_to
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,7 @@ def seal_session_value(
     if keys is None or not isinstance(value, SessionState):
         return raw
     if key_id is not None:
+        _check_owner(key, key_id)
         secret = keys.key_by_id(key_id)
         if secret is None:
             return None
@@ -89,17 +90,27 @@ def open_session_value(
     Raises
     ------
     SealError
-        A sealed value with no key store to open it, or one altered since it was written.
+        A sealed value with no key store to open it, one sealed with a key of another user
+        than the table key's, or one altered since it was written.
     """
     key_id = sealed_key_id(raw)
     if key_id is None:
         return load_session(raw), None
     if keys is None:
         raise SealError(f"session {key!r} is sealed and no key store was given")
+    _check_owner(key, key_id)
     secret = keys.key_by_id(key_id)
     if secret is None:
         return None, key_id
     return load_session(open_bytes(raw, secret, key.encode("utf-8", "surrogatepass"))), key_id
+
+
+def _check_owner(key: str, key_id: str) -> None:
+    """Refuse a key of another user than the one the table key ``user\x1fsession`` names
+    (user ids hold no control characters, so the first separator ends the user id)."""
+    user_id = key.partition("\x1f")[0]
+    if not key_belongs_to(key_id, user_id):
+        raise SealError(f"session value names key {key_id}, which is not a key of its user")
 
 
 class SessionStore:

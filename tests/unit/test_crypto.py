@@ -137,7 +137,7 @@ def test_the_examples_cover_every_event_type_with_content() -> None:
 def test_sealed_events_open_to_the_original(event: Event) -> None:
     sealed = seal(event, KEY, "key-1")
     assert sealed.encryption is not None
-    assert sealed.encryption.scheme == "aes-256-gcm"
+    assert sealed.encryption.scheme == "aes-256-gcm-v2"
     assert sealed.encryption.key_id == "key-1"
     assert sealed.encryption.fields == type(event).content_fields
     assert sealed != event
