@@ -255,7 +255,8 @@ def _legacy_aad(event: Event) -> bytes:
 def _placeholder(event: Event, name: str) -> Any:
     """What a sealed content field holds instead of its value: valid for its declared type
     (text: empty, or ``[encrypted]`` where it may not be empty; a dict: empty; a transcript:
-    the same messages without their words; other tuples: empty; any JSON value: null)."""
+    the same messages without their words and names; other tuples: empty; anything else,
+    optional text and JSON values: null)."""
     annotation = type(event).model_fields[name].annotation
     origin = get_origin(annotation)
     if annotation is str:
@@ -265,8 +266,11 @@ def _placeholder(event: Event, name: str) -> Any:
     if origin is tuple:
         value = getattr(event, name)
         if value and all(isinstance(item, TranscriptMessage) for item in value):
-            # The transcript keeps its shape (ids, roles, times); only the words go.
-            return tuple(item.model_copy(update={"content": ENCRYPTED}) for item in value)
+            # The transcript keeps its shape (ids, roles, times); the words and the
+            # speakers' names go.
+            return tuple(
+                item.model_copy(update={"content": ENCRYPTED, "name": None}) for item in value
+            )
         return ()
     return None
 

@@ -295,13 +295,18 @@ def keystore_from_settings(settings: Settings) -> FileKeyStore:
     return FileKeyStore(settings.keys_dir, accept_legacy_seals=settings.accept_legacy_seals)
 
 
-def seal_event(event: E, keys: KeyStore, *, key_id: str | None = None) -> E | None:
-    """``event`` sealed for the durable log; None if ``key_id``'s key is destroyed.
+def seal_event(
+    event: E, keys: KeyStore, *, key_id: str | None = None, create: bool = True
+) -> E | None:
+    """``event`` sealed for the durable log; None if there is no key it may be sealed with.
 
     With ``key_id`` (the key of the events this one derives from) that key seals it: if it
     is gone, the user was erased while this event was worked out, and it must not be
-    published under a newer key. Without, the user's current key seals it, created on first
-    use. Events without content, and sealed ones, are returned as they are.
+    published under a newer key (None). Without, the user's current key seals it, created
+    on first use; with ``create=False`` (events memstream makes about a memory the user
+    already has: a promotion, an expiry, a forgetting, a deletion) never created: None when
+    the user has none, erased or being erased, and the event must be dropped, never
+    published unsealed. Events without content, and sealed ones, are returned as they are.
 
     Raises
     ------
@@ -319,8 +324,9 @@ def seal_event(event: E, keys: KeyStore, *, key_id: str | None = None) -> E | No
         if key is None:
             return None
         return seal(event, key, key_id)
-    found = keys.key_for(event.user_id, create=True)
-    assert found is not None
+    found = keys.key_for(event.user_id, create=create)
+    if found is None:
+        return None
     return seal(event, found[1], found[0])
 
 
