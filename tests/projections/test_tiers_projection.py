@@ -299,3 +299,26 @@ async def test_a_memory_used_enough_is_promoted_not_expired(
     assert [(e.type, e.memory_id) for e in events if e.user_id == "alice"] == [
         ("memory_promoted", "m-tea")
     ]
+
+
+async def test_the_keeper_seals_before_publishing_and_drops_an_erased_users_events(
+    projection: MemoryProjection, keys: FileKeyStore
+) -> None:
+    seed(projection)
+    clock = Clock(T0 + TTL + timedelta(seconds=1))
+    keeper, recorder = keeper_for(projection, clock, keys)
+    keys.destroy("alice")  # erased; the projector has not dropped her rows yet
+    events = await keeper.scan()
+    # Only bob's expiry reaches ``publish``, sealed with his key; alice's is dropped, and
+    # no key is created for her.
+    assert [(e.user_id, e.memory_id) for _, e in recorder.sent] == [("bob", "b-jazz")]
+    ((_, sent),) = recorder.sent
+    assert isinstance(sent, MemoryExpired) and sent.encryption is not None
+    assert sent.encryption.key_id == keys.key_for("bob", create=False)[0]  # type: ignore[index]
+    assert "ttl" not in sent.model_dump_json()
+    assert events == [sent]
+    opened = open_event(sent, keys)
+    assert opened is not None and opened.reason.startswith("ttl: short-term for ")
+    assert keys.key_for("alice", create=False) is None
+    # Not decided again every scan while the erasure is applied.
+    assert "m-tea" in keeper.in_flight and await keeper.scan() == []

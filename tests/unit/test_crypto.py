@@ -159,7 +159,12 @@ def _event_types(base: type[Event] = Event) -> set[type[Event]]:
 
 
 def test_the_examples_cover_every_event_type_with_content() -> None:
-    with_content = {cls for cls in _event_types() if cls.content_fields}
+    # Only the schema's own classes: other tests define subclasses of their own.
+    with_content = {
+        cls
+        for cls in _event_types()
+        if cls.content_fields and cls.__module__ == "memstream.models.events"
+    }
     assert with_content == {type(event) for event in EXAMPLES}
 
 
