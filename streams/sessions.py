@@ -106,11 +106,15 @@ def open_session_value(
 
 
 def _check_owner(key: str, key_id: str) -> None:
-    """Refuse a key of another user than the one the table key ``user\x1fsession`` names
-    (user ids hold no control characters, so the first separator ends the user id)."""
-    user_id = key.partition("\x1f")[0]
-    if not key_belongs_to(key_id, user_id):
+    """Refuse a key of another user than the one the table key names."""
+    if not key_belongs_to(key_id, _table_user(key)):
         raise SealError(f"session value names key {key_id}, which is not a key of its user")
+
+
+def _table_user(key: str) -> str:
+    """The user id of a table key (:func:`~memstream.models.session.session_key`): user ids
+    hold no control characters, so the first unit separator ends it."""
+    return key.partition("\x1f")[0]
 
 
 class SessionStore:
@@ -176,7 +180,8 @@ class SessionStore:
         return value
 
     def key_id(self, key: str) -> str | None:
-        """The id of the key the session's stored value is sealed with (None: not sealed)."""
+        """The id of the key the session's stored value is sealed with (None: not sealed,
+        or sealed with a key of another user, which must never seal what follows)."""
         cached = self._cached(key)
         if cached is not None:
             return cached[1]
@@ -184,9 +189,12 @@ class SessionStore:
         if raw is None:
             return None
         try:
-            return sealed_key_id(raw)
+            found = sealed_key_id(raw)
         except SealError:
             return None
+        if found is None or not key_belongs_to(found, _table_user(key)):
+            return None
+        return found
 
     async def write(
         self, key: str, value: SessionValue | None, partition: int, key_id: str | None = None

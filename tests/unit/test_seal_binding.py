@@ -15,6 +15,7 @@ import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -33,7 +34,7 @@ from memstream.streams.keys import (
     open_event,
     seal_event,
 )
-from memstream.streams.sessions import open_session_value, seal_session_value
+from memstream.streams.sessions import SessionStore, open_session_value, seal_session_value
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 SECRET = "I live at 12 Harbour Lane"
@@ -273,6 +274,11 @@ def test_a_session_value_sealed_with_another_users_key_is_refused(keys: FileKeyS
     # Bob's value moved under ann's table key: bound to its table key, and not ann's key.
     with pytest.raises(SealError):
         open_session_value(session_key("ann", "S"), raw, keys)
+    # In the session agent's store: read as no session, and its key never seals what follows.
+    store = SessionStore(SimpleNamespace(data={bob_key: forged}), cache_size=10, keys=keys)
+    assert store.get(bob_key) is None and store.key_id(bob_key) is None
+    store.table.data[bob_key] = raw
+    assert store.get(bob_key) == state and store.key_id(bob_key) is not None
 
 
 def test_seal_event_refuses_a_key_of_another_user(keys: FileKeyStore) -> None:
