@@ -255,8 +255,8 @@ def _legacy_aad(event: Event) -> bytes:
 def _placeholder(event: Event, name: str) -> Any:
     """What a sealed content field holds instead of its value: valid for its declared type
     (text: empty, or ``[encrypted]`` where it may not be empty; a dict: empty; a transcript:
-    the same messages without their words and names; other tuples: empty; anything else,
-    optional text and JSON values: null)."""
+    the same messages without their words and names; other tuples and lists: empty;
+    anything else, optional text and JSON values: null)."""
     annotation = type(event).model_fields[name].annotation
     origin = get_origin(annotation)
     if annotation is str:
@@ -272,6 +272,8 @@ def _placeholder(event: Event, name: str) -> Any:
                 item.model_copy(update={"content": ENCRYPTED, "name": None}) for item in value
             )
         return ()
+    if origin is list:
+        return []
     return None
 
 

@@ -293,7 +293,6 @@ class ScratchpadUpdated(Event):
 class EntityMentioned(Event):
     """An entity (person, place, project, ...) was mentioned."""
 
-    #: A name the user mentioned is the user's content (a person, a place).
     #: A name the user mentioned is the user's content (a person, a place), and so is its
     #: kind, which is free text from the client ("my ex", "therapist").
     content_fields: ClassVar[tuple[str, ...]] = ("name", "kind")
