@@ -212,7 +212,7 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> FileKeyStore:
 
 @pytest.mark.parametrize("event_type", EVENT_TYPES, ids=lambda cls: cls.__name__)
 @settings(
-    max_examples=40,
+    max_examples=30,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
