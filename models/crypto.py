@@ -3,10 +3,19 @@
 :func:`seal` encrypts the JSON of an event's ``content_fields`` into
 ``encryption.ciphertext`` and leaves placeholders in the fields, so the sealed event still
 validates and everything that routes, orders or deduplicates events (ids, user, session,
-times, types) works on it unopened. :func:`unseal` gives the original event back. The
-associated data is the event id: a ciphertext moved onto another event does not open.
-Erasing a user destroys the key, and every sealed copy of the user's content, in every
-topic, archive and changelog, can never be read again.
+times, types) works on it unopened. :func:`unseal` gives the original event back. Erasing a
+user destroys the key, and every sealed copy of the user's content, in every topic, archive
+and changelog, can never be read again.
+
+**What a ciphertext is bound to.** Scheme ``aes-256-gcm-v2`` (:data:`SCHEME`, every new
+seal) authenticates, as AES-GCM associated data (:func:`event_aad`), the length-prefixed
+sequence ``tag, user_id, session_id, type, event_id, key_id, *fields``: each part is its
+UTF-8 bytes (``surrogatepass``, as JSON strings may hold lone surrogates) after a 4-byte
+big-endian length. A ciphertext copied onto an event of another user, session, type or id,
+relabelled with another key id, or with its field list changed, does not open. The first
+scheme, ``aes-256-gcm`` (:data:`LEGACY_SCHEME`), bound the event id alone; its events still
+open unless ``accept_legacy=False``, and the key store refuses a key of another user for
+every scheme (:func:`memstream.streams.keys.open_event`).
 
 :func:`seal_bytes` / :func:`open_bytes` do the same for opaque values (a session table
 value, a dead letter's original bytes), with the key id in a small clear header.
@@ -21,17 +30,25 @@ import binascii
 import functools
 import json
 import os
+from collections.abc import Sequence
 from typing import Annotated, Any, TypeVar, cast, get_origin
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from memstream.models.events import ContentEncryption, Event, TranscriptMessage
+from memstream.models.events import ContentEncryption, Event, SealScheme, TranscriptMessage
 
 E = TypeVar("E", bound=Event)
 
-SCHEME = "aes-256-gcm"
+#: The scheme of new seals: associated data binds the envelope (see the module docstring).
+SCHEME: SealScheme = "aes-256-gcm-v2"
+#: The first scheme: associated data is the event id alone. Read, never written.
+LEGACY_SCHEME: SealScheme = "aes-256-gcm"
+#: First part of a v2 event's associated data. Its length prefix starts with a NUL, which no
+#: legacy event id, session table key or dead-letter position starts with (the other
+#: associated data sealed under the same user key), so none of them can stand for another.
+AAD_TAG = "memstream.event.aes-256-gcm-v2"
 KEY_BYTES = 32
 NONCE_BYTES = 12
 #: The placeholder of a text field that may not be empty, and of transcript messages.
@@ -41,8 +58,9 @@ SEALED_MAGIC = b"\x00ms-aes256gcm\x00"
 
 
 class SealError(ValueError):
-    """A sealed event or value cannot be opened with the key given: a wrong key, or the
-    ciphertext (or the event id it is bound to) was altered."""
+    """A sealed event or value cannot be opened with the key given: a wrong key, a key of
+    another user, the ciphertext or what it is bound to was altered, or a legacy seal that
+    is no longer accepted."""
 
 
 def is_sealed(event: Event) -> bool:
@@ -51,7 +69,9 @@ def is_sealed(event: Event) -> bool:
 
 
 def seal(event: E, key: bytes, key_id: str) -> E:
-    """``event`` with its content fields encrypted under ``key`` (named ``key_id``).
+    """``event`` with its content fields encrypted under ``key`` (named ``key_id``), by
+    :data:`SCHEME`: bound to the event's user, session, type and id, ``key_id`` and the
+    names of the sealed fields.
 
     An event without content fields, or one sealed already, is returned unchanged.
 
@@ -72,7 +92,7 @@ def seal(event: E, key: bytes, key_id: str) -> E:
         separators=(",", ":"),
     ).encode("utf-8", "surrogatepass")
     nonce = os.urandom(NONCE_BYTES)
-    sealed = AESGCM(key).encrypt(nonce, plaintext, _event_aad(event))
+    sealed = AESGCM(key).encrypt(nonce, plaintext, event_aad(event, key_id, fields))
     encryption = ContentEncryption(
         scheme=SCHEME,
         key_id=key_id,
@@ -85,20 +105,43 @@ def seal(event: E, key: bytes, key_id: str) -> E:
     return cast(E, type(event).model_validate(payload))
 
 
-def unseal(event: E, key: bytes) -> E:
+def unseal(event: E, key: bytes, *, accept_legacy: bool = True) -> E:
     """The original of a sealed event (validated, ``encryption`` None); an event that is
     not sealed is returned unchanged.
+
+    The sealed fields may be fewer than the class's ``content_fields`` today: an event
+    sealed before a field became content keeps that field as it was written.
+
+    Parameters
+    ----------
+    event
+        The event as read from the log.
+    key
+        The key named by ``event.encryption.key_id``.
+    accept_legacy
+        Whether an event of the first scheme (bound to its event id only) may open.
 
     Raises
     ------
     SealError
-        ``key`` is not the key the event was sealed with, or the ciphertext, the fields
-        it names or the event id were altered.
+        ``key`` is not the key the event was sealed with; the ciphertext, the fields it
+        names, the key id or the envelope it is bound to (user, session, type, event id)
+        were altered; or a legacy seal with ``accept_legacy`` off.
     """
     encryption = event.encryption
     if encryption is None:
         return event
     _check_key(key)
+    if encryption.scheme == LEGACY_SCHEME:
+        if not accept_legacy:
+            raise SealError(
+                f"event {event.event_id} is sealed with the legacy scheme {LEGACY_SCHEME} "
+                "(bound to its event id only), which is no longer accepted "
+                "(accept_legacy_seals is off)"
+            )
+        associated = _legacy_aad(event)
+    else:
+        associated = event_aad(event, encryption.key_id, encryption.fields)
     try:
         blob = base64.b64decode(encryption.ciphertext, validate=True)
     except (binascii.Error, ValueError):
@@ -106,13 +149,14 @@ def unseal(event: E, key: bytes) -> E:
     if len(blob) < NONCE_BYTES + 16:
         raise SealError(f"event {event.event_id}: the ciphertext is truncated")
     try:
-        plaintext = AESGCM(key).decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], _event_aad(event))
+        plaintext = AESGCM(key).decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], associated)
     except InvalidTag:
         raise SealError(
             f"event {event.event_id} does not open with key {encryption.key_id}: a wrong key, "
-            "or the event was altered"
+            "or the event (its user, session, type, id, key id or sealed fields) was altered"
         ) from None
     values = json.loads(plaintext.decode("utf-8", "surrogatepass"))
+    # Any subset of today's content fields: older seals named fewer (see the docstring).
     allowed = set(type(event).content_fields)
     if not isinstance(values, dict) or set(values) != set(encryption.fields) or not (
         set(values) <= allowed
@@ -182,18 +226,37 @@ def open_bytes(blob: bytes, key: bytes, associated: bytes) -> bytes:
 
 def _check_key(key: bytes) -> None:
     if len(key) != KEY_BYTES:
-        raise ValueError(f"an {SCHEME} key is {KEY_BYTES} bytes, not {len(key)}")
+        raise ValueError(f"an AES-256-GCM key is {KEY_BYTES} bytes, not {len(key)}")
 
 
-def _event_aad(event: Event) -> bytes:
-    # surrogatepass: a lone surrogate (legal in a decoded JSON string) still encodes.
+def event_aad(event: Event, key_id: str, fields: Sequence[str]) -> bytes:
+    """The associated data of a :data:`SCHEME` seal of ``event`` with ``key_id`` over
+    ``fields``: each of ``AAD_TAG``, user id, session id, type, event id, key id and the
+    field names, as a 4-byte big-endian length and its UTF-8 (``surrogatepass``) bytes.
+
+    Examples
+    --------
+    >>> event_aad(message, "k-1", ("content",))[:4]  # doctest: +SKIP
+    b'\\x00\\x00\\x00\\x1e'
+    """
+    parts = (AAD_TAG, event.user_id, event.session_id, event.type, event.event_id, key_id, *fields)
+    out = bytearray()
+    for part in parts:
+        # surrogatepass: a lone surrogate (legal in a decoded JSON string) still encodes.
+        encoded = part.encode("utf-8", "surrogatepass")
+        out += len(encoded).to_bytes(4, "big") + encoded
+    return bytes(out)
+
+
+def _legacy_aad(event: Event) -> bytes:
     return event.event_id.encode("utf-8", "surrogatepass")
 
 
 def _placeholder(event: Event, name: str) -> Any:
     """What a sealed content field holds instead of its value: valid for its declared type
     (text: empty, or ``[encrypted]`` where it may not be empty; a dict: empty; a transcript:
-    the same messages without their words; other tuples: empty; any JSON value: null)."""
+    the same messages without their words and names; other tuples and lists: empty;
+    anything else, optional text and JSON values: null)."""
     annotation = type(event).model_fields[name].annotation
     origin = get_origin(annotation)
     if annotation is str:
@@ -203,9 +266,14 @@ def _placeholder(event: Event, name: str) -> Any:
     if origin is tuple:
         value = getattr(event, name)
         if value and all(isinstance(item, TranscriptMessage) for item in value):
-            # The transcript keeps its shape (ids, roles, times); only the words go.
-            return tuple(item.model_copy(update={"content": ENCRYPTED}) for item in value)
+            # The transcript keeps its shape (ids, roles, times); the words and the
+            # speakers' names go.
+            return tuple(
+                item.model_copy(update={"content": ENCRYPTED, "name": None}) for item in value
+            )
         return ()
+    if origin is list:
+        return []
     return None
 
 

@@ -5,13 +5,26 @@ Every event carries a client-assigned ``event_id`` (the idempotency key), its ``
 ``session_id`` and ``occurred_at`` (event time, timezone-aware). Unknown fields are
 rejected. ``encryption`` is reserved for per-user encryption of content fields: when set,
 the fields it names hold ciphertext, and erasing a user destroys the key.
+
+**Every field that can hold free text is sealed, by construction.** Defining an event class
+checks its fields (:meth:`Event.__pydantic_init_subclass__`): a field whose type can hold
+free text (a string, a dict, a JSON value, a tuple of strings, a model holding any of them)
+must be one of the class's ``content_fields`` (sealed with the user's key) or be named in
+:data:`PLAIN_TEXT_FIELDS` (the envelope, ids, provenance), else the class does not define.
+Fields whose type cannot hold text (numbers, booleans, times, ``Literal`` choices, short
+codes of :data:`Code`, models of those) are plain by their type.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
+import enum
 import hashlib
 import math
-from typing import Annotated, Any, ClassVar, Literal
+import types
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -27,6 +40,43 @@ from pydantic import (
 Identifier = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f]+$")]
 Text = Annotated[str, StringConstraints(max_length=1_000_000)]
 Role = Literal["user", "assistant", "system", "tool"]
+#: A short machine code (``requested``, ``gdpr.art17``): what a field may hold that must stay
+#: readable without the user's key yet never carry the user's words. Its pattern is what
+#: makes a string "not free text" for the content check (see :func:`can_hold_text`).
+CODE_PATTERN = r"^[a-z0-9_.-]{1,64}$"
+Code = Annotated[str, StringConstraints(pattern=CODE_PATTERN)]
+
+#: Fields that stay plain although their type could hold text. Everything here routes,
+#: orders, deduplicates or joins events, or names the software that made them; none of it
+#: is taken from what the user said. Adding a name here exempts it in every event class.
+PLAIN_TEXT_FIELDS: frozenset[str] = frozenset(
+    {
+        # The envelope: keys, partitions, ordering and idempotency work on sealed events.
+        # ``encryption`` holds the key id, the sealed field names and the ciphertext.
+        "event_id",
+        "type",
+        "user_id",
+        "agent_id",
+        "session_id",
+        "encryption",
+        # Ids of other events and memories: minted by memstream (derived_id, uuid4) or by
+        # the client as opaque idempotency keys; projections and history join on them.
+        "memory_id",
+        "superseded_by",
+        "extraction_event_id",
+        "consolidation_event_id",
+        "source_event_ids",
+        "last_event_id",
+        "erasure_id",
+        # Provenance: which extractor, LLM model and prompt made an extraction or memory.
+        # Operator configuration (settings, code), never the user's words; the failure and
+        # LLM-cost reports group by them, and memories of two extractors are told apart.
+        "extractor",
+        "extractor_version",
+        "model",
+        "prompt_version",
+    }
+)
 
 #: Nesting a free-form JSON value may have (tool arguments and results).
 MAX_JSON_DEPTH = 32
@@ -60,24 +110,43 @@ class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
+#: ``aes-256-gcm``: the first scheme, its associated data is the event id alone (still read,
+#: see ``accept_legacy_seals``); ``aes-256-gcm-v2``: bound to the user, session, type, event,
+#: key id and sealed field names (:mod:`memstream.models.crypto`).
+SealScheme = Literal["aes-256-gcm", "aes-256-gcm-v2"]
+
+
 class ContentEncryption(Frozen):
     """How the content fields of an event are encrypted (per-user key, crypto-shredding).
 
     The fields it names hold placeholders; their values are in ``ciphertext`` (base64 of
-    the 12-byte nonce and the AES-GCM output over their JSON, bound to the event id). Once
-    the user's key is destroyed, nothing can read them.
+    the 12-byte nonce and the AES-GCM output over their JSON, bound to the event's user,
+    session, type and id, the key id and these field names). Once the user's key is
+    destroyed, nothing can read them.
     """
 
-    scheme: Literal["aes-256-gcm"]
+    scheme: SealScheme
     key_id: Identifier
     fields: tuple[str, ...]
     ciphertext: Annotated[str, StringConstraints(max_length=4_000_000)] = ""
 
 
-class Event(Frozen):
-    """The envelope every memstream event shares."""
+#: The envelope: never sealed, whatever a class declares.
+ENVELOPE_FIELDS: frozenset[str] = frozenset(
+    {"event_id", "type", "schema_version", "user_id", "agent_id", "session_id", "occurred_at",
+     "encryption"}
+)
 
-    #: Fields holding user content; the only ones encryption may cover.
+
+class Event(Frozen):
+    """The envelope every memstream event shares.
+
+    A subclass whose fields could carry free text outside its ``content_fields`` (and
+    :data:`PLAIN_TEXT_FIELDS`) fails to define, with a ``TypeError`` naming the field.
+    """
+
+    #: Fields holding user content; the only ones encryption may cover, and every field
+    #: that can hold free text must be one (checked when a subclass is defined).
     content_fields: ClassVar[tuple[str, ...]] = ()
 
     event_id: Identifier
@@ -90,6 +159,111 @@ class Event(Frozen):
     occurred_at: AwareDatetime
     encryption: ContentEncryption | None = None
 
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        check_content_fields(cls)
+
+
+#: Types whose values are never text: numbers, booleans, times, enumerations.
+_NOT_TEXT_TYPES: tuple[type, ...] = (
+    int,
+    float,
+    bool,
+    decimal.Decimal,
+    dt.datetime,
+    dt.date,
+    dt.time,
+    dt.timedelta,
+    enum.Enum,
+)
+
+
+def can_hold_text(annotation: Any, metadata: Sequence[Any] = ()) -> bool:
+    """Whether a value of ``annotation`` (with pydantic field ``metadata``) can carry free
+    text: a string (unless it is a :data:`Code`), a mapping (its keys are text too), a JSON
+    value, or a union, collection or model holding one. Unknown types count as text, so a
+    new kind of field must be decided on, not let through.
+
+    In a nested model, fields named in :data:`PLAIN_TEXT_FIELDS` are plain as they are in
+    an event (a transcript message's ``event_id``, a retrieved memory's ``memory_id``).
+
+    Examples
+    --------
+    >>> can_hold_text(int), can_hold_text(tuple[str, ...]), can_hold_text(Code)
+    (False, True, False)
+    """
+    return _can_hold_text(annotation, tuple(metadata), frozenset())
+
+
+def _can_hold_text(annotation: Any, metadata: tuple[Any, ...], seen: frozenset[type]) -> bool:
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        base, *extra = get_args(annotation)
+        return _can_hold_text(base, (*metadata, *extra), seen)
+    if annotation is str:
+        # A code's pattern leaves no room for words: the one string type that is not text.
+        return not any(
+            isinstance(m, StringConstraints) and m.pattern == CODE_PATTERN for m in metadata
+        )
+    if annotation is None or annotation is type(None) or origin is Literal:
+        return False
+    if annotation is AwareDatetime:
+        return False
+    if origin is Union or origin is types.UnionType:
+        return any(_can_hold_text(arg, (), seen) for arg in get_args(annotation))
+    if origin is not None and isinstance(origin, type):
+        if issubclass(origin, Mapping | tuple | list | set | frozenset):
+            args = [arg for arg in get_args(annotation) if arg is not Ellipsis]
+            return not args or any(_can_hold_text(arg, (), seen) for arg in args)
+        return True
+    if isinstance(annotation, type):
+        if issubclass(annotation, _NOT_TEXT_TYPES):
+            return False
+        if issubclass(annotation, BaseModel):
+            if annotation in seen:
+                return False  # a recursive model: its other fields decide
+            inner = seen | {annotation}
+            return any(
+                _can_hold_text(field.annotation, tuple(field.metadata), inner)
+                for name, field in annotation.model_fields.items()
+                if name not in PLAIN_TEXT_FIELDS
+            )
+    # JsonValue, Any, bare containers, forward references, anything else: text, until decided.
+    return True
+
+
+def check_content_fields(cls: type[Event]) -> None:
+    """Raise ``TypeError`` unless every field of ``cls`` that can hold free text is one of
+    its ``content_fields`` or named in :data:`PLAIN_TEXT_FIELDS`, and every content field is
+    a field of ``cls`` outside the envelope.
+
+    Called when an :class:`Event` subclass is defined, so an unsealed text field cannot
+    be added by accident.
+    """
+    declared = cls.content_fields
+    unknown = [name for name in declared if name not in cls.model_fields]
+    if unknown:
+        raise TypeError(f"{cls.__name__}.content_fields names no field {unknown}")
+    enveloped = sorted(set(declared) & ENVELOPE_FIELDS)
+    if enveloped:
+        raise TypeError(
+            f"{cls.__name__}.content_fields names envelope fields {enveloped}: they must stay "
+            "readable for keys, ordering and idempotency"
+        )
+    if len(set(declared)) != len(declared):
+        raise TypeError(f"{cls.__name__}.content_fields names a field twice")
+    for name, field in cls.model_fields.items():
+        if name in declared or name in PLAIN_TEXT_FIELDS:
+            continue
+        if can_hold_text(field.annotation, field.metadata):
+            raise TypeError(
+                f"{cls.__name__}.{name} can hold free text but is not sealed: add it to "
+                f"{cls.__name__}.content_fields (or, if it can never hold the user's words, "
+                "make its type a number, Literal or Code, or name it in PLAIN_TEXT_FIELDS "
+                "with the reason why)"
+            )
+
 
 # --- chat events (topic: chat) ---------------------------------------------------------
 
@@ -97,6 +271,8 @@ class Event(Frozen):
 class SessionStarted(Event):
     """A session began."""
 
+    #: Keys and values come from the client and may say anything about the user.
+    content_fields: ClassVar[tuple[str, ...]] = ("metadata",)
     type: Literal["session_started"] = "session_started"
     metadata: dict[str, str] = Field(default_factory=dict)
 
@@ -104,7 +280,8 @@ class SessionStarted(Event):
 class MessageAdded(Event):
     """A chat message was added to a session."""
 
-    content_fields: ClassVar[tuple[str, ...]] = ("content",)
+    #: ``name`` is a speaker's name (a person), content like the words.
+    content_fields: ClassVar[tuple[str, ...]] = ("content", "name")
     type: Literal["message_added"] = "message_added"
     role: Role
     content: Text
@@ -114,7 +291,8 @@ class MessageAdded(Event):
 class ToolCalled(Event):
     """The agent called a tool."""
 
-    content_fields: ClassVar[tuple[str, ...]] = ("arguments", "result")
+    #: A tool's name can be the user's own (a plugin named after them, a contact).
+    content_fields: ClassVar[tuple[str, ...]] = ("arguments", "result", "name")
     type: Literal["tool_called"] = "tool_called"
     name: Identifier
     arguments: dict[str, JsonData] = Field(default_factory=dict)
@@ -149,8 +327,9 @@ class ScratchpadUpdated(Event):
 class EntityMentioned(Event):
     """An entity (person, place, project, ...) was mentioned."""
 
-    #: A name the user mentioned is the user's content (a person, a place).
-    content_fields: ClassVar[tuple[str, ...]] = ("name",)
+    #: A name the user mentioned is the user's content (a person, a place), and so is its
+    #: kind, which is free text from the client ("my ex", "therapist").
+    content_fields: ClassVar[tuple[str, ...]] = ("name", "kind")
     type: Literal["entity_mentioned"] = "entity_mentioned"
     name: Annotated[str, StringConstraints(min_length=1, max_length=512)]
     kind: Identifier | None = None
@@ -171,6 +350,7 @@ class SessionClosed(Event):
 class UserErased(Event):
     """A user is erased (``memstream erase``): every projection drops the user's data, and
     the user's key is destroyed, so the encrypted copies in the log can never be read again.
+    Its ``reason`` is a short code (:data:`Code`), the one text field left unsealed.
 
     Published to the chat topic (session state) and the memories topic (memory projection),
     keyed by the user; ``session_id`` is ``"-"``. A replay that meets it drops what it has
@@ -178,8 +358,13 @@ class UserErased(Event):
     """
 
     type: Literal["user_erased"] = "user_erased"
+    #: Version 2 restricts ``reason`` to a short code; older free-text reasons are upcast
+    #: to ``"redacted"`` (see :mod:`memstream.models.upcasting`).
+    schema_version: Literal[2] = 2  # type: ignore[assignment]
     erasure_id: Identifier
-    reason: Annotated[str, StringConstraints(max_length=500)] = "requested"
+    #: Not sealed: the event must be read after the user's key is destroyed (consumers
+    #: apply it then), so it may only hold a code, never the user's or an operator's words.
+    reason: Code = "requested"
 
 
 ChatEvent = Annotated[
@@ -264,7 +449,8 @@ class ExtractionRecorded(Event):
 class ExtractionFailure(Event):
     """An extractor gave up on a consolidation request; the raw reply is kept, never dropped."""
 
-    content_fields: ClassVar[tuple[str, ...]] = ("raw_response",)
+    #: The reason quotes the extractor's error, which can quote the reply (user content).
+    content_fields: ClassVar[tuple[str, ...]] = ("raw_response", "reason")
     type: Literal["extraction_failed"] = "extraction_failed"
     consolidation_event_id: Identifier
     extractor: Identifier
@@ -315,6 +501,8 @@ class MemoryReinforced(Event):
 class MemorySuperseded(Event):
     """A newer memory replaces an older one: the old one leaves the current view, not history."""
 
+    #: The decider's reason quotes the memories' text.
+    content_fields: ClassVar[tuple[str, ...]] = ("reason",)
     type: Literal["memory_superseded"] = "memory_superseded"
     memory_id: Identifier
     superseded_by: Identifier
@@ -325,6 +513,8 @@ class MemorySuperseded(Event):
 class MemoryDeleted(Event):
     """A memory was deleted on request: out of every view; its history stays in the log."""
 
+    #: Given by the client or the user ("I told you I moved").
+    content_fields: ClassVar[tuple[str, ...]] = ("reason",)
     type: Literal["memory_deleted"] = "memory_deleted"
     memory_id: Identifier
     reason: Annotated[str, StringConstraints(max_length=500)] = "requested"
@@ -333,6 +523,8 @@ class MemoryDeleted(Event):
 class MemoryPromoted(Event):
     """A short-term memory moved to the long-term tier (retrieved often enough)."""
 
+    #: Written by the tier keeper, but free text: sealed like any other.
+    content_fields: ClassVar[tuple[str, ...]] = ("reason",)
     type: Literal["memory_promoted"] = "memory_promoted"
     memory_id: Identifier
     reason: Annotated[str, StringConstraints(max_length=500)]
@@ -341,6 +533,8 @@ class MemoryPromoted(Event):
 class MemoryExpired(Event):
     """A short-term memory's time ran out: it leaves the ranked view; episodes stay findable."""
 
+    #: Written by the tier keeper, but free text: sealed like any other.
+    content_fields: ClassVar[tuple[str, ...]] = ("reason",)
     type: Literal["memory_expired"] = "memory_expired"
     memory_id: Identifier
     reason: Annotated[str, StringConstraints(max_length=500)] = "ttl"
@@ -354,6 +548,8 @@ class MemoryForgotten(Event):
     saw at ``occurred_at``, so a replay applies the event and never scores again.
     """
 
+    #: Written by the policy, but free text: sealed like any other.
+    content_fields: ClassVar[tuple[str, ...]] = ("reason",)
     type: Literal["memory_forgotten"] = "memory_forgotten"
     memory_id: Identifier
     policy: Literal["decay"]

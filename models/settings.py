@@ -42,6 +42,11 @@ class Settings(BaseSettings):
     # --- storage ------------------------------------------------------------------------
     data_dir: Path = Field(Path(".memstream"), description="Faust state and LanceDB live here.")
 
+    #: Open events sealed by the first scheme (``aes-256-gcm``, bound to the event id only;
+    #: still opened only with a key of the event's own user). Turn off once the log holds
+    #: none: every record sealed before the upgrade has left the topics' retention.
+    accept_legacy_seals: bool = True
+
     # --- worker -------------------------------------------------------------------------
     #: The worker's web server listens here. Without ``web_token`` only a loopback address
     #: is allowed (the worker refuses to start otherwise).

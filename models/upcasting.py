@@ -8,8 +8,11 @@ upcaster matches, so a v1 payload read by a v3 schema passes through v1→v2→v
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
+
+from memstream.models.events import CODE_PATTERN
 
 Payload = dict[str, Any]
 Upcaster = Callable[[Payload], Payload]
@@ -65,5 +68,23 @@ UNRECORDED_EXTRACTOR = "unrecorded"
 def upcast_memory_added_v1_v2(payload: Payload) -> Payload:
     """v2 names the extractor that proposed the memory; v1 events did not record it."""
     payload.setdefault("extractor", UNRECORDED_EXTRACTOR)
+    payload["schema_version"] = 2
+    return payload
+
+
+#: What a v1 ``user_erased`` reason that is not a short code becomes: its words are not kept.
+REDACTED_REASON = "redacted"
+_CODE = re.compile(CODE_PATTERN)
+
+
+@UPCASTERS.register("user_erased", 1)
+def upcast_user_erased_v1_v2(payload: Payload) -> Payload:
+    """v2 restricts the reason to a short code (it is never sealed: consumers read it after
+    the user's key is destroyed). A v1 free-text reason becomes ``"redacted"``, whatever it
+    held, so an erasure event always decodes; one that is a code already is kept."""
+    if "reason" in payload:
+        reason = payload["reason"]
+        if not (isinstance(reason, str) and _CODE.fullmatch(reason)):
+            payload["reason"] = REDACTED_REASON
     payload["schema_version"] = 2
     return payload

@@ -224,12 +224,12 @@ VIEWS: tuple[View, ...] = (
             ("source_event_ids", "chat events behind it (list)"),
             ("entities", "memory_added: entities (list)"),
             ("superseded_by", "memory_superseded: the new memory"),
-            ("reason", "superseded, deleted, promoted, expired, forgotten: why"),
+            ("reason", "superseded, deleted, promoted, expired, forgotten: why (null when sealed)"),
             ("similarity", "reinforced, superseded: cosine similarity to the candidate"),
             ("policy", "memory_forgotten: the forgetting policy (decay)"),
             ("score", "memory_forgotten: the decay score the policy saw"),
             ("threshold", "memory_forgotten: the threshold it was under"),
-            ("sealed", "its content is encrypted with the user's key (content is then null)"),
+            ("sealed", "content encrypted with the user's key (content, entities, reason: null)"),
         ),
         since="occurred_at",
     ),
@@ -287,7 +287,7 @@ VIEWS: tuple[View, ...] = (
             ("latency_ms", "extraction latency"),
             ("candidates", "candidates returned (null when failed or sealed)"),
             ("ok", "true for extraction_recorded, false for extraction_failed"),
-            ("reason", "why it failed"),
+            ("reason", "why it failed (null when sealed)"),
             ("attempts", "failed: attempts made"),
             ("retry_scheduled", "failed: the span will be tried again"),
             ("sealed", "its content is encrypted with the user's key"),
@@ -302,8 +302,8 @@ VIEWS: tuple[View, ...] = (
             ("user_id", "who mentioned it"),
             ("session_id", "in which session"),
             ("occurred_at", "event time"),
-            ("name", "the entity"),
-            ("kind", "its kind, if given"),
+            ("name", "the entity (null when sealed)"),
+            ("kind", "its kind, if given (null when sealed)"),
         ),
         since="occurred_at",
     ),
@@ -450,8 +450,9 @@ def _view_sql(topics: Topics, dedupe: bool) -> dict[str, str]:
             SELECT t."partition", t."offset", t."timestamp" AS learned_at, t.event_id, t.type,
                 t.user_id, t.session_id, t.agent_id, t.occurred_at, f.memory_id, f.memory_type,
                 CASE WHEN NOT {_sealed("content")} THEN f.content END AS content, f.importance, f.tier, f.extractor, f.extraction_event_id,
-                f.source_event_ids, f.entities, f.superseded_by, f.reason, f.similarity,
-                f.policy, f.score, f.threshold, f.encryption IS NOT NULL AS sealed
+                f.source_event_ids, CASE WHEN NOT {_sealed("entities")} THEN f.entities END AS entities,
+                f.superseded_by, CASE WHEN NOT {_sealed("reason")} THEN f.reason END AS reason,
+                f.similarity, f.policy, f.score, f.threshold, f.encryption IS NOT NULL AS sealed
             FROM t, _params p WHERE {since.format(column="t.occurred_at")}""",
         "accesses": f"""
             WITH {_first_delivery(f"topic = {accesses} AND type = 'memories_retrieved'", dedupe)},
@@ -507,16 +508,20 @@ def _view_sql(topics: Topics, dedupe: bool) -> dict[str, str]:
                 CASE WHEN t.type = 'extraction_recorded' AND NOT {_sealed("candidates")}
                      THEN CAST(coalesce(len(f.candidates), 0) AS BIGINT) END AS candidates,
                 t.type = 'extraction_recorded' AS ok,
-                f.reason, f.attempts, f.retry_scheduled, f.encryption IS NOT NULL AS sealed
+                CASE WHEN NOT {_sealed("reason")} THEN f.reason END AS reason, f.attempts,
+                f.retry_scheduled, f.encryption IS NOT NULL AS sealed
             FROM t, _params p WHERE {since.format(column="t.occurred_at")}""",
         "entity_mentions": f"""
             WITH {_first_delivery(f"topic = {chat} AND type = 'entity_mentioned'", dedupe)},
             t AS (
                 SELECT event_id, user_id, session_id, occurred_at,
-                    {_parsed('{"name": "VARCHAR", "kind": "VARCHAR"}')} AS f
+                    {_parsed('{"name": "VARCHAR", "kind": "VARCHAR", '
+                             '"encryption": {"fields": ["VARCHAR"]}}')} AS f
                 FROM e
             )
-            SELECT event_id, user_id, session_id, occurred_at, f.name AS name, f.kind AS kind
+            SELECT event_id, user_id, session_id, occurred_at,
+                CASE WHEN NOT {_sealed("name")} THEN f.name END AS name,
+                CASE WHEN NOT {_sealed("kind")} THEN f.kind END AS kind
             FROM t, _params p
             WHERE f.name IS NOT NULL AND {since.format(column="occurred_at")}""",
         "dead_letters": f"""

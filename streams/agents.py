@@ -110,24 +110,28 @@ def decode_opened(
     keys: KeyStore | None,
     *,
     now: datetime | None = None,
+    accept_legacy: bool | None = None,
 ) -> Opened | None:
     """:func:`decode_checked`, then the content opened with the user's key: None when that
     key is destroyed (the user was erased: the event is skipped, it is not an error).
 
     An event with no ``encryption`` (older events, raw producers) is used as it is; with
     ``keys`` None nothing is opened. The content limit is checked on the opened content.
+    ``accept_legacy`` decides whether events sealed by the legacy scheme open (None: as
+    the key store says, see :func:`~memstream.streams.keys.open_event`).
 
     Raises
     ------
     InvalidEvent
         As :func:`decode_checked`, and for sealed content that does not open with its key
-        (altered in the log), or content over ``limits.max_content_chars``.
+        (altered in the log), names a key of another user, or is a legacy seal refused; and
+        for content over ``limits.max_content_chars``.
     """
     event = decode_checked(raw, key, allowed, limits, now=now)
     key_id = event.encryption.key_id if event.encryption is not None else None
     if keys is not None:
         try:
-            opened = open_event(event, keys)
+            opened = open_event(event, keys, accept_legacy=accept_legacy)
         except SealError as exc:
             raise InvalidEvent(str(exc)) from None
         if opened is None:

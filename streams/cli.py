@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, get_args
 
 from memstream.models.codec import EventLimits
-from memstream.models.events import MemoryType, json_schemas
+from memstream.models.events import CODE_PATTERN, MemoryType, json_schemas
 from memstream.models.settings import Settings
 
 
@@ -32,6 +33,28 @@ def _timestamp(text: str) -> datetime:
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r}") from None
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def _with_checked_erasure_reason(
+    run: Callable[[argparse.Namespace], int],
+) -> Callable[[argparse.Namespace], int]:
+    """``run`` (``memstream erase``) behind a check of ``--reason``: the reason stays readable
+    in the log after the user's key is destroyed, so it must be a short code. Checked before
+    anything happens: ``erase`` destroys the key before it builds the erasure event."""
+
+    def checked(args: argparse.Namespace) -> int:
+        if not re.fullmatch(CODE_PATTERN, args.reason):
+            print(
+                f"error: --reason must be a short code of 1 to 64 lower-case letters, digits, "
+                f"'_', '.' or '-' (like 'requested' or 'gdpr.art17'), not {args.reason!r}: it "
+                "stays readable in the log after the user's key is destroyed, so it must "
+                "never hold anyone's words",
+                file=sys.stderr,
+            )
+            return 2
+        return run(args)
+
+    return checked
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
@@ -681,6 +704,8 @@ def build_parser() -> argparse.ArgumentParser:
     from memstream.streams.erasure import add_erase_command
 
     add_erase_command(commands)
+    erase = commands.choices["erase"]
+    erase.set_defaults(run=_with_checked_erasure_reason(erase.get_default("run")))
 
     restore = commands.add_parser("restore", help=cmd_restore.__doc__)
     restore.add_argument("--from", dest="source", help="archive directory (default: the live one)")

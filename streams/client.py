@@ -11,8 +11,10 @@ Every call names one user (``user_id`` is a required keyword) and only ever retu
 user's data: the projection filters on a digest of the id computed in code, and ``history``
 keeps only events keyed by and belonging to that user.
 
-What the client publishes is sealed with the user's key (chat content, retrieval queries;
-:mod:`memstream.streams.keys`), created on the user's first write. **The client and the
+What the client publishes is sealed with the user's key (chat content, retrieval queries,
+deletion reasons; :mod:`memstream.streams.keys`), created on the user's first write; a
+deletion is sealed with the key the user has, never a new one (a user without a key was
+erased, and has no memories left to delete). **The client and the
 workers must share the key store** (``MEMSTREAM_DATA_DIR/keys`` on one machine, a shared
 directory, or a KMS behind :class:`~memstream.streams.keys.KeyStore`, passed as ``keys``):
 a worker that cannot find a user's key skips the user's events as erased.
@@ -419,22 +421,44 @@ class AsyncMemoryClient:
         KeyError
             The memory is unknown, or belongs to another user (the two are not told apart).
             Ownership is checked in the projection, so a memory still on its way there
-            (published, not yet projected) is unknown too.
+            (published, not yet projected) is unknown too. Also when the user has no key:
+            the user was erased (the projection drops the memory as it applies that).
         """
         record = await self._get_record(memory_id, user_id=user_id)
         if record is None:
             raise KeyError(memory_id)
-        event = self._deletion(record, user_id, reason)
-        await self._publish(self.topics.memories, [event])
-        return event.event_id
+        sealed = await asyncio.to_thread(
+            self._sealed_deletions, [self._deletion(record, user_id, reason)]
+        )
+        if not sealed:
+            raise KeyError(memory_id)
+        await self._publish(self.topics.memories, sealed)
+        return sealed[0].event_id
 
     async def delete_all(self, *, user_id: str, reason: str = "requested") -> list[str]:
-        """Publish a ``MemoryDeleted`` for each active memory of the user; return the ids."""
+        """Publish a ``MemoryDeleted`` for each active memory of the user; return the ids
+        (none for a user without a key: erased)."""
         projection = await self._projection_ready()
         records = await asyncio.to_thread(projection.list_memories, _check_id("user_id", user_id))
-        events = [self._deletion(record, user_id, reason) for record in records]
+        events = await asyncio.to_thread(
+            self._sealed_deletions, [self._deletion(record, user_id, reason) for record in records]
+        )
         await self._publish(self.topics.memories, events)
         return [event.event_id for event in events]
+
+    def _sealed_deletions(self, events: Sequence[MemoryDeleted]) -> list[MemoryDeleted]:
+        """The deletions sealed with their user's current key, never a new one: a user with
+        no key was erased (or is being erased), and a key created now would outlive the
+        erasure. Those are dropped and logged, never published unsealed."""
+        keys = BatchKeys(self.keys)
+        sealed = []
+        for event in events:
+            found = seal_event(event, keys, create=False)
+            if found is None:
+                log.info("client: deletion %s dropped: its user has no key", event.event_id)
+                continue
+            sealed.append(found)
+        return sealed
 
     def _deletion(self, record: MemoryRecord, user_id: str, reason: str) -> MemoryDeleted:
         return MemoryDeleted(

@@ -25,7 +25,7 @@ from pydantic import AwareDatetime
 
 from memstream.models.crypto import open_bytes, seal_bytes
 from memstream.models.events import Frozen
-from memstream.streams.keys import KeyStore, key_prefix
+from memstream.streams.keys import KeyStore, key_belongs_to, key_prefix
 
 log = logging.getLogger(__name__)
 
@@ -208,6 +208,10 @@ class DeadLetter(Frozen):
         stored = base64.b64decode(b64)
         if self.key_id is None:
             return stored
+        owner = None if self.key_b64 is None else base64.b64decode(self.key_b64)
+        if owner is None or not key_belongs_to(self.key_id, owner.decode("utf-8", "replace")):
+            # A letter names the key of the user it was keyed by; any other is not opened.
+            raise SealedDeadLetter(f"dead letter of {self.position} names a key of another user")
         secret = keys.key_by_id(self.key_id) if keys is not None else None
         if secret is None:
             raise SealedDeadLetter(

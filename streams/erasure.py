@@ -34,6 +34,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import time
 import uuid
 import warnings
@@ -44,7 +45,7 @@ from pathlib import Path
 
 from memstream.models.codec import encode_event
 from memstream.models.erasure import ErasureMark
-from memstream.models.events import UserErased
+from memstream.models.events import CODE_PATTERN, UserErased
 from memstream.models.settings import Settings
 from memstream.streams.topics import Topics
 
@@ -306,7 +307,18 @@ async def erase(
     * archive records: the user's readable records per archive directory, then checked
       blank one by one (whoever blanked them: the live sink or this function);
     * session snapshot rows: the rows removed.
+
+    Raises
+    ------
+    ValueError
+        ``reason`` is not a code (``CODE_PATTERN``): refused before anything is destroyed,
+        since the erasure event could not be built afterwards.
     """
+    if not re.fullmatch(CODE_PATTERN, reason):
+        raise ValueError(
+            f"an erasure reason is a short code ({CODE_PATTERN}), not free text: it stays "
+            "readable in the log after the user's key is gone"
+        )
     from memstream.projections.embedder import embedder_from_settings
     from memstream.projections.memories import MemoryProjection, user_key
     from memstream.streams.keys import keystore_from_settings

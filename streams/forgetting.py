@@ -17,6 +17,10 @@ clock, or other access counts).
 only while it is active: a second run finds nothing new once the first is projected, and a run
 that repeats events still in flight publishes the same ids, which the projection skips.
 
+**Sealed.** The reason is free text, so each event is sealed with its user's current key
+before it is published (never a new key); a user without one is erased or being erased, and
+the event is dropped and logged, never published unsealed.
+
 Examples
 --------
 >>> report = await forget(settings, dry_run=True)  # doctest: +SKIP
@@ -30,7 +34,7 @@ import argparse
 import asyncio
 import logging
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal, get_args
@@ -38,6 +42,7 @@ from typing import TYPE_CHECKING, Literal, get_args
 from memstream.models.codec import encode_event
 from memstream.models.events import MemoryForgotten, MemoryType, derived_id
 from memstream.models.settings import Settings
+from memstream.streams.keys import BatchKeys, KeyStore, keystore_from_settings, seal_event
 from memstream.streams.topics import Topics
 
 # The command module builds its parser (add_forget_command) on every `memstream` call: LanceDB
@@ -82,9 +87,14 @@ class ForgetReport:
     dry_run: bool
     #: The memories forgotten (or, in a dry run, that would be), lowest score first.
     candidates: tuple[ForgetCandidate, ...]
-    #: The events published: none in a dry run.
+    #: The events published, sealed as they went out: none in a dry run, and none for a
+    #: user without a key (erased meanwhile).
     events: tuple[MemoryForgotten, ...]
     topic: str
+
+
+#: Sends events to a topic keyed by their user id and waits for every ack.
+Publisher = Callable[[str, Sequence[MemoryForgotten]], Awaitable[None]]
 
 
 def keep_types(settings: Settings) -> frozenset[str]:
@@ -185,6 +195,22 @@ def forgotten_event(
     )
 
 
+def sealed_forgettings(
+    events: Iterable[MemoryForgotten], keys: KeyStore
+) -> tuple[MemoryForgotten, ...]:
+    """The events sealed with their users' current keys (never new ones); the events of a
+    user without a key (erased, or being erased) are dropped and logged."""
+    looked_up = BatchKeys(keys)  # one look-up per user, not per event
+    kept = []
+    for event in events:
+        found = seal_event(event, looked_up, create=False)
+        if found is None:
+            log.info("forget: %s dropped: its user has no key (erased)", event.event_id)
+            continue
+        kept.append(found)
+    return tuple(kept)
+
+
 async def forget(
     settings: Settings,
     *,
@@ -192,6 +218,8 @@ async def forget(
     user_id: str | None = None,
     now: datetime | None = None,
     projection: MemoryProjection | None = None,
+    keys: KeyStore | None = None,
+    publish: Publisher | None = None,
 ) -> ForgetReport:
     """Run the decay policy: publish a ``MemoryForgotten`` per memory it forgets.
 
@@ -209,6 +237,11 @@ async def forget(
     projection
         The memory projection to judge from; the live one in ``settings.lancedb_dir`` by
         default.
+    keys
+        The users' keys, which seal the events; the key store of ``settings`` by default.
+    publish
+        ``await publish(topic, events)`` sends the sealed events; a producer on
+        ``settings.broker`` by default.
 
     Raises
     ------
@@ -224,9 +257,16 @@ async def forget(
         plan_forgetting, settings, projection, now, user_id=user_id
     )
     topic = Topics.from_settings(settings).memories
-    events = tuple(forgotten_event(candidate, settings, now) for candidate in candidates)
-    if not dry_run and events:
-        await _publish(settings, topic, events)
+    events: tuple[MemoryForgotten, ...] = ()
+    if not dry_run and candidates:
+        decided = [forgotten_event(candidate, settings, now) for candidate in candidates]
+        keys = keys if keys is not None else keystore_from_settings(settings)
+        events = await asyncio.to_thread(sealed_forgettings, decided, keys)
+    if events:
+        if publish is None:
+            await _publish(settings, topic, events)
+        else:
+            await publish(topic, events)
         log.info("forget: published %d memory_forgotten event(s)", len(events))
     return ForgetReport(
         policy="decay",
@@ -234,7 +274,7 @@ async def forget(
         decided_at=now,
         dry_run=dry_run,
         candidates=tuple(candidates),
-        events=() if dry_run else events,
+        events=events,
         topic=topic,
     )
 

@@ -18,6 +18,13 @@ returning user starts afresh and nothing of the erased generation can be read wi
 Derived events (consolidation spans, extractions, memories) are sealed with the key of the
 events they come from (:func:`seal_event` with ``key_id``): if that key is destroyed while
 they are worked out, they are dropped, never sealed again with a newer key.
+
+**A key opens only its own user's events.** A key id starts with the user's
+:func:`key_prefix`; :func:`open_event` refuses (``SealError``, a dead letter for the
+agents) an event whose key id names another user, whatever its scheme, and
+:func:`seal_event` refuses to seal with one. Any :class:`KeyStore` must name keys so.
+Events of the first scheme (bound to their event id only) open while the key store's
+``accept_legacy_seals`` is on (``MEMSTREAM_ACCEPT_LEGACY_SEALS``, the default).
 """
 
 from __future__ import annotations
@@ -37,13 +44,16 @@ from memstream.models.events import Event
 from memstream.models.settings import Settings
 
 __all__ = [
+    "ACCEPT_LEGACY_SEALS",
     "BatchKeys",
     "FileKeyStore",
     "KeyStore",
     "KeyStoreError",
     "SealError",
+    "key_belongs_to",
     "key_prefix",
     "keystore_from_settings",
+    "legacy_seals_accepted",
     "open_event",
     "seal_event",
 ]
@@ -55,6 +65,9 @@ E = TypeVar("E", bound=Event)
 _KEY_ID = re.compile(r"[0-9a-f]{24}-[0-9a-f]{8}")
 #: How often :meth:`FileKeyStore.key_for` re-reads after losing a race before it gives up.
 _CREATE_ATTEMPTS = 20
+#: Whether legacy seals open when neither the caller nor the key store says (a key store
+#: from :func:`keystore_from_settings` carries ``Settings.accept_legacy_seals``).
+ACCEPT_LEGACY_SEALS = True
 
 
 class KeyStoreError(RuntimeError):
@@ -62,7 +75,12 @@ class KeyStoreError(RuntimeError):
 
 
 class KeyStore(Protocol):
-    """Where the per-user content keys live: a directory, or a KMS behind this protocol."""
+    """Where the per-user content keys live: a directory, or a KMS behind this protocol.
+
+    Key ids must start with the user's :func:`key_prefix` and a ``-``: a key opens only
+    events of the user its id names (:func:`open_event`). A store may carry a boolean
+    ``accept_legacy_seals`` (see :func:`legacy_seals_accepted`).
+    """
 
     def key_for(self, user_id: str, *, create: bool) -> tuple[str, bytes] | None:
         """The user's current ``(key_id, key)``; with ``create``, a new one if there is
@@ -91,6 +109,26 @@ def key_prefix(user_id: str) -> str:
     return digest[:24]
 
 
+def key_belongs_to(key_id: str, user_id: str) -> bool:
+    """Whether ``key_id`` names a key of ``user_id`` (it starts with the user's prefix).
+
+    Examples
+    --------
+    >>> key_belongs_to("49915e0d7d4b402e3017d010-0a1b2c3d", "ann")
+    True
+    >>> key_belongs_to("49915e0d7d4b402e3017d010-0a1b2c3d", "bob")
+    False
+    """
+    return key_id.startswith(key_prefix(user_id) + "-")
+
+
+def legacy_seals_accepted(keys: KeyStore) -> bool:
+    """Whether events of the legacy scheme may open with ``keys``: its
+    ``accept_legacy_seals`` attribute (set from the settings), else
+    :data:`ACCEPT_LEGACY_SEALS`."""
+    return bool(getattr(keys, "accept_legacy_seals", ACCEPT_LEGACY_SEALS))
+
+
 class FileKeyStore:
     """Keys as files in one directory: the file name is the key id, the content 32 bytes.
 
@@ -112,8 +150,10 @@ class FileKeyStore:
     (True, 1, None)
     """
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, accept_legacy_seals: bool = ACCEPT_LEGACY_SEALS) -> None:
         self.directory = Path(directory)
+        #: Whether :func:`open_event` opens legacy seals with these keys.
+        self.accept_legacy_seals = accept_legacy_seals
 
     def key_for(self, user_id: str, *, create: bool) -> tuple[str, bytes] | None:
         """The user's current key; with ``create``, a new generation when there is none."""
@@ -223,6 +263,7 @@ class BatchKeys:
 
     def __init__(self, keys: KeyStore) -> None:
         self.keys = keys
+        self.accept_legacy_seals = legacy_seals_accepted(keys)
         self._by_id: dict[str, bytes | None] = {}
         self._by_user: dict[str, tuple[str, bytes]] = {}
 
@@ -249,54 +290,92 @@ class BatchKeys:
 
 
 def keystore_from_settings(settings: Settings) -> FileKeyStore:
-    """The key store of ``settings`` (``data_dir/keys``)."""
-    return FileKeyStore(settings.keys_dir)
+    """The key store of ``settings`` (``data_dir/keys``), opening legacy seals as
+    ``accept_legacy_seals`` says."""
+    return FileKeyStore(settings.keys_dir, accept_legacy_seals=settings.accept_legacy_seals)
 
 
-def seal_event(event: E, keys: KeyStore, *, key_id: str | None = None) -> E | None:
-    """``event`` sealed for the durable log; None if ``key_id``'s key is destroyed.
+def seal_event(
+    event: E, keys: KeyStore, *, key_id: str | None = None, create: bool = True
+) -> E | None:
+    """``event`` sealed for the durable log; None if there is no key it may be sealed with.
 
     With ``key_id`` (the key of the events this one derives from) that key seals it: if it
     is gone, the user was erased while this event was worked out, and it must not be
-    published under a newer key. Without, the user's current key seals it, created on first
-    use. Events without content, and sealed ones, are returned as they are.
+    published under a newer key (None). Without, the user's current key seals it, created
+    on first use; with ``create=False`` (events memstream makes about a memory the user
+    already has: a promotion, an expiry, a forgetting, a deletion) never created: None when
+    the user has none, erased or being erased, and the event must be dropped, never
+    published unsealed. Events without content, and sealed ones, are returned as they are.
+
+    Raises
+    ------
+    SealError
+        ``key_id`` names a key of another user than the event's: it would never open.
     """
     if not type(event).content_fields or event.encryption is not None:
         return event
     if key_id is not None:
+        if not key_belongs_to(key_id, event.user_id):
+            raise SealError(
+                f"{event.type} {event.event_id}: key {key_id} is not a key of the event's user"
+            )
         key = keys.key_by_id(key_id)
         if key is None:
             return None
         return seal(event, key, key_id)
-    found = keys.key_for(event.user_id, create=True)
-    assert found is not None
+    found = keys.key_for(event.user_id, create=create)
+    if found is None:
+        return None
     return seal(event, found[1], found[0])
 
 
 _reported: set[str] = set()
 
 
-def open_event(event: E, keys: KeyStore) -> E | None:
+def open_event(event: E, keys: KeyStore, *, accept_legacy: bool | None = None) -> E | None:
     """``event`` with its content readable; None if its key is destroyed (an erased user).
+
+    Parameters
+    ----------
+    event
+        An event as decoded from a topic; returned as it is when not sealed.
+    keys
+        Where the key its ``encryption`` names is looked up.
+    accept_legacy
+        Whether an event of the legacy scheme (bound to its event id only) opens; None:
+        as the key store says (:func:`legacy_seals_accepted`).
 
     Raises
     ------
     SealError
-        The key exists but the event does not open with it (altered in the log).
+        The key id names a key of another user than the event's (its ciphertext was
+        copied onto this event), the key exists but the event does not open with it
+        (altered in the log), or a legacy seal that is not accepted.
     """
-    if event.encryption is None:
+    encryption = event.encryption
+    if encryption is None:
         return event
-    key = keys.key_by_id(event.encryption.key_id)
+    # Before any look-up: another user's key must not even be read for this event. For a
+    # legacy seal (bound to the event id alone) this is what keeps it to its user.
+    if not key_belongs_to(encryption.key_id, event.user_id):
+        raise SealError(
+            f"{event.type} {event.event_id} names key {encryption.key_id}, which is not a key "
+            "of its user: a ciphertext moved onto another user's event is never opened"
+        )
+    if accept_legacy is None:
+        accept_legacy = legacy_seals_accepted(keys)
+    key = keys.key_by_id(encryption.key_id)
     if key is None:
-        if event.encryption.key_id not in _reported and len(_reported) < 10_000:
-            _reported.add(event.encryption.key_id)
+        if encryption.key_id not in _reported and len(_reported) < 10_000:
+            _reported.add(encryption.key_id)
             log.warning(
                 "keys: key %s is not in the key store: its user was erased (or this process "
                 "does not share the producers' key store); its events are skipped",
-                event.encryption.key_id,
+                encryption.key_id,
             )
         return None
-    return unseal(event, key)
+    return unseal(event, key, accept_legacy=accept_legacy)
 
 
 def _write_new(path: Path, data: bytes) -> None:

@@ -43,7 +43,7 @@ from memstream.models.session import (
 )
 from memstream.models.settings import Settings
 from memstream.streams.agents import CHAT_TYPES, decode_opened
-from memstream.streams.keys import BatchKeys, KeyStore
+from memstream.streams.keys import BatchKeys, KeyStore, key_belongs_to
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,7 @@ def seal_session_value(
     if keys is None or not isinstance(value, SessionState):
         return raw
     if key_id is not None:
+        _check_owner(key, key_id)
         secret = keys.key_by_id(key_id)
         if secret is None:
             return None
@@ -90,17 +91,31 @@ def open_session_value(
     Raises
     ------
     SealError
-        A sealed value with no key store to open it, or one altered since it was written.
+        A sealed value with no key store to open it, one sealed with a key of another user
+        than the table key's, or one altered since it was written.
     """
     key_id = sealed_key_id(raw)
     if key_id is None:
         return load_session(raw), None
     if keys is None:
         raise SealError(f"session {key!r} is sealed and no key store was given")
+    _check_owner(key, key_id)
     secret = keys.key_by_id(key_id)
     if secret is None:
         return None, key_id
     return load_session(open_bytes(raw, secret, key.encode("utf-8", "surrogatepass"))), key_id
+
+
+def _check_owner(key: str, key_id: str) -> None:
+    """Refuse a key of another user than the one the table key names."""
+    if not key_belongs_to(key_id, _table_user(key)):
+        raise SealError(f"session value names key {key_id}, which is not a key of its user")
+
+
+def _table_user(key: str) -> str:
+    """The user id of a table key (:func:`~memstream.models.session.session_key`): user ids
+    hold no control characters, so the first unit separator ends it."""
+    return key.partition("\x1f")[0]
 
 
 class SessionStore:
@@ -169,7 +184,8 @@ class SessionStore:
         return value
 
     def key_id(self, key: str) -> str | None:
-        """The id of the key the session's stored value is sealed with (None: not sealed)."""
+        """The id of the key the session's stored value is sealed with (None: not sealed,
+        or sealed with a key of another user, which must never seal what follows)."""
         cached = self._cached(key)
         if cached is not None:
             return cached[1]
@@ -177,9 +193,12 @@ class SessionStore:
         if raw is None:
             return None
         try:
-            return sealed_key_id(raw)
+            found = sealed_key_id(raw)
         except SealError:
             return None
+        if found is None or not key_belongs_to(found, _table_user(key)):
+            return None
+        return found
 
     async def write(
         self, key: str, value: SessionValue | None, partition: int, key_id: str | None = None

@@ -21,6 +21,11 @@ repeats the same event; the projection applies it once. The keeper runs beside t
 (:func:`memstream.streams.projector.run_memory_projector`), only while the projection has
 caught up with the log, and does not publish again for a memory whose event it has already
 published until the projection shows the change (or ``retry_after_s`` passes).
+
+**Sealed before they go out.** Their reasons are free text, so each event is sealed here,
+before ``publish`` sees it, with its user's current key (never a new one: the memory's
+user has a key unless erased). A user with no key is erased or being erased: the event is
+dropped and logged, never published unsealed, and the erasure takes the memory away.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from typing import Any, Protocol
 from memstream.models.events import Event, MemoryExpired, MemoryPromoted, derived_id
 from memstream.models.settings import Settings
 from memstream.projections.memories import MemoryProjection
+from memstream.streams.keys import BatchKeys, KeyStore, keystore_from_settings, seal_event
 from memstream.streams.topics import Topics
 
 log = logging.getLogger(__name__)
@@ -84,13 +90,18 @@ class TierKeeper:
     retry_after_s: float = 300.0
     #: Memories whose event is published but not yet projected, with when it went out.
     in_flight: dict[str, datetime] = field(default_factory=dict)
+    #: The users' keys, which seal the events; the key store of ``settings`` by default.
+    keys: KeyStore | None = None
 
     def __post_init__(self) -> None:
         if self.topic is None:
             self.topic = Topics.from_settings(self.settings).memories
+        if self.keys is None:
+            self.keys = keystore_from_settings(self.settings)
 
     async def scan(self) -> list[Event]:
-        """Publish the promotions and expiries due now; return the events published."""
+        """Publish the promotions and expiries due now, sealed; return the events published
+        (sealed as they went out)."""
         now = self.clock()
         ttl = timedelta(seconds=self.settings.short_term_ttl_s)
         promote = await asyncio.to_thread(
@@ -129,13 +140,34 @@ class TierKeeper:
                     reason=f"ttl: short-term for {self.settings.short_term_ttl_s:g} s",
                 )
             )
-        if events:
-            await self.publish(self.topic, *events)
-            for event in events:
-                assert isinstance(event, MemoryPromoted | MemoryExpired)
-                self.in_flight[event.memory_id] = now
-            log.info("tiers: published %d promotion(s) / expiry(ies)", len(events))
-        return events
+        if not events:
+            return []
+        sealed = await asyncio.to_thread(self._sealed, events)
+        if sealed:
+            await self.publish(self.topic, *sealed)
+            log.info("tiers: published %d promotion(s) / expiry(ies)", len(sealed))
+        # Dropped ones too: their users' erasure takes the memories out of the projection,
+        # and until it does they must not be decided (and logged) again every scan.
+        for event in events:
+            assert isinstance(event, MemoryPromoted | MemoryExpired)
+            self.in_flight[event.memory_id] = now
+        return sealed
+
+    def _sealed(self, events: list[Event]) -> list[Event]:
+        """The events sealed with their users' current keys; those of users without a key
+        (erased) are dropped."""
+        assert self.keys is not None
+        keys = BatchKeys(self.keys)  # one look-up per user, not per event
+        kept: list[Event] = []
+        for event in events:
+            found = seal_event(event, keys, create=False)
+            if found is None:
+                log.info(
+                    "tiers: %s %s dropped: its user has no key (erased)", event.type, event.event_id
+                )
+                continue
+            kept.append(found)
+        return kept
 
     def _waiting(self, memory_id: str, now: datetime) -> bool:
         sent = self.in_flight.get(memory_id)
@@ -152,6 +184,7 @@ async def run_tier_keeper(
     interval_s: float = TIER_SCAN_INTERVAL_S,
     ready: asyncio.Event | None = None,
     stop: asyncio.Event | None = None,
+    keys: KeyStore | None = None,
 ) -> None:
     """Scan every ``interval_s`` until cancelled (or ``stop`` is set).
 
@@ -171,8 +204,10 @@ async def run_tier_keeper(
         Set while the projection is caught up with the log; each scan waits for it.
     stop
         Set to end the loop after the current scan.
+    keys
+        The users' keys, which seal the events (the key store of ``settings`` by default).
     """
-    keeper = TierKeeper(settings, projection, publish, topic=topic, clock=clock)
+    keeper = TierKeeper(settings, projection, publish, topic=topic, clock=clock, keys=keys)
     stop = stop or asyncio.Event()
     while not stop.is_set():
         if ready is not None:

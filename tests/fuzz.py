@@ -29,7 +29,8 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from memstream.models.codec import EventLimits, InvalidEvent
-from memstream.streams.agents import decode_checked
+from memstream.streams.agents import decode_opened
+from memstream.streams.keys import KeyStore
 
 NOW = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 USERS = ("ann", "bob", "cy")
@@ -327,13 +328,19 @@ def record_of(draw: st.DrawFn, topic: str) -> tuple[bytes | None, bytes | None, 
 
 
 def is_rejected(
-    topic_kind: str, key: bytes | None, value: bytes | None, limits: EventLimits, now: datetime | None = None
+    topic_kind: str,
+    key: bytes | None,
+    value: bytes | None,
+    limits: EventLimits,
+    now: datetime | None = None,
+    keys: KeyStore | None = None,
 ) -> bool:
     """Whether a consumer of ``topic_kind`` refuses the record at decoding (it is then
-    dead-lettered), by the same check the consumers make."""
+    dead-lettered), by the same check the consumers make: decoded, and opened with ``keys``
+    (a seal naming another user's key is refused)."""
     allowed = TOPIC_TYPES[topic_kind] + ("user_erased",) * (topic_kind in ("chat", "memories"))
     try:
-        decode_checked(value, key, allowed, limits, now=now or datetime.now(UTC))
+        decode_opened(value, key, allowed, limits, keys, now=now or datetime.now(UTC))
     except InvalidEvent:
         return True
     return False

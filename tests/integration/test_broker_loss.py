@@ -28,7 +28,7 @@ from memstream.streams.client import MemoryClient
 from memstream.streams.keys import keystore_from_settings, seal_event
 from memstream.streams.logid import LogLost, bound_log_id, read_log_id
 from memstream.streams.topics import Topics
-from memstream.streams.worker import WorkerProcess
+from memstream.streams.worker import WorkerProcess, worker_readiness
 
 SettingsFactory = Callable[..., Settings]
 BEFORE = [("user", "I live in Porto and I work at Bosch."), ("assistant", "Noted.")]
@@ -82,6 +82,11 @@ def test_after_a_broker_loss_writes_are_refused_or_kept_and_restored_never_ackno
         second = EmbeddedBroker(port, log_dir=tmp_path / "broker").start()
         wait_for(lambda: "the broker lost its log" in (tmp_path / "worker-1.log").read_text(errors="replace"),
                  "the worker to notice the loss", timeout_s=60)
+        # Readiness tells the truth: blocked, and why, while the process still answers.
+        readiness = worker_readiness(settings)
+        assert readiness["ready"] is False
+        assert {c["state"] for c in readiness["components"].values()} == {"blocked"}, readiness
+        assert all("lost its log" in c["reason"] for c in readiness["components"].values())
 
         # memstream's own writers refuse: nothing is acknowledged that a recovery would lose.
         with pytest.raises(LogLost, match="lost its log"):
@@ -108,6 +113,7 @@ def test_after_a_broker_loss_writes_are_refused_or_kept_and_restored_never_ackno
         assert asyncio.run(read_log_id(settings)) == log_id
         worker = WorkerProcess(settings, log_path=tmp_path / "worker-2.log").start()
         wait_for(lambda: remembered(projection, "bob", "Clara"), "the other producer's session")
+        wait_for(lambda: worker_readiness(settings)["ready"], "the restored worker to be ready")
         # The refused write goes through once the log is back.
         client.add([{"role": r, "content": t} for r, t in REFUSED], user_id="ann", session_id="refused")
         wait_for(lambda: remembered(projection, "ann", "night trains"), "the refused session, sent again")

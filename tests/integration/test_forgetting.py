@@ -43,6 +43,7 @@ from memstream.models.settings import Settings
 from memstream.projections.memories import MemoryProjection, SearchFilters
 from memstream.streams.client import AsyncMemoryClient
 from memstream.streams.forgetting import add_forget_command, forget
+from memstream.streams.keys import keystore_from_settings, open_event, seal_event
 from memstream.streams.logreader import read_topic
 from memstream.streams.replay import rebuild_memories
 from memstream.streams.topics import Topics, ensure_topics
@@ -104,11 +105,18 @@ async def publish(settings: Settings, topic: str, events: list[Event]) -> None:
         await producer.stop()
 
 
+def sealed(settings: Settings, events: list[MemoryAdded]) -> list[Event]:
+    """The events sealed with their users' keys (created now), as the worker seals the
+    memories it derives from the users' sealed chat events."""
+    keys = keystore_from_settings(settings)
+    return [e for e in (seal_event(event, keys) for event in events) if e is not None]
+
+
 def seed(settings: Settings) -> MemoryProjection:
-    """Publish the memories and ann/used's three retrievals; project them."""
+    """Publish the memories (sealed) and ann/used's three retrievals; project them."""
     topics = Topics.from_settings(settings)
     asyncio.run(ensure_topics(settings))
-    asyncio.run(publish(settings, topics.memories, [added(*m) for m in MEMORIES]))
+    asyncio.run(publish(settings, topics.memories, sealed(settings, [added(*m) for m in MEMORIES])))
     asyncio.run(publish(settings, topics.accesses, [retrieval(i, "ann/used") for i in range(3)]))
     return project(settings)
 
@@ -181,6 +189,11 @@ def test_decay_forgets_old_unused_memories_once_and_history_keeps_them(
     assert all(e.occurred_at == NOW and e.policy == "decay" and e.threshold == 0.1
                for _, e in published)
     assert [e for _, e in published] == list(report.events)
+    # The reason is free text: sealed with the user's key, it opens with it.
+    keys = keystore_from_settings(settings)
+    assert all(e.encryption is not None and e.reason == "" for _, e in published)
+    opened = [open_event(e, keys) for _, e in published]
+    assert all(o is not None and o.reason.startswith("decay score ") for o in opened)
 
     # Run again before the projector has seen the first run: the same ids go out again, and
     # the projection applies each memory's first only (ended_at stays NOW).

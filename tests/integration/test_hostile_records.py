@@ -22,7 +22,7 @@ from aiokafka.producer import message_accumulator
 from aiokafka.producer import producer as aiokafka_producer
 from aiokafka.record.default_records import _DefaultRecordBatchBuilderPy
 from fuzz import RawHeaderKey, draw_many, is_rejected, record_of
-from harness import wait_for
+from harness import eventually, wait_for
 from hypothesis import strategies as st
 
 from memstream.models.codec import EventLimits, encode_event
@@ -41,7 +41,7 @@ from memstream.streams.broker import free_port
 from memstream.streams.dlq import dead_letters
 from memstream.streams.keys import keystore_from_settings, seal_event
 from memstream.streams.topics import Topics, ensure_topics
-from memstream.streams.worker import WorkerProcess, worker_healthy
+from memstream.streams.worker import WorkerProcess, worker_healthy, worker_readiness
 
 SettingsFactory = Callable[..., Settings]
 HOSTILE = 300
@@ -129,7 +129,7 @@ def test_generated_hostile_records_between_valid_sessions_never_stop_a_partition
             position
             for (kind, key, value, _), position in zip(mixed, positions, strict=True)
             if kind != "valid"
-            and is_rejected(kind, key, value, derived if kind in ("consolidation", "memories") else client)
+            and is_rejected(kind, key, value, derived if kind in ("consolidation", "memories") else client, keys=keys)
         }
         assert len(expected_dead) >= HOSTILE // 2, "the generators made too few bad records"
 
@@ -143,6 +143,9 @@ def test_generated_hostile_records_between_valid_sessions_never_stop_a_partition
         wait_for(lambda: len(asyncio.run(dead_letters(settings_))[0]) >= len(expected_dead),
                  f"{len(expected_dead)} dead letters", timeout_s=120)
         assert worker_healthy(settings_)
+        # Every agent and task still runs: none crashed, none restarting or retrying.
+        readiness = eventually(lambda: worker_readiness(settings_), lambda r: r["ready"], 60)
+        assert all(c["restarts"] == 0 for c in readiness["components"].values()), readiness
         assert not worker.exited() and worker.pid == pid, "the worker restarted"
     finally:
         worker.stop()

@@ -14,6 +14,7 @@ from memstream.models.events import MemoryReinforced, MemorySuperseded
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection
 from memstream.streams.broker import free_port
+from memstream.streams.keys import keystore_from_settings, open_event
 from memstream.streams.logreader import read_topic
 from memstream.streams.publish import publish_events
 from memstream.streams.topics import Topics
@@ -45,9 +46,16 @@ def test_repeats_reinforce_and_corrections_supersede(settings_factory, tmp_path:
                 break
             time.sleep(0.3)
         time.sleep(1.0)  # let the reinforcement land too
-    events = [decode_event(r.value) for r in asyncio.run(read_topic(settings, Topics.from_settings(settings).memories))]
+    records = asyncio.run(read_topic(settings, Topics.from_settings(settings).memories))
+    events = [decode_event(r.value) for r in records]
     superseded = [e for e in events if isinstance(e, MemorySuperseded)]
     assert len(superseded) == 1
+    # The extraction agent seals the supersession with the span's key: its reason quotes
+    # the slot the user's words fill, so it is never in the log in the clear.
+    assert superseded[0].encryption is not None and superseded[0].reason == ""
+    assert not any(b"new value for" in r.value or b"budget" in r.value for r in records)
+    opened = open_event(superseded[0], keystore_from_settings(settings))
+    assert opened is not None and opened.reason.startswith("new value for ") and "budget" in opened.reason
     old = projection.get("ann", superseded[0].memory_id)
     new = projection.get("ann", superseded[0].superseded_by)
     assert old is not None and "1500" in old.content and old.status == "superseded"

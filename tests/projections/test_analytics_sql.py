@@ -16,7 +16,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from memstream.models.events import MemoriesRetrieved, MemoryAdded, RetrievedMemory
+from memstream.models.codec import encode_event
+from memstream.models.crypto import seal
+from memstream.models.events import (
+    EntityMentioned,
+    ExtractionFailure,
+    MemoriesRetrieved,
+    MemoryAdded,
+    MemorySuperseded,
+    RetrievedMemory,
+)
 from memstream.models.settings import Settings
 from memstream.projections.analytics import (
     REPORTS,
@@ -38,6 +47,7 @@ from memstream.projections.embedder import MiniLMOnnxEmbedder
 from memstream.projections.memories import MemoryProjection, SourcePosition
 from memstream.projections.retrieval import decay_score
 from memstream.streams.forgetting import decay_candidates
+from memstream.streams.keys import key_prefix
 
 README = Path(__file__).parents[2] / "README.md"
 NOW = datetime(2026, 11, 20, tzinfo=UTC)
@@ -338,6 +348,67 @@ def event_columns(value: dict[str, Any]) -> dict[str, Any]:
         "occurred_at": NOW,
         "schema_version": value.get("schema_version", 1),
     }
+
+
+def test_sealed_free_text_is_null_in_the_views_and_older_plain_text_still_shows(
+    tmp_path: Path,
+) -> None:
+    settings = Settings(data_dir=tmp_path / "data", topic_prefix="odd")
+    key = bytes(range(32))
+    key_id = f"{key_prefix('ann')}-00000001"
+    envelope: dict[str, Any] = {
+        "user_id": "ann", "session_id": "s", "occurred_at": datetime(2026, 11, 1, tzinfo=UTC)
+    }
+    superseded = MemorySuperseded(
+        event_id="sup", memory_id="m1", superseded_by="m2", reason="User lives in Oslo",
+        similarity=0.9, **envelope,
+    )
+    failed = ExtractionFailure(
+        event_id="fail", consolidation_event_id="c", extractor="llm", extractor_version="2",
+        reason="not JSON: 'I live in Oslo'", raw_response="I live in Oslo", **envelope,
+    )
+    mention = EntityMentioned(event_id="men", name="Oslo", kind="home town", **envelope)
+
+    def columns(event: Any) -> dict[str, Any]:
+        return event_columns(json.loads(encode_event(event)))
+
+    # An entity_mentioned sealed before its kind became content: the kind is plain text.
+    older = seal(mention.model_copy(update={"event_id": "men-old"}), key, key_id)
+    older_payload = json.loads(encode_event(older))
+    older_payload["kind"] = "place"
+    write_archive(settings, "odd.memories", [
+        columns(seal(superseded, key, key_id)),
+        columns(seal(failed, key, key_id)),
+        columns(superseded.model_copy(update={"event_id": "sup-plain", "memory_id": "m0",
+                                              "reason": "same slot"})),
+    ])
+    write_archive(settings, "odd.chat", [
+        columns(seal(mention, key, key_id)),
+        event_columns({**older_payload, "encryption": {**older_payload["encryption"],
+                                                       "fields": ["name"]}}),
+    ])
+    history = run_sql(settings, "SELECT event_id, reason, sealed FROM memory_history "
+                                "ORDER BY event_id").to_pylist()
+    assert history == [
+        {"event_id": "sup", "reason": None, "sealed": True},
+        {"event_id": "sup-plain", "reason": "same slot", "sealed": False},
+    ]
+    (extraction,) = run_sql(settings, "SELECT reason, ok, sealed FROM extractions").to_pylist()
+    assert extraction == {"reason": None, "ok": False, "sealed": True}
+    mentions = run_sql(settings, "SELECT event_id, name, kind FROM entity_mentions "
+                                 "ORDER BY event_id").to_pylist()
+    assert mentions == [
+        {"event_id": "men", "name": None, "kind": None},
+        {"event_id": "men-old", "name": None, "kind": "place"},
+    ]
+    # Nothing sealed is counted as an entity named "[encrypted]".
+    assert run_report(settings, "entities", Scope(now=NOW)).table.num_rows == 0
+    archived = [
+        value
+        for path in settings.archive_dir.rglob("*.parquet")
+        for value in pq.read_table(path).column("value").to_pylist()
+    ]
+    assert len(archived) == 5 and not any(b"Oslo" in value for value in archived)
 
 
 def test_unreadable_sealed_and_blanked_records_break_nothing(tmp_path: Path) -> None:

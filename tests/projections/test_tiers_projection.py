@@ -23,6 +23,7 @@ from memstream.models.events import (
 )
 from memstream.models.settings import Settings
 from memstream.projections.memories import MemoryProjection, SearchFilters, SourcePosition
+from memstream.streams.keys import FileKeyStore, open_event
 from memstream.streams.tiers import TierKeeper
 
 MEMORIES = "memstream.memories"
@@ -34,6 +35,16 @@ TTL = timedelta(hours=1)
 @pytest.fixture
 def projection(tmp_path: Path) -> MemoryProjection:
     return MemoryProjection(tmp_path / "lancedb", FakeEmbedder())
+
+
+@pytest.fixture
+def keys(tmp_path: Path) -> FileKeyStore:
+    """The users' keys: alice and bob have one, as every user whose memories came from
+    memstream's own (sealed) events does."""
+    store = FileKeyStore(tmp_path / "keys")
+    for user in ("alice", "bob"):
+        store.key_for(user, create=True)
+    return store
 
 
 def memory(
@@ -211,18 +222,22 @@ def tier_changes(events: list[Event]) -> list[MemoryPromoted | MemoryExpired]:
     return [e for e in events if isinstance(e, MemoryPromoted | MemoryExpired)]
 
 
-def keeper_for(projection: MemoryProjection, clock: Clock) -> tuple[TierKeeper, Recorder]:
+def keeper_for(
+    projection: MemoryProjection, clock: Clock, keys: FileKeyStore
+) -> tuple[TierKeeper, Recorder]:
     settings = Settings.model_validate(
         {"short_term_ttl_s": TTL.total_seconds(), "promote_after_retrievals": 3}
     )
     recorder = Recorder()
-    return TierKeeper(settings, projection, recorder, clock=clock), recorder
+    return TierKeeper(settings, projection, recorder, clock=clock, keys=keys), recorder
 
 
-async def test_the_keeper_promotes_after_three_retrievals(projection: MemoryProjection) -> None:
+async def test_the_keeper_promotes_after_three_retrievals(
+    projection: MemoryProjection, keys: FileKeyStore
+) -> None:
     seed(projection)
     clock = Clock(T0 + timedelta(minutes=1))
-    keeper, recorder = keeper_for(projection, clock)
+    keeper, recorder = keeper_for(projection, clock, keys)
     projection.apply_accesses([retrieval(0, "m-tea", "m-trip"), retrieval(1, "m-tea", "m-trip")])
     assert await keeper.scan() == []
     projection.apply_accesses([retrieval(2, "m-tea", "m-trip")])
@@ -233,7 +248,10 @@ async def test_the_keeper_promotes_after_three_retrievals(projection: MemoryProj
     }
     promoted = next(e for e in events if isinstance(e, MemoryPromoted) and e.memory_id == "m-tea")
     assert promoted.event_id == derived_id("m-tea", "promote")
-    assert promoted.reason == "retrieved 3 times" and promoted.user_id == "alice"
+    # Published sealed with alice's key: the reason opens with it.
+    assert promoted.encryption is not None and promoted.reason == ""
+    opened = open_event(promoted, keys)
+    assert opened is not None and opened.reason == "retrieved 3 times" and opened.user_id == "alice"
     assert {topic for topic, _ in recorder.sent} == {"memstream.memories"}
     # In flight: not published again before the projection shows the change...
     assert await keeper.scan() == []
@@ -243,10 +261,12 @@ async def test_the_keeper_promotes_after_three_retrievals(projection: MemoryProj
     assert await keeper.scan() == [] and keeper.in_flight == {}
 
 
-async def test_the_keeper_expires_non_episodes_after_the_ttl(projection: MemoryProjection) -> None:
+async def test_the_keeper_expires_non_episodes_after_the_ttl(
+    projection: MemoryProjection, keys: FileKeyStore
+) -> None:
     seed(projection)
     clock = Clock(T0 + TTL - timedelta(seconds=1))
-    keeper, _ = keeper_for(projection, clock)
+    keeper, _ = keeper_for(projection, clock, keys)
     assert await keeper.scan() == []
     clock.now = T0 + TTL + timedelta(seconds=1)
     events = tier_changes(await keeper.scan())
@@ -269,11 +289,36 @@ async def test_the_keeper_expires_non_episodes_after_the_ttl(projection: MemoryP
     assert await keeper.scan() == []
 
 
-async def test_a_memory_used_enough_is_promoted_not_expired(projection: MemoryProjection) -> None:
+async def test_a_memory_used_enough_is_promoted_not_expired(
+    projection: MemoryProjection, keys: FileKeyStore
+) -> None:
     seed(projection)
     projection.apply_accesses([retrieval(i, "m-tea") for i in range(3)])
-    keeper, _ = keeper_for(projection, Clock(T0 + 2 * TTL))
+    keeper, _ = keeper_for(projection, Clock(T0 + 2 * TTL), keys)
     events = tier_changes(await keeper.scan())
     assert [(e.type, e.memory_id) for e in events if e.user_id == "alice"] == [
         ("memory_promoted", "m-tea")
     ]
+
+
+async def test_the_keeper_seals_before_publishing_and_drops_an_erased_users_events(
+    projection: MemoryProjection, keys: FileKeyStore
+) -> None:
+    seed(projection)
+    clock = Clock(T0 + TTL + timedelta(seconds=1))
+    keeper, recorder = keeper_for(projection, clock, keys)
+    keys.destroy("alice")  # erased; the projector has not dropped her rows yet
+    events = await keeper.scan()
+    # Only bob's expiry reaches ``publish``, sealed with his key; alice's is dropped, and
+    # no key is created for her.
+    assert [(e.user_id, e.memory_id) for _, e in recorder.sent] == [("bob", "b-jazz")]
+    ((_, sent),) = recorder.sent
+    assert isinstance(sent, MemoryExpired) and sent.encryption is not None
+    assert sent.encryption.key_id == keys.key_for("bob", create=False)[0]  # type: ignore[index]
+    assert "ttl" not in sent.model_dump_json()
+    assert events == [sent]
+    opened = open_event(sent, keys)
+    assert opened is not None and opened.reason.startswith("ttl: short-term for ")
+    assert keys.key_for("alice", create=False) is None
+    # Not decided again every scan while the erasure is applied.
+    assert "m-tea" in keeper.in_flight and await keeper.scan() == []

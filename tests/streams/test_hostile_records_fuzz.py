@@ -146,7 +146,7 @@ def test_the_session_fold_dead_letters_bad_records_and_folds_the_rest_as_if_they
     batch = fold_batch(store, records, window, LIMITS, keys)
     alone = fold_batch(SessionStore(FakeTable(), 100, keys), [r for r, (k, *_) in zip(records, mixed) if k == "valid"], window, LIMITS, keys)
 
-    rejected = {r.offset for r, (kind, key, value) in zip(records, mixed) if kind == "bad" and is_rejected("chat", key, value, LIMITS, NOW)}
+    rejected = {r.offset for r, (kind, key, value) in zip(records, mixed) if kind == "bad" and is_rejected("chat", key, value, LIMITS, NOW, keys)}
     assert {message.offset for message, _ in batch.dead} == rejected
     assert all(isinstance(fault, Exception) for _, fault in batch.dead)
     # The valid user's session and spans are the same as without the hostile records.
@@ -271,6 +271,7 @@ def test_the_projector_dead_letters_bad_records_once_and_projects_every_valid_me
             value,
             projector.memory_limits if topic == topics.memories else projector.access_limits,
             NOW,
+            projector.keys,
         )
     }
     dead = [DeadLetter.model_validate_json(value) for topic, _, value in letters.sent]

@@ -139,10 +139,9 @@ async def test_events_of_an_erased_user_are_skipped_not_dead_lettered(keys: File
     events = sealed(conversation("ann", "a", [("user", "hello")], close=False), keys)
     keys.destroy("ann")
     batch = fold_batch(SessionStore(FakeTable(), 10, keys), records(events), WindowLimits(), EventLimits(), keys=keys)
-    assert batch.dead == [] and batch.erased == 1  # the message: sealed, its key destroyed
-    # The start has no content (it is not sealed): it opens an empty session.
-    (state, _), = batch.writes.values()
-    assert isinstance(state, SessionState) and state.message_count == 0
+    # The start (its metadata is content) and the message: sealed, their key destroyed.
+    assert batch.dead == [] and batch.erased == 2
+    assert batch.writes == {}
 
 
 async def test_user_erased_drops_every_session_of_the_user_and_nobody_elses(keys: FileKeyStore) -> None:

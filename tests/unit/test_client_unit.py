@@ -87,6 +87,9 @@ def client_with(
     projection: MemoryProjection, tmp_path: Path
 ) -> tuple[AsyncMemoryClient, RecordingProducer]:
     client = AsyncMemoryClient(Settings(data_dir=tmp_path, topic_prefix="t"), projection=projection)
+    # Their memories came from their own sealed events: they have keys.
+    for user in ("ann", "bob"):
+        client.keys.key_for(user, create=True)
     producer = RecordingProducer()
 
     async def ready() -> Any:
@@ -202,6 +205,31 @@ async def test_delete_checks_ownership_and_publishes_an_event(
     assert isinstance(event, MemoryDeleted) and event.memory_id == "ann-1"
     assert event.event_id == event_id and event.user_id == "ann"
     assert projection.get("ann", "ann-1").status == "active"  # type: ignore[union-attr]  # the projector writes
+
+
+async def test_a_deletion_reason_is_sealed_with_the_users_key_and_never_creates_one(
+    projection: MemoryProjection, tmp_path: Path
+) -> None:
+    client, producer = client_with(projection, tmp_path)
+    await client.delete("ann-1", user_id="ann", reason="I told you I moved from Oslo")
+    ((_, _, value),) = producer.sent
+    assert b"Oslo" not in value
+    event = decode_event(value)
+    assert event.encryption is not None
+    key_id, _ = client.keys.key_for("ann", create=False)  # type: ignore[misc]
+    assert event.encryption.key_id == key_id  # her existing key
+    opened = open_event(event, client.keys)
+    assert isinstance(opened, MemoryDeleted) and opened.reason == "I told you I moved from Oslo"
+
+    # Erased (her key destroyed) while the projection still lists her memories: nothing is
+    # published, sealed or not, and no new key appears.
+    producer.sent.clear()
+    client.keys.destroy("ann")
+    with pytest.raises(KeyError):
+        await client.delete("ann-2", user_id="ann", reason="Oslo again")
+    assert await client.delete_all(user_id="ann", reason="Oslo again") == []
+    assert producer.sent == []
+    assert client.keys.key_for("ann", create=False) is None
 
 
 async def test_delete_all_deletes_only_that_users_active_memories(
