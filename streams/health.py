@@ -411,7 +411,9 @@ def _service_probe(service: Callable[[], Any], *, healthy: State | None) -> Prob
             return Observed(State.STARTING, "not started")
         if state in ("stopping", "shutdown"):
             return Observed(State.ENDED, state)
-        return None if healthy is None else Observed(healthy)
+        if healthy is None or status.state in (State.BLOCKED, State.RETRYING):
+            return None  # what the component reported about itself stands
+        return Observed(healthy)
 
     return probe
 
