@@ -769,9 +769,10 @@ def _rewrite_lock(directory: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _replace_file(path: Path, table: pa.Table) -> None:
-    """Write ``table`` over the archive file ``path``: temp name, fsync, rename."""
-    staging = path.with_name(f".{path.name}.erasing")
+def _replace_file(path: Path, table: pa.Table, suffix: str = "erasing") -> None:
+    """Write ``table`` to ``path`` (over the file there, if any): temp name, fsync, rename,
+    so the file is whole or as it was."""
+    staging = path.with_name(f".{path.name}.{suffix}")
     with staging.open("wb") as handle:
         pq.write_table(table, handle, compression="zstd")
         handle.flush()
@@ -914,16 +915,10 @@ def _write_file(
         for parent in (folder.parent, directory):
             _fsync_directory(parent)
     name = f"part-{first.partition:04d}-{first.offset:020d}-{last.offset:020d}.parquet"
-    staging = folder / f".{name}.tmp"
     table = _table(records, max_bytes)
     if erasures:
         table, _ = erasures.blank(table)
-    with staging.open("wb") as handle:
-        pq.write_table(table, handle, compression="zstd")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(staging, folder / name)
-    _fsync_directory(folder)
+    _replace_file(folder / name, table, "tmp")
 
 
 def _write_partition(
@@ -1878,14 +1873,7 @@ async def _keep_new_log(settings: Settings) -> Path:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
     path = settings.archive_dir / f"kept-{stamp}.parquet"
     settings.archive_dir.mkdir(parents=True, exist_ok=True)
-    table = _table(records, settings.max_record_bytes)
-    staging = path.with_name(f".{path.name}.tmp")
-    with staging.open("wb") as handle:
-        pq.write_table(table, handle, compression="zstd")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(staging, path)
-    _fsync_directory(path.parent)
+    _replace_file(path, _table(records, settings.max_record_bytes), "tmp")
     log.warning("restore: kept %d records of the new log in %s", len(records), path)
     return path
 

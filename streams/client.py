@@ -70,6 +70,7 @@ from memstream.streams.keys import (
     keystore_from_settings,
     open_event,
     seal_event,
+    seal_with_existing_keys,
 )
 from memstream.streams.logid import MarkReader, claim_log
 from memstream.streams.logreader import read_topic
@@ -447,18 +448,9 @@ class AsyncMemoryClient:
         return [event.event_id for event in events]
 
     def _sealed_deletions(self, events: Sequence[MemoryDeleted]) -> list[MemoryDeleted]:
-        """The deletions sealed with their user's current key, never a new one: a user with
-        no key was erased (or is being erased), and a key created now would outlive the
-        erasure. Those are dropped and logged, never published unsealed."""
-        keys = BatchKeys(self.keys)
-        sealed = []
-        for event in events:
-            found = seal_event(event, keys, create=False)
-            if found is None:
-                log.info("client: deletion %s dropped: its user has no key", event.event_id)
-                continue
-            sealed.append(found)
-        return sealed
+        """The deletions sealed with their user's current key, never a new one (see
+        :func:`~memstream.streams.keys.seal_with_existing_keys`)."""
+        return seal_with_existing_keys(events, self.keys, "client")
 
     def _deletion(self, record: MemoryRecord, user_id: str, reason: str) -> MemoryDeleted:
         return MemoryDeleted(

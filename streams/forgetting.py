@@ -42,7 +42,11 @@ from typing import TYPE_CHECKING, Literal, get_args
 from memstream.models.codec import encode_event
 from memstream.models.events import MemoryForgotten, MemoryType, derived_id
 from memstream.models.settings import Settings
-from memstream.streams.keys import BatchKeys, KeyStore, keystore_from_settings, seal_event
+from memstream.streams.keys import (
+    KeyStore,
+    keystore_from_settings,
+    seal_with_existing_keys,
+)
 from memstream.streams.topics import Topics
 
 # The command module builds its parser (add_forget_command) on every `memstream` call: LanceDB
@@ -200,15 +204,7 @@ def sealed_forgettings(
 ) -> tuple[MemoryForgotten, ...]:
     """The events sealed with their users' current keys (never new ones); the events of a
     user without a key (erased, or being erased) are dropped and logged."""
-    looked_up = BatchKeys(keys)  # one look-up per user, not per event
-    kept = []
-    for event in events:
-        found = seal_event(event, looked_up, create=False)
-        if found is None:
-            log.info("forget: %s dropped: its user has no key (erased)", event.event_id)
-            continue
-        kept.append(found)
-    return tuple(kept)
+    return tuple(seal_with_existing_keys(events, keys, "forget"))
 
 
 async def forget(

@@ -36,6 +36,7 @@ import os
 import re
 import secrets
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -328,6 +329,22 @@ def seal_event(
     if found is None:
         return None
     return seal(event, found[1], found[0])
+
+
+def seal_with_existing_keys(events: Iterable[E], keys: KeyStore, source: str) -> list[E]:
+    """``events`` (about memories a user already has: deletions, promotions, forgetting
+    decisions) sealed with their users' current keys, never new ones: a user with no key
+    was erased (or is being erased), and a key created now would outlive the erasure. Those
+    events are dropped and logged (as ``source``), never published unsealed."""
+    looked_up = BatchKeys(keys)  # one look-up per user, not per event
+    kept: list[E] = []
+    for event in events:
+        found = seal_event(event, looked_up, create=False)
+        if found is None:
+            log.info("%s: %s %s dropped: its user has no key", source, event.type, event.event_id)
+            continue
+        kept.append(found)
+    return kept
 
 
 _reported: set[str] = set()

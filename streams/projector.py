@@ -520,19 +520,7 @@ class _Projector:
         while the store answers), the batch is applied one event at a time and the events at
         fault are dead-lettered, so a poison event never stops the others; a store or broker
         failure is retried until they are back (:class:`RecordBoundary`)."""
-        items = {id(self._record_of(position)): (event, position) for event, position in batch}
-        records = [self._record_of(position) for _, position in batch]
-        written = 0
-
-        async def apply(chosen: Sequence[ConsumerRecord]) -> None:
-            nonlocal written
-            picked = [items[id(record)] for record in chosen]
-            written += await asyncio.to_thread(self.projection.apply, picked)
-
-        await self.boundary.run_batch(records, apply)
-        for _, position in batch:
-            self._records.pop((position.topic, position.partition, position.offset), None)
-        return written
+        return await self._apply_guarded(batch, self.projection.apply)
 
     def _record_of(self, position: SourcePosition) -> ConsumerRecord:
         return self._records[(position.topic, position.partition, position.offset)]
@@ -652,19 +640,26 @@ class _Projector:
     async def _apply_accesses(self, released: list[AccessItem]) -> int:
         """Write access counts; a retrieval that cannot be applied is dead-lettered, the
         others are written (the same boundary as memory events)."""
-        items = {id(self._record_of(position)): (event, position) for event, position in released}
-        records = [self._record_of(position) for _, position in released]
-        updated = 0
+        return await self._apply_guarded(released, self.projection.apply_accesses)
+
+    async def _apply_guarded(
+        self, batch: Sequence[tuple[Any, SourcePosition]], write: Callable[[Any], int]
+    ) -> int:
+        """``write`` the batch in a thread through the boundary (one record at a time if the
+        batch fails for a reason of its data); return the rows written. The records of the
+        batch are forgotten afterwards."""
+        items = {id(self._record_of(position)): (event, position) for event, position in batch}
+        records = [self._record_of(position) for _, position in batch]
+        written = 0
 
         async def apply(chosen: Sequence[ConsumerRecord]) -> None:
-            nonlocal updated
-            picked = [items[id(record)] for record in chosen]
-            updated += await asyncio.to_thread(self.projection.apply_accesses, picked)
+            nonlocal written
+            written += await asyncio.to_thread(write, [items[id(record)] for record in chosen])
 
         await self.boundary.run_batch(records, apply)
-        for _, position in released:
+        for _, position in batch:
             self._records.pop((position.topic, position.partition, position.offset), None)
-        return updated
+        return written
 
     def _update_caught_up(self) -> None:
         """Set ``caught_up`` while everything fetched is applied and nothing is behind."""

@@ -41,7 +41,11 @@ from typing import Any, Protocol
 from memstream.models.events import Event, MemoryExpired, MemoryPromoted, derived_id
 from memstream.models.settings import Settings
 from memstream.projections.memories import MemoryProjection
-from memstream.streams.keys import BatchKeys, KeyStore, keystore_from_settings, seal_event
+from memstream.streams.keys import (
+    KeyStore,
+    keystore_from_settings,
+    seal_with_existing_keys,
+)
 from memstream.streams.topics import Topics
 
 log = logging.getLogger(__name__)
@@ -157,17 +161,7 @@ class TierKeeper:
         """The events sealed with their users' current keys; those of users without a key
         (erased) are dropped."""
         assert self.keys is not None
-        keys = BatchKeys(self.keys)  # one look-up per user, not per event
-        kept: list[Event] = []
-        for event in events:
-            found = seal_event(event, keys, create=False)
-            if found is None:
-                log.info(
-                    "tiers: %s %s dropped: its user has no key (erased)", event.type, event.event_id
-                )
-                continue
-            kept.append(found)
-        return kept
+        return seal_with_existing_keys(events, self.keys, "tiers")
 
     def _waiting(self, memory_id: str, now: datetime) -> bool:
         sent = self.in_flight.get(memory_id)
