@@ -203,8 +203,7 @@ def create_app(
     broker = BrokerProbe(settings.broker)
 
     def log_lost(reason: str) -> None:
-        for name in components.names():
-            components.blocked(name, "the broker lost its log: run memstream restore")
+        components.block_all("the broker lost its log: run memstream restore")
 
     # Once the broker no longer holds the log this worker started on, nothing more is
     # processed (the records stay uncommitted for after `memstream restore`).

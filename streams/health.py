@@ -167,6 +167,8 @@ class Components:
         self._lock = threading.Lock()
         self._statuses: dict[str, Status] = {}
         self._probes: dict[str, list[Probe]] = {}
+        #: Why the whole worker is blocked for good (see :meth:`block_all`).
+        self._held: tuple[str, datetime] | None = None
 
     def expect(self, name: str, kind: Kind) -> None:
         """Declare a component; it is ``starting`` until it reports otherwise."""
@@ -207,6 +209,15 @@ class Components:
         """The component's task is over (returned, or cancelled)."""
         self._report(name, State.ENDED, reason, None)
 
+    def block_all(self, reason: str) -> None:
+        """The whole worker cannot go on until someone acts (the broker lost its log):
+        from now on every component reads ``blocked`` with ``reason``, whatever it reports
+        afterwards (a boundary whose broker answers again reports ``running``, but nothing
+        is processed), unless it crashed or ended."""
+        with self._lock:
+            if self._held is None:
+                self._held = (reason, _now())
+
     def names(self, kind: Kind | None = None) -> list[str]:
         """The declared components (of ``kind``, if given), in name order."""
         with self._lock:
@@ -225,6 +236,7 @@ class Components:
         with self._lock:
             statuses = dict(self._statuses)
             probes = {name: list(found) for name, found in self._probes.items()}
+            held = self._held
         for name, status in statuses.items():
             if (
                 status.state is State.RUNNING
@@ -250,6 +262,13 @@ class Components:
                     reason=observed.reason,
                     detail=_detail(observed.error),
                 )
+        if held is not None:
+            reason, since = held
+            for name, status in statuses.items():
+                if status.state not in (State.CRASHED, State.ENDED):
+                    statuses[name] = replace(
+                        status, state=State.BLOCKED, reason=reason, detail=None, since=since
+                    )
         return Readiness(statuses)
 
     def _report(

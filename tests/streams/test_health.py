@@ -275,3 +275,22 @@ def test_the_projector_is_starting_until_it_has_caught_up_once() -> None:
     assert components.snapshot().ready
     components.blocked("projector", "the broker lost its log")  # reports still count
     assert components.snapshot().components["projector"].state is State.BLOCKED
+
+
+def test_a_worker_blocked_for_good_stays_blocked_whatever_its_components_report_later() -> None:
+    components = Components()
+    components.expect("projector", "task")
+    components.expect("sessions", "agent")
+    components.expect("archive", "task")
+    components.running("projector")
+    components.running("sessions")
+    components.running("archive")
+    components.block_all("the broker lost its log: run memstream restore")
+    # A boundary whose broker answers again reports running; a supervisor restarts a task.
+    components.running("projector")
+    components.restarting("sessions", "restarting after OSError")
+    components.ended("archive", "returned")
+    snapshot = components.snapshot()
+    assert not snapshot.ready
+    assert states(components) == {"projector": "blocked", "sessions": "blocked", "archive": "ended"}
+    assert snapshot.components["projector"].reason == "the broker lost its log: run memstream restore"
