@@ -123,6 +123,13 @@ async def _perform_seek_and_tell(self: Any) -> None:
     5 next). Such partitions are read from the beginning, as a group that committed nothing
     must.
     """
+    # Asked before any seek: records fetched while it is asked are dropped by the seeks below.
+    # (Asked after them, records fetched meanwhile reached the agents' queues and were
+    # cleared with them, and the partition was read on past them: an extraction waited for
+    # its request for good.)
+    earliest = await _earliest(
+        self, [tp for tp in self.assignment() if self.app.topics.acks_enabled_for(tp.topic)]
+    )
     committed: dict[Any, int | None] = dict(await self.seek_to_committed())
     uncommitted = [
         tp for tp, offset in committed.items() if not offset and self.app.topics.acks_enabled_for(tp.topic)
@@ -130,7 +137,7 @@ async def _perform_seek_and_tell(self: Any) -> None:
     starts: dict[Any, int | None] = {tp: offset or None for tp, offset in committed.items()}
     if uncommitted:
         await self._thread.seek_to_beginning(*uncommitted)
-        starts.update(await _earliest(self, uncommitted))
+        starts.update({tp: earliest.get(tp) for tp in uncommitted})
     self._read_offset.update(
         {tp: offset if offset is not None and offset >= 0 else None for tp, offset in committed.items()}
     )
@@ -150,9 +157,11 @@ async def _earliest(consumer: Any, partitions: list[Any]) -> dict[Any, int | Non
     first, then 0..552) was folded first, and the records before it were then skipped as
     re-deliveries, in no session's window. None (take what comes first) if the broker does
     not say."""
+    if not partitions:
+        return {}
     try:
         found = await consumer.earliest_offsets(*partitions)
-    except Exception as exc:  # noqa: BLE001 - the seek itself is done; only the check is lost
+    except Exception as exc:  # noqa: BLE001 - the seeks go on; only the check is lost
         log.warning("consumer: no earliest offsets for %s (%r); their first record is not checked", partitions, exc)
         return {}
     return {tp: found.get(tp) for tp in partitions}

@@ -121,6 +121,7 @@ def test_after_a_rebalance_partitions_with_nothing_committed_are_read_from_the_b
     consumer: Any = SimpleNamespace(
         seek_to_committed=seek_to_committed,
         earliest_offsets=earliest_offsets,
+        assignment=lambda: {CHAT, OTHER, TP("t.chat", 2), changelog},
         _thread=Thread(),
         app=SimpleNamespace(topics=SimpleNamespace(acks_enabled_for=lambda topic: topic == "t.chat")),
         _read_offset=ordering._ReadOffsets(),
