@@ -52,7 +52,6 @@ def conversations(dialogues: Sequence[Dialogue]) -> list[Conversation]:
     other speaker's ``assistant`` messages with the speaker's name."""
     made = []
     for dialogue in dialogues:
-        user_id = dialogue.user.lower() + dialogue.turns[0].turn_id.split("/")[0][-1]
         sessions = [
             [
                 TranscriptMessage(
@@ -66,12 +65,11 @@ def conversations(dialogues: Sequence[Dialogue]) -> list[Conversation]:
             ]
             for session in dialogue.sessions
         ]
-        made.append(Conversation(user_id=user_id, sessions=sessions))
+        made.append(Conversation(user_id=dialogue.user_id, sessions=sessions))
     return made
 
 
-def raw_turn_baseline(directory: Path, dialogues: Sequence[Dialogue], convs: Sequence[Conversation],
-                      embedder: MiniLMOnnxEmbedder) -> Search:
+def raw_turn_baseline(directory: Path, convs: Sequence[Conversation], embedder: MiniLMOnnxEmbedder) -> Search:
     """Every turn in one LanceDB table: FTS + vectors, RRF; a user filter."""
     rows = [
         {"user_id": conv.user_id, "turn_id": m.event_id, "text": m.content}
@@ -122,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         retriever = Retriever(projection, Settings())
         slots = {t: RANK_SLOTS for t in MEMORY_TYPES}
         searches: dict[str, Search] = {
-            "raw turns, LanceDB hybrid (baseline)": raw_turn_baseline(workdir / "raw", dialogues, convs, embedder),
+            "raw turns, LanceDB hybrid (baseline)": raw_turn_baseline(workdir / "raw", convs, embedder),
             "MemoryProjection.search": lambda u, q: [
                 h.source_event_ids for h in projection.search(u, q, limit=max(DEPTHS))
             ],

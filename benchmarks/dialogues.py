@@ -87,6 +87,8 @@ class Dialogue:
 
     user: str
     other: str
+    #: The memory's user id: unique per dialogue (the same pair of names comes back).
+    user_id: str = ""
     sessions: list[list[Turn]] = field(default_factory=list)
     questions: list[Question] = field(default_factory=list)
 
@@ -106,8 +108,8 @@ class _Writer:
 
     def __init__(self, rng: random.Random, user: str, other: str, index: int) -> None:
         self.rng = rng
-        self.dialogue = Dialogue(user=user, other=other)
         self.prefix = f"{user.lower()}{index}"
+        self.dialogue = Dialogue(user=user, other=other, user_id=self.prefix)
         self.day = datetime(2025, 1, 6, 18, 0, tzinfo=UTC) + timedelta(days=rng.randrange(30))
         self._used: set[object] = set()
 
