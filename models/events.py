@@ -428,6 +428,9 @@ class MemoryCandidate(Frozen):
     importance: float = Field(ge=0, le=1)
     source_event_ids: tuple[Identifier, ...] = ()
     entities: tuple[str, ...] = ()
+    #: The conversation around the memory (day, neighbouring turns, who said what), indexed
+    #: and returned with it; every turn it shows is in ``source_event_ids``.
+    context: Annotated[str, StringConstraints(max_length=20_000)] = ""
 
 
 class ExtractionRecorded(Event):
@@ -473,8 +476,8 @@ class MemoryAdded(Event):
     ``"unrecorded"`` (see :mod:`memstream.models.upcasting`).
     """
 
-    #: The entities are names taken from the user's words: content too.
-    content_fields: ClassVar[tuple[str, ...]] = ("content", "entities")
+    #: The entities are names taken from the user's words: content too; so is the context.
+    content_fields: ClassVar[tuple[str, ...]] = ("content", "entities", "context")
     type: Literal["memory_added"] = "memory_added"
     schema_version: Literal[2] = 2  # type: ignore[assignment]
     extractor: Identifier
@@ -486,6 +489,8 @@ class MemoryAdded(Event):
     extraction_event_id: Identifier
     source_event_ids: tuple[Identifier, ...] = ()
     entities: tuple[str, ...] = ()
+    #: The conversation around the memory, as the extractor gave it (see ``MemoryCandidate``).
+    context: Annotated[str, StringConstraints(max_length=20_000)] = ""
 
 
 class MemoryReinforced(Event):

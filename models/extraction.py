@@ -25,11 +25,22 @@ Conventions of the offline extractor
   is dropped. A correction that matches no pattern quotes the user: ``Correction: User said
   "..."``.
 * **Episodes** are the user's turn verbatim (whitespace collapsed), in its own language.
-  Greetings, thanks and one-word replies are not episodes.
-* **The summary** is extractive: 2-3 sentences from the transcript, each prefixed ``User:``
-  or ``Assistant:``, starting with the user's first request, then the sentences with the
-  highest term-frequency score. It needs at least two messages; it names every message it
-  quotes in ``source_event_ids``.
+  Greetings, thanks and one-word replies are not episodes. Each carries its ``context``
+  (:func:`memstream.models.conversation.turn_context`): the day, the turn before and after,
+  who said each, and relative times resolved to dates ("last Tuesday (10 March 2026)"); its
+  ``source_event_ids`` name the turn first, then every other turn the context shows.
+* **Speakers.** When the user turns carry several names (a group conversation among named
+  people, none of them known to be the user), statements and episodes are written about
+  their speaker by name ("Tom works at Bosch", "Tom: I work at Bosch now"), never as the
+  user's. The summary labels each sentence with its speaker's name (``User:`` and
+  ``Assistant:`` when the messages carry none).
+* **The summary** is extractive: 2-3 sentences from the transcript, each prefixed with its
+  speaker (``User:`` or ``Assistant:`` when the messages carry no name), starting with the
+  user's first request, then the sentences with the highest term-frequency score; sentences
+  that name someone or something or hold a number score three times more (small talk
+  between people is frequent and says nothing). A conversation that opens with small talk
+  starts with its best sentence instead. It needs at least two messages; it names every
+  message it quotes in ``source_event_ids``.
 * **Entities** are capitalised names (people, places, organisations, products) found by a
   heuristic and listed in each candidate's ``entities``. No ``entity`` candidates are emitted:
   a bare name is a poor memory that crowds retrieval, while the ``entities`` field already
@@ -69,6 +80,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from memstream.models.conversation import speaker, turn_context
 from memstream.models.events import (
     ConsolidationRequested,
     MemoryCandidate,
@@ -89,6 +101,9 @@ MAX_STATEMENT_CHARS = 400
 MAX_ENTITIES = 10
 SUMMARY_SENTENCES = 3
 SUMMARY_SENTENCE_CHARS = 160
+#: A summary sentence that names someone or something, or holds a number, scores this much
+#: more: small talk between people is frequent but says nothing (the dialogue benchmark).
+SUMMARY_DETAIL_WEIGHT = 3.0
 
 CORRECTION_IMPORTANCE = 0.85
 SUMMARY_IMPORTANCE = 0.55
@@ -136,11 +151,11 @@ class OfflineExtractor:
     --------
     >>> extractor = OfflineExtractor()
     >>> (extractor.name, extractor.version)
-    ('offline', '1')
+    ('offline', '2')
     """
 
     name: str = "offline"
-    version: str = "1"
+    version: str = "2"
 
     def extract(self, request: ConsolidationRequested) -> Extraction:
         """Extract episodes, preferences, facts, corrections and a summary from ``request``."""
@@ -154,7 +169,7 @@ def dump_candidates(candidates: Sequence[MemoryCandidate]) -> str:
     Examples
     --------
     >>> dump_candidates([MemoryCandidate(memory_type="fact", content="x", importance=0.6)])
-    '{"candidates":[{"memory_type":"fact","content":"x","importance":0.6,"source_event_ids":[],"entities":[]}]}'
+    '{"candidates":[{"memory_type":"fact","content":"x","importance":0.6,"source_event_ids":[],"entities":[],"context":""}]}'
     """
     payload = {"candidates": [candidate.model_dump(mode="json") for candidate in candidates]}
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
@@ -163,36 +178,77 @@ def dump_candidates(candidates: Sequence[MemoryCandidate]) -> str:
 def extract_candidates(messages: Sequence[TranscriptMessage]) -> tuple[MemoryCandidate, ...]:
     """The offline extractor's candidates for a transcript, in transcript order.
 
-    Per user turn: its episode, then what its sentences state; the summary comes last.
+    Per turn of the user (or, in a conversation among several named people, of each of
+    them): its episode with the conversation around it, then what its sentences state; the
+    summary comes last.
     """
     turns = [
         _Turn(message, _sentences(message.content))
         for message in messages
         if message.role in ("user", "assistant")
     ]
+    attributed = _attributed_speakers([turn.message for turn in turns])
     known_names = _mid_sentence_capitals(sentence for turn in turns for sentence in turn.sentences)
     drafts = _Drafts()
-    for turn in turns:
+    said = [turn.message for turn in turns]
+    for index, turn in enumerate(turns):
         if turn.message.role != "user":
             continue
         source = (turn.message.event_id,)
+        subject = speaker(turn.message) if attributed else None
         entities = [name for s in turn.sentences for name in _entities(s, known_names)]
         text = " ".join(turn.message.content[:MAX_ANALYSED_CHARS].split())
         if text:
-            drafts.add("episode", text, _episode_importance(text, entities), source, entities)
+            context, shown = turn_context(said, index)
+            drafts.add(
+                "episode",
+                text if subject is None else f"{subject}: {text}",
+                _episode_importance(text, entities),
+                (*source, *(s for s in shown if s not in source)),
+                entities,
+                context,
+            )
         for sentence in turn.sentences:
             analysis = _analyse_sentence(sentence)
             for stale in analysis.stale:
-                drafts.discard(stale, ("fact", "preference"))
+                drafts.discard(_about(stale, subject), ("fact", "preference"))
             for finding in analysis.findings:
                 found = _entities(finding.source_text, known_names)
-                drafts.add(finding.memory_type, finding.content, finding.importance, source, found)
+                drafts.add(
+                    finding.memory_type,
+                    _about(finding.content, subject),
+                    finding.importance,
+                    source,
+                    found,
+                )
     summary = _summary(turns, known_names)
     if summary is not None:
         drafts.add(
             "summary", summary.content, SUMMARY_IMPORTANCE, summary.sources, summary.entities
         )
     return drafts.candidates()
+
+
+def _attributed_speakers(messages: Sequence[TranscriptMessage]) -> bool:
+    """Whether the user turns come from several named people (a group conversation).
+
+    Then no one of them can be told to be the user, and each statement is written about its
+    speaker by name ("Tom works at Bosch"), never as the user's. One name, or none, on every
+    user turn: they are the user's own.
+    """
+    names = {speaker(m).casefold() for m in messages if m.role == "user" and m.name}
+    return len(names) > 1
+
+
+def _about(statement: str, subject: str | None) -> str:
+    """``statement`` ("User works at Acme", "Correction: User ...") about ``subject``."""
+    if subject is None:
+        return statement
+    prefix = "Correction: " if statement.startswith("Correction: ") else ""
+    rest = statement[len(prefix) :]
+    if rest.startswith("User"):
+        rest = subject + rest[len("User") :]
+    return prefix + rest
 
 
 # --- word lists ----------------------------------------------------------------------------
@@ -1161,6 +1217,7 @@ def _summary(turns: Sequence[_Turn], known_names: frozenset[str]) -> _Summary | 
         frequency.update(_terms(candidate.text))
     scores = {
         s.position: (1.25 if s.turn.message.role == "user" else 1.0)
+        * (SUMMARY_DETAIL_WEIGHT if _has_detail(s.text, known_names) else 1.0)
         * sum(frequency[term] for term in sorted(s.terms))
         / math.sqrt(len(s.terms))
         for s in eligible
@@ -1168,7 +1225,15 @@ def _summary(turns: Sequence[_Turn], known_names: frozenset[str]) -> _Summary | 
 
     opening_turn = user_sentences[0].turn_index
     opening = [s for s in user_sentences if s.turn_index == opening_turn]
-    chosen = [next((s for s in opening if _REQUEST_RE.search(s.text)), opening[0])]
+    detailed = [s for s in opening if _has_detail(s.text, known_names)]
+    request = next((s for s in detailed if _REQUEST_RE.search(s.text)), None)
+    if request is None and detailed:
+        request = detailed[0]
+    if request is None:
+        # The conversation opens with small talk (people chatting, "How was your weekend?"):
+        # the summary starts with its best sentence instead of the first words said.
+        request = max(user_sentences, key=lambda s: (scores[s.position], -s.position))
+    chosen = [request]
     while len(chosen) < SUMMARY_SENTENCES:
         quoted = {c.turn_index for c in chosen}
         best: _SummarySentence | None = None
@@ -1188,7 +1253,7 @@ def _summary(turns: Sequence[_Turn], known_names: frozenset[str]) -> _Summary | 
 
     parts = []
     for picked in chosen:
-        label = "User" if picked.turn.message.role == "user" else "Assistant"
+        label = speaker(picked.turn.message)
         text = _truncate(picked.text, SUMMARY_SENTENCE_CHARS)
         if text[-1] not in _TERMINATORS:
             text += "."
@@ -1196,6 +1261,12 @@ def _summary(turns: Sequence[_Turn], known_names: frozenset[str]) -> _Summary | 
     sources = tuple(_unique(s.turn.message.event_id for s in chosen))
     entities = _unique(name for s in chosen for name in _entities(s.text, known_names))
     return _Summary(" ".join(parts), sources, entities[:MAX_ENTITIES])
+
+
+def _has_detail(sentence: str, known_names: frozenset[str]) -> bool:
+    """Whether a sentence names someone or something, or holds a number: what a summary is
+    for, unlike small talk ("Work has been busy")."""
+    return bool(_entities(sentence, known_names)) or any(ch.isdigit() for ch in sentence)
 
 
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -1212,6 +1283,7 @@ class _Draft:
     importance: float
     sources: list[str] = field(default_factory=list)
     entities: list[str] = field(default_factory=list)
+    context: str = ""
 
 
 class _Drafts:
@@ -1227,6 +1299,7 @@ class _Drafts:
         importance: float,
         sources: Iterable[str],
         entities: Iterable[str],
+        context: str = "",
     ) -> None:
         content = _truncate(content.strip(), MAX_CONTENT_CHARS)
         key = _dedup_key(content)
@@ -1234,7 +1307,7 @@ class _Drafts:
             return
         draft = self._by_key.get(key)
         if draft is None:
-            draft = self._by_key[key] = _Draft(memory_type, content, importance)
+            draft = self._by_key[key] = _Draft(memory_type, content, importance, context=context)
         else:
             draft.importance = max(draft.importance, importance)
         draft.sources = _unique([*draft.sources, *sources])
@@ -1254,6 +1327,7 @@ class _Drafts:
                 importance=round(draft.importance, 2),
                 source_event_ids=tuple(draft.sources),
                 entities=tuple(draft.entities),
+                context=draft.context,
             )
             for draft in self._by_key.values()
             if draft.importance >= MIN_IMPORTANCE

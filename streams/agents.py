@@ -352,6 +352,7 @@ class MemoryDecider:
                 extractor=f"{recorded.extractor}/{recorded.extractor_version}",
                 source_event_ids=candidate.source_event_ids,
                 entities=candidate.entities,
+                context=candidate.context,
                 **common,
             )
         ]

@@ -120,6 +120,7 @@ EXAMPLES: list[Event] = [
         extraction_event_id="e-rec",
         source_event_ids=("m1",),
         entities=(SECRET,),
+        context=f"Monday 5 January 2026\nUser: I live in {SECRET}",
         **ENVELOPE,
     ),
     MemorySuperseded(

@@ -98,7 +98,7 @@ def find(candidates: Sequence[MemoryCandidate], content: str) -> MemoryCandidate
 def test_offline_extractor_satisfies_the_extractor_protocol() -> None:
     extractor = OfflineExtractor()
     assert isinstance(extractor, Extractor)
-    assert (extractor.name, extractor.version) == ("offline", "1")
+    assert (extractor.name, extractor.version) == ("offline", "2")
 
 
 def test_extraction_carries_no_model_and_a_json_dump_of_its_candidates() -> None:
@@ -141,8 +141,16 @@ def test_a_realistic_conversation_yields_typed_candidates_with_sources() -> None
 
 def test_each_substantive_user_turn_is_kept_verbatim_as_an_episode() -> None:
     episodes = of_type(extract(*TRIP_PLANNING), "episode")
-    assert [e.source_event_ids for e in episodes] == [("m1",), ("m3",), ("m5",)]
+    # Each episode cites its own turn first, then the neighbours its context shows.
+    assert [e.source_event_ids for e in episodes] == [
+        ("m1", "m2"), ("m3", "m2", "m4"), ("m5", "m4", "m6")
+    ]
     assert episodes[1].content == TRIP_PLANNING[2][1]
+    lines = episodes[1].context.splitlines()
+    assert lines[1:] == [
+        f"Assistant: {TRIP_PLANNING[1][1]}", f"User: {TRIP_PLANNING[2][1]}",
+        f"Assistant: {TRIP_PLANNING[3][1]}",
+    ]
     assert all(0.35 <= e.importance <= 0.5 for e in episodes)
 
 
@@ -152,7 +160,7 @@ def test_each_substantive_user_turn_is_kept_verbatim_as_an_episode() -> None:
 )
 def test_trivial_turns_are_not_episodes(trivial: str) -> None:
     candidates = extract(("user", trivial), ("user", "Can you compare Kyoto and Osaka for a week?"))
-    assert [c.source_event_ids for c in of_type(candidates, "episode")] == [("m2",)]
+    assert [c.source_event_ids[0] for c in of_type(candidates, "episode")] == ["m2"]
 
 
 @pytest.mark.parametrize(
@@ -278,7 +286,10 @@ def test_assistant_statements_never_become_the_users_memories() -> None:
     )
     assert of_type(candidates, "preference") == of_type(candidates, "fact") == []
     assert of_type(candidates, "correction") == []
-    assert all(c.source_event_ids == ("m1",) for c in of_type(candidates, "episode"))
+    episodes = of_type(candidates, "episode")
+    assert [(e.source_event_ids[0], e.content) for e in episodes] == [
+        ("m1", "Can you suggest a coffee for my espresso machine?")
+    ]
 
 
 def test_system_and_tool_messages_are_ignored() -> None:
@@ -320,7 +331,8 @@ def test_duplicates_within_a_request_merge_and_keep_every_source() -> None:
     )
     assert contents(candidates, "preference") == ["User prefers dark roast coffee"]
     assert find(candidates, "User prefers dark roast coffee").source_event_ids == ("m1", "m3")
-    assert [e.source_event_ids for e in of_type(candidates, "episode")] == [("m1", "m3")]
+    [episode] = of_type(candidates, "episode")
+    assert episode.source_event_ids[0] == "m1" and set(episode.source_event_ids) == {"m1", "m2", "m3"}
 
 
 def test_every_candidate_clears_the_importance_threshold() -> None:
