@@ -173,6 +173,7 @@ _MEMORY_COLUMN_DOCS: Mapping[str, str] = {
     "session_id": "the session it was extracted from",
     "memory_type": "preference, fact, summary, episode, correction or entity",
     "content": "the memory's text",
+    "context": "the conversation around it (day, neighbouring turns, speakers); empty if none",
     "importance": "0..1, from the extractor",
     "tier": "short_term or long_term",
     "created_at": "event time of the memory (its memory_added event)",

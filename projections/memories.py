@@ -29,6 +29,7 @@ import threading
 import time
 import warnings
 from collections.abc import Collection, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -39,7 +40,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from lancedb.index import FTS, Bitmap, BTree, HnswSq
-from lancedb.rerankers import RRFReranker
 
 from memstream.models.events import (
     MemoriesRetrieved,
@@ -61,8 +61,14 @@ log = logging.getLogger(__name__)
 
 #: The memory types a filter may name; anything else is refused before a query is built.
 MEMORY_TYPES: frozenset[str] = frozenset(get_args(MemoryType))
-#: Reciprocal-rank-fusion constant (the usual 60, as RRFReranker's default).
-RRF_K = 60
+#: Relevance is ``VECTOR_SHARE * similarity + (1 - VECTOR_SHARE) * words``: the cosine
+#: similarity of the query and the memory's indexed text (clipped to 0..1), and its BM25 score
+#: saturated as ``bm25 / (bm25 + BM25_SATURATION)``. Both are the memory's own scores, so a
+#: memory's relevance does not depend on which others were found with it, nor on how many
+#: were asked for. The share and the saturation are the best of a sweep on the dialogue
+#: benchmark (``benchmarks/dialogue_recall.py``; 0.3 / 0.5 / 0.7, 5 / 10 / 20).
+VECTOR_SHARE = 0.5
+BM25_SATURATION = 10.0
 MAX_SEARCH_LIMIT = 1_000
 #: Keys per ``memory_key IN (...)`` lookup.
 KEY_LOOKUP_CHUNK = 5_000
@@ -71,8 +77,10 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 _TABLE_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _SCHEMA_MODEL_KEY = b"memstream.embedding_model"
 _SCHEMA_VERSION_KEY = b"memstream.schema_version"
+#: Runs the full-text leg of searches beside the vector leg.
+_LEG_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="memstream-search")
 #: Bumped when the table's columns change; an older table must be rebuilt from the topic.
-SCHEMA_VERSION = "5"
+SCHEMA_VERSION = "6"
 #: The live memories table, until a replay swaps another in (see memstream.projections.shadow).
 DEFAULT_TABLE = "memories"
 #: The columns that make up the projection's view, fingerprinted by ``memstream verify``:
@@ -85,6 +93,7 @@ VIEW_COLUMNS = (
     "session_id",
     "memory_type",
     "content",
+    "context",
     "importance",
     "tier",
     "created_at",
@@ -248,13 +257,23 @@ class MemoryRecord:
     ended_at: datetime | None = None
     #: Which extractor (name/version) proposed it; "unrecorded" for events before v2.
     extractor: str | None = None
+    #: The conversation around it (day, neighbouring turns, speakers); "" when none.
+    context: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
 class MemoryHit(MemoryRecord):
-    """A memory found by :meth:`MemoryProjection.search`; ``score`` is the fused relevance."""
+    """A memory found by :meth:`MemoryProjection.search`.
+
+    ``score`` is its relevance on 0..1 (see :data:`VECTOR_SHARE`): ``similarity`` (cosine of
+    the query and the memory's text, 0..1) and ``words`` (its BM25 score for the query,
+    saturated to 0..1; 0 when the memory was not among the best matches by words) weighed
+    together.
+    """
 
     score: float
+    similarity: float = 0.0
+    words: float = 0.0
 
 
 _RECORD_COLUMNS = [
@@ -279,6 +298,7 @@ _RECORD_COLUMNS = [
     "learned_at",
     "ended_at",
     "extractor",
+    "context",
 ]
 
 
@@ -297,6 +317,11 @@ def memory_schema(dimensions: int, embedding_model: str) -> pa.Schema:
             required("session_id", pa.string()),
             required("memory_type", pa.string()),
             required("content", pa.string()),
+            # The conversation around the memory, returned with it.
+            required("context", pa.string()),
+            # What is embedded and indexed for full text: the context when there is one (it
+            # holds the content), the content otherwise.
+            required("search_text", pa.string()),
             required("importance", pa.float64()),
             required("tier", pa.string()),
             required("created_at", pa.timestamp("us", tz="UTC")),
@@ -340,6 +365,14 @@ def memory_schema(dimensions: int, embedding_model: str) -> pa.Schema:
             _SCHEMA_VERSION_KEY: SCHEMA_VERSION.encode(),
         },
     )
+
+
+def search_text(event: MemoryAdded) -> str:
+    """What a memory is found by: its context when it has one (which shows the content in
+    its conversation), else its content; both when the context leaves the content out."""
+    if not event.context or event.content in event.context:
+        return event.context or event.content
+    return f"{event.content}\n{event.context}"
 
 
 def _is_commit_conflict(exc: Exception) -> bool:
@@ -522,19 +555,19 @@ class MemoryProjection:
             found = donor._rows_by_key(
                 donor_table,
                 [memory_key(e.memory_id) for e in events],
-                ["memory_id", "content", "embedding_model", "vector"],
+                ["memory_id", "search_text", "embedding_model", "vector"],
             )
             for index, event in enumerate(events):
                 row = found.get(event.memory_id)
                 if (
                     row is not None
-                    and row["content"] == event.content
+                    and row["search_text"] == search_text(event)
                     and row["embedding_model"] == self.embedder.model_id
                 ):
                     vectors[index] = np.asarray(row["vector"], dtype=np.float32)
         missing = [i for i, vector in enumerate(vectors) if vector is None]
         if missing:
-            embedded = self.embedder.embed([events[i].content for i in missing])
+            embedded = self.embedder.embed([search_text(events[i]) for i in missing])
             if embedded.shape[0] != len(missing):
                 raise ValueError(f"embedder returned {embedded.shape} for {len(missing)} texts")
             for i, vector in zip(missing, embedded, strict=True):
@@ -743,6 +776,8 @@ class MemoryProjection:
             columns["session_id"].append(event.session_id)
             columns["memory_type"].append(event.memory_type)
             columns["content"].append(event.content)
+            columns["context"].append(event.context)
+            columns["search_text"].append(search_text(event))
             columns["importance"].append(event.importance)
             columns["tier"].append(event.tier)
             columns["created_at"].append(event.occurred_at.astimezone(UTC))
@@ -948,7 +983,7 @@ class MemoryProjection:
     def refresh_indexes(self) -> None:
         """Keep the indexes current and the files compact; call it on a schedule.
 
-        Creates the full-text index on ``content`` if missing, builds a vector index once
+        Creates the full-text index on ``search_text`` if missing, builds a vector index once
         the table reaches ``vector_index_min_rows`` (by default none, and one found is
         dropped), then runs ``optimize()``: compaction of small files, new rows folded into
         the indexes, and removal of versions older than ``keep_versions_for``. Costs 20-30 ms
@@ -963,7 +998,7 @@ class MemoryProjection:
             return
         if not self._has_fts(table):
             # Positions off: no phrase queries, a smaller index that is faster to update.
-            table.create_index("content", config=FTS(with_position=False), replace=False)
+            table.create_index("search_text", config=FTS(with_position=False), replace=False)
             self._fts_ready = True
         if self.vector_index_min_rows is None:
             if self._has_vector_index(table):
@@ -1029,7 +1064,7 @@ class MemoryProjection:
     def _has_fts(self, table: Any) -> bool:
         if not self._fts_ready:
             self._fts_ready = any(
-                index.index_type == "FTS" and list(index.columns) == ["content"]
+                index.index_type == "FTS" and list(index.columns) == ["search_text"]
                 for index in table.list_indices()
             )
         return self._fts_ready
@@ -1086,9 +1121,11 @@ class MemoryProjection:
     ) -> list[MemoryHit]:
         """The user's memories most relevant to ``query``, best first.
 
-        Vector and full-text results are fused with reciprocal-rank fusion; the filter is
-        applied before ranking, so other users' rows never take a place in the limit. Until
-        the full-text index exists, ranking is by vector alone (scored the same way).
+        The ``limit`` nearest memories by meaning (cosine) and the ``limit`` best by words
+        (BM25, LanceDB's full-text index) are each scored by their own relevance
+        (:func:`fuse`) and the best ``limit`` returned. The user filter is applied inside
+        both legs, so other users' rows never take a place in the limit. Until the
+        full-text index exists, the words part of every score is 0 (the same scale).
 
         Parameters
         ----------
@@ -1118,29 +1155,23 @@ class MemoryProjection:
         table = self._open()
         if table is None or where is None or not query.strip():
             return []
+        # The words leg needs no vector: it runs while the query is embedded and the
+        # vector leg searched (LanceDB releases the GIL), so a search costs the slower leg.
+        by_words = (
+            _LEG_POOL.submit(_search_words, table, query, where, limit)
+            if self._has_fts(table)
+            else None
+        )
         vector = self.embedder.embed([query])[0]
-        if self._has_fts(table):
-            # No select(): the hybrid legs reject score columns in a projection, and the
-            # vectors of `limit` rows are cheap to drop afterwards.
-            rows = (
-                table.search(query_type="hybrid")
-                .vector(vector)
-                .text(query)
-                .distance_type("cosine")
-                .where(where, prefilter=True)
-                .limit(limit)
-                .rerank(RRFReranker(K=RRF_K))
-                .to_arrow()
-            )
-            scores = rows.column("_relevance_score").to_pylist()
-        else:
-            rows = _nearest(table, vector, where, limit)
-            # The score RRF gives a hit found by one ranking only, so scores keep one scale.
-            scores = [1.0 / (RRF_K + rank) for rank in range(1, rows.num_rows + 1)]
-        return [
-            MemoryHit(**_record_fields(row), score=float(score))
-            for row, score in zip(rows.select(_RECORD_COLUMNS).to_pylist(), scores, strict=True)
-        ]
+        by_meaning = (
+            table.search(vector)
+            .distance_type("cosine")
+            .where(where, prefilter=True)
+            .select([*_RECORD_COLUMNS, "_distance"])
+            .limit(limit)
+            .to_arrow()
+        )
+        return fuse(vector, by_meaning, by_words.result() if by_words else None, limit)
 
     def neighbours(
         self,
@@ -1248,13 +1279,67 @@ class MemoryProjection:
         return int(table.count_rows(_user_filter(user_id, SearchFilters(include_inactive=True))))
 
 
-def _nearest(table: Any, vector: np.ndarray, where: str, limit: int) -> pa.Table:
-    """The ``limit`` rows nearest to ``vector`` (cosine) among those ``where`` selects."""
+def fuse(
+    query_vector: np.ndarray, by_meaning: pa.Table, by_words: pa.Table | None, limit: int
+) -> list[MemoryHit]:
+    """The hits of both legs of a search, each scored by its own relevance, best first.
+
+    ``by_meaning`` holds the record columns and ``_distance`` (cosine distance), ``by_words``
+    the record columns, ``vector`` and ``_score`` (BM25). ``similarity`` is ``1 -
+    _distance``, or computed from the row's vector for a memory found by words alone, so
+    every hit has its real similarity; ``words`` is 0 for a memory the full-text leg did not
+    return. Equal scores keep the vector leg's order, then the full-text leg's.
+    """
+    found: dict[str, list[Any]] = {}  # memory id -> [leg, row, similarity, words]
+    distances = by_meaning.column("_distance").to_numpy(zero_copy_only=False)
+    for row, (memory_id, distance) in enumerate(
+        zip(by_meaning.column("memory_id").to_pylist(), distances.tolist(), strict=True)
+    ):
+        found[memory_id] = [0, row, min(max(1.0 - distance, 0.0), 1.0), 0.0]
+    if by_words is not None and by_words.num_rows:
+        bm25 = np.maximum(by_words.column("_score").to_numpy(zero_copy_only=False), 0.0)
+        saturated = (bm25 / (bm25 + BM25_SATURATION)).tolist()
+        for row, memory_id in enumerate(by_words.column("memory_id").to_pylist()):
+            entry = found.get(memory_id)
+            if entry is None:
+                found[memory_id] = [1, row, None, saturated[row]]
+            else:
+                entry[3] = saturated[row]
+        alone = [entry for entry in found.values() if entry[2] is None]
+        if alone:
+            vectors = by_words.column("vector").take([entry[1] for entry in alone])
+            matrix = np.asarray(vectors.to_pylist(), dtype=np.float32)
+            norms = np.linalg.norm(matrix, axis=1) * float(np.linalg.norm(query_vector))
+            cosines = matrix @ query_vector / np.maximum(norms, 1e-12)
+            for entry, cosine in zip(alone, cosines.tolist(), strict=True):
+                entry[2] = min(max(cosine, 0.0), 1.0)
+    scored = [
+        (VECTOR_SHARE * entry[2] + (1 - VECTOR_SHARE) * entry[3], order, entry)
+        for order, entry in enumerate(found.values())
+    ]
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    kept = scored[:limit]
+    # One take and one conversion per leg, of the kept rows only.
+    records: dict[tuple[int, int], dict[str, Any]] = {}
+    for leg, source in enumerate((by_meaning, by_words)):
+        rows = [entry[1] for _, _, entry in kept if entry[0] == leg]
+        if rows and source is not None:
+            taken = source.select(_RECORD_COLUMNS).take(rows).to_pylist()
+            records.update({(leg, row): record for row, record in zip(rows, taken, strict=True)})
+    return [
+        MemoryHit(
+            **_record_fields(records[(leg, row)]), score=score, similarity=similarity, words=words
+        )
+        for score, _, (leg, row, similarity, words) in kept
+    ]
+
+
+def _search_words(table: Any, query: str, where: str, limit: int) -> pa.Table:
+    """The full-text leg: the ``limit`` rows ``where`` selects that match ``query`` best."""
     return (
-        table.search(vector)
-        .distance_type("cosine")
+        table.search(query, query_type="fts", fts_columns="search_text")
         .where(where, prefilter=True)
-        .select([*_RECORD_COLUMNS, "_distance"])
+        .select([*_RECORD_COLUMNS, "vector", "_score"])
         .limit(limit)
         .to_arrow()
     )

@@ -6,15 +6,21 @@ type, and renders the winners as prompt text cut to a token budget.
 
 What it does differently from the seed's retriever, on purpose:
 
-* **One search per call.** All types come from a single hybrid search (vector + full text,
-  fused by the projection) asking for a few candidates per slot; filters run inside LanceDB
-  before ranking, never on fetched rows, and no row is looked up a second time.
-* **Relevance dominates.** ``w_rel * relevance + w_imp * importance + w_rec * recency +
-  w_use * use`` with the weights of :class:`~memstream.models.settings.Settings` (0.6, 0.2,
-  0.15, 0.05 by default). Relevance is the fused search score rescaled to 0..1 within the
-  candidate set; recency is ``0.5 ** (age_days / half_life)`` of the memory's **event time**
-  (``created_at``), so being retrieved never makes a memory "recent"; use is
-  ``log1p(access_count)`` over the candidate set's maximum.
+* **One search per call, no deeper than needed.** All types come from a single hybrid
+  search of the projection; :meth:`Retriever.search` asks it for exactly the ``limit``
+  memories it returns, :meth:`Retriever.retrieve` for :data:`CANDIDATES_PER_SLOT` per slot of
+  its quotas. Filters run inside LanceDB before ranking, never on fetched rows.
+* **Relevance decides, priors break near-ties.** The rank score is ``(w_rel * relevance +
+  w_imp * importance + w_rec * recency + w_use * use) / (w_rel + w_imp + w_rec + w_use)``,
+  on 0..1, with the weights of :class:`~memstream.models.settings.Settings` (1.0, 0.02,
+  0.015, 0.005 by default). Relevance is the projection's own score of the memory (cosine similarity
+  and BM25, :func:`memstream.projections.memories.fuse`), the same whatever else was
+  found; so the priors can move a memory past another only when their relevance differs by
+  less than 0.04, unless the settings weigh them more. Recency is ``0.5 ** (age_days /
+  half_life)`` of the memory's **event time** (``created_at``), so being retrieved never
+  makes a memory "recent"; use is ``log1p(access_count) / log1p(decay_use_saturation)``,
+  capped at 1. The weights are the best of a sweep on the dialogue benchmark
+  (``benchmarks/dialogue_recall.py --sweep``): larger priors only lost recall there.
 * **Read-only.** Nothing is written on the read path. The retrieval's
   :class:`~memstream.models.events.MemoriesRetrieved` event is returned for the caller to
   publish on the accesses topic; the projector counts it later (``apply_accesses``).
@@ -57,9 +63,9 @@ QUERY_RECENT_TURNS = 2
 #: first and longest weighs most.
 QUERY_MESSAGE_CHARS = 1_000
 QUERY_TURN_CHARS = 200
-#: Candidates asked of the one search per slot of the quotas, and their cap: enough that a
-#: type ranked low by relevance still meets its quota, few enough to keep the search fast.
-CANDIDATES_PER_SLOT = 4
+#: Candidates asked of the one search per slot of a context's quotas, and their cap: enough
+#: that a type ranked low by relevance still meets its quota, few enough to keep it fast.
+CANDIDATES_PER_SLOT = 2
 MAX_CANDIDATES = 200
 #: The types nearly every memory has: a search for all of them needs no type clause.
 BULK_TYPES = frozenset({"preference", "fact", "summary", "episode", "correction"})
@@ -105,6 +111,13 @@ class RankWeights:
     recency: float
     use: float
     half_life_days: float
+    #: Accesses at which use reaches 1 (``decay_use_saturation``).
+    use_saturation: float = 20.0
+
+    @property
+    def total(self) -> float:
+        """The sum of the four weights (the rank score's divisor)."""
+        return self.relevance + self.importance + self.recency + self.use
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RankWeights:
@@ -115,6 +128,7 @@ class RankWeights:
             recency=settings.weight_recency,
             use=settings.weight_use,
             half_life_days=settings.recency_half_life_days,
+            use_saturation=settings.decay_use_saturation,
         )
 
 
@@ -122,7 +136,8 @@ class RankWeights:
 class RankedMemory:
     """A memory as ranked for a context: the search hit, its score and why.
 
-    Each component is on 0..1; ``rank_score`` is their weighted sum under ``weights``.
+    Each component is on 0..1; ``rank_score`` is their weighted mean under ``weights``, so
+    it is on 0..1 too.
     ``in_context`` says whether the memory made it into the context text (a memory can win
     its type's slot and still be left out by the token budget).
     """
@@ -142,14 +157,15 @@ class RankedMemory:
         Examples
         --------
         >>> ranked.explain()  # doctest: +SKIP
-        '0.742 = rel 0.600 (1.00) + imp 0.170 (0.85) + rec 0.075 (0.50) + use 0.000 (0.00)'
+        '0.627 = (1.00 x relevance 0.62 [meaning 0.71, words 0.53] + 0.02 x importance 0.85 + 0.01 x recency 0.50 + 0.01 x use 0.00) / 1.04'
         """
         w = self.weights
         return (
-            f"{self.rank_score:.3f} = rel {w.relevance * self.relevance:.3f} "
-            f"({self.relevance:.2f}) + imp {w.importance * self.importance:.3f} "
-            f"({self.importance:.2f}) + rec {w.recency * self.recency:.3f} "
-            f"({self.recency:.2f}) + use {w.use * self.use:.3f} ({self.use:.2f})"
+            f"{self.rank_score:.3f} = ({w.relevance:.2f} x relevance {self.relevance:.2f} "
+            f"[meaning {self.memory.similarity:.2f}, words {self.memory.words:.2f}] + "
+            f"{w.importance:.2f} x importance {self.importance:.2f} + "
+            f"{w.recency:.2f} x recency {self.recency:.2f} + "
+            f"{w.use:.2f} x use {self.use:.2f}) / {w.total:.2f}"
         )
 
 
@@ -330,24 +346,66 @@ class Retriever:
         placed, context = self._fit(chosen, budget)
         items = tuple(replace(item, in_context=item.memory.memory_id in placed) for item in chosen)
         in_context = [item for item in items if item.in_context]
-        event = None
-        if in_context:
-            if session_id is None and filters is not None:
-                session_id = filters.session_id
-            event = MemoriesRetrieved(
-                event_id=str(uuid.uuid4()),
-                user_id=user_id,
-                session_id=session_id or NO_SESSION,
-                occurred_at=now,
-                query=query,
-                memories=tuple(
-                    RetrievedMemory(
-                        memory_id=item.memory.memory_id, score=round(item.rank_score, 6)
-                    )
-                    for item in in_context
-                ),
-            )
+        if session_id is None and filters is not None:
+            session_id = filters.session_id
+        event = self.access_event(user_id, query, in_context, session_id=session_id)
         return Retrieval(query, items, context, self.count_tokens(context), event)
+
+    def search(
+        self,
+        user_id: str,
+        query: str,
+        *,
+        limit: int = 5,
+        filters: SearchFilters | None = None,
+    ) -> list[RankedMemory]:
+        """The user's ``limit`` most relevant active memories, ranked, every type competing.
+
+        What ``MemoryClient.search``, the CLI and the demo answer with. The projection is
+        asked for exactly ``limit`` memories, so the answer holds the same memories as
+        ``MemoryProjection.search(user_id, query, limit=limit)`` with the same filters, in the
+        order of their rank scores: the priors reorder what the search found, and never
+        trade a memory it found for one it did not.
+
+        Raises
+        ------
+        ValueError
+            ``limit`` outside 1 to :data:`MAX_CANDIDATES`, or a clock without a timezone.
+        """
+        if not 1 <= limit <= MAX_CANDIDATES:
+            raise ValueError(f"limit must be between 1 and {MAX_CANDIDATES}")
+        now = self.clock()
+        if now.tzinfo is None:
+            raise ValueError("the clock must return an aware datetime")
+        text = _valid_unicode(_one_line(query)[:QUERY_MESSAGE_CHARS])
+        if not text:
+            return []
+        narrowed = replace(filters or SearchFilters(), include_inactive=False)
+        hits = self.projection.search(user_id, text, limit=limit, filters=narrowed)
+        return rank(hits, self.weights, now)
+
+    def access_event(
+        self,
+        user_id: str,
+        query: str,
+        items: Sequence[RankedMemory],
+        *,
+        session_id: str | None = None,
+    ) -> MemoriesRetrieved | None:
+        """The access event naming ``items`` (for the accesses topic); None if there are none."""
+        if not items:
+            return None
+        return MemoriesRetrieved(
+            event_id=str(uuid.uuid4()),
+            user_id=user_id,
+            session_id=session_id or NO_SESSION,
+            occurred_at=self.clock(),
+            query=_valid_unicode(query[:QUERY_MESSAGE_CHARS]),
+            memories=tuple(
+                RetrievedMemory(memory_id=item.memory.memory_id, score=round(item.rank_score, 6))
+                for item in items
+            ),
+        )
 
     def _quotas(self, quotas: Mapping[str, int] | None) -> dict[str, int]:
         slots = {**default_quotas(self.settings), **(quotas or {})}
@@ -404,22 +462,21 @@ class Retriever:
 def rank(hits: Sequence[MemoryHit], weights: RankWeights, now: datetime) -> list[RankedMemory]:
     """Score ``hits`` by the composite rank score, best first.
 
-    Relevance is min-max rescaled within ``hits`` (fused search scores have no fixed
-    scale); use is ``log1p(access_count)`` over the largest in ``hits``. Ties keep the search
-    order.
+    Every component is the memory's own (relevance is the search's score of it, use is
+    measured against ``weights.use_saturation``), so a memory scores the same whatever it is
+    ranked with. Ties keep the search order.
     """
-    if not hits:
-        return []
-    scores = [hit.score for hit in hits]
-    low, high = min(scores), max(scores)
-    most_used = max(math.log1p(max(hit.access_count, 0)) for hit in hits)
+    total = weights.total
     ranked = []
     for hit in hits:
-        relevance = (hit.score - low) / (high - low) if high > low else 1.0
+        relevance = min(max(hit.score, 0.0), 1.0)
         importance = min(max(hit.importance, 0.0), 1.0)
         recency = recency_weight(hit.created_at, now, weights.half_life_days)
-        use = math.log1p(max(hit.access_count, 0)) / most_used if most_used > 0 else 0.0
-        score = (
+        use = min(
+            math.log1p(max(hit.access_count, 0)) / math.log1p(max(weights.use_saturation, 1.0)),
+            1.0,
+        )
+        weighted = (
             weights.relevance * relevance
             + weights.importance * importance
             + weights.recency * recency
@@ -428,7 +485,7 @@ def rank(hits: Sequence[MemoryHit], weights: RankWeights, now: datetime) -> list
         ranked.append(
             RankedMemory(
                 memory=hit,
-                rank_score=score,
+                rank_score=weighted / total if total > 0 else 0.0,
                 relevance=relevance,
                 importance=importance,
                 recency=recency,
@@ -470,7 +527,8 @@ def decay_score(
     Examples
     --------
     Importance 0.3, 60 days old with a 30-day half-life (recency 0.25), never retrieved,
-    default weights 0.2 / 0.15 / 0.05: ``(0.2 * 0.3 + 0.15 * 0.25 + 0) / 0.4 = 0.24375``.
+    default weights 0.02 / 0.015 / 0.005: ``(0.02 * 0.3 + 0.015 * 0.25 + 0) / 0.04 =
+    0.24375``.
 
     >>> from datetime import timedelta
     >>> now = datetime(2026, 3, 31, tzinfo=UTC)
@@ -503,7 +561,9 @@ def fill_quotas(ranked: Sequence[RankedMemory], quotas: Mapping[str, int]) -> li
 def render_context(items: Sequence[RankedMemory]) -> str:
     """Prompt text for ``items`` (best first): a section per type, best section first.
 
-    Each memory is one line with its event date, so the model can tell old from new.
+    Each memory is one line with its event date, so the model can tell old from new; a
+    memory with a context (an episode) shows it instead, on one line: the day, then who said
+    what.
 
     Examples
     --------
@@ -517,7 +577,11 @@ def render_context(items: Sequence[RankedMemory]) -> str:
     sections: dict[str, list[str]] = {}
     for item in items:
         memory = item.memory
-        line = f"- {_one_line(memory.content)} ({memory.created_at.astimezone(UTC):%Y-%m-%d})"
+        if memory.context:
+            # The conversation it came from, on one line: "day | Tom: ... | Maya: ...".
+            line = "- " + " | ".join(_one_line(part) for part in memory.context.splitlines())
+        else:
+            line = f"- {_one_line(memory.content)} ({memory.created_at.astimezone(UTC):%Y-%m-%d})"
         sections.setdefault(memory.memory_type, []).append(line)
     return "\n\n".join(
         "\n".join([f"## {section_header(memory_type)}", *lines])

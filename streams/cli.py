@@ -118,8 +118,11 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 def cmd_search(args: argparse.Namespace) -> int:
     """Search one user's memories (hybrid: vectors + full text), now or as of a past time."""
+    from datetime import UTC, datetime
+
     from memstream.projections.embedder import embedder_from_settings
     from memstream.projections.memories import MemoryProjection, SearchFilters
+    from memstream.projections.retrieval import Retriever
 
     settings = settings_from_args(args)
     projection = MemoryProjection(
@@ -129,28 +132,55 @@ def cmd_search(args: argparse.Namespace) -> int:
         print(f"error: no memory table {args.table!r} in {settings.lancedb_dir}", file=sys.stderr)
         return 2
     filters = SearchFilters(
+        memory_types=tuple(args.type) if args.type else None,
         session_id=args.session,
         min_importance=args.min_importance,
         since=args.since,
         until=args.until,
         as_of=args.as_of,
     )
-    hits = projection.search(
-        args.user, args.query, limit=args.limit, memory_types=args.type, filters=filters
-    )
+    now = args.as_of or datetime.now(UTC)
+    retriever = Retriever(projection, settings, clock=lambda: now)
+    ranked = retriever.search(args.user, args.query, limit=args.limit, filters=filters)
     if args.json:
-        print(json.dumps([hit.__dict__ for hit in hits], default=str, indent=2))
+        print(json.dumps([ranked_json(item) for item in ranked], default=str, indent=2))
         return 0
-    if not hits:
+    if not ranked:
         print(f"no memories found for user {args.user!r}")
-    for hit in hits:
-        print(f"{hit.score:7.4f}  [{hit.memory_type}] {hit.content}")
+        return 0
+    print(SCORE_LEGEND)
+    for item in ranked:
+        hit = item.memory
+        print(f"{item.rank_score:5.2f}  [{hit.memory_type}] {hit.content}")
+        if args.explain:
+            print(f"       {item.explain()}")
+        for line in hit.context.splitlines():
+            print(f"       | {line}")
         print(
-            f"         memory {hit.memory_id} · session {hit.session_id} · importance "
+            f"       memory {hit.memory_id} · session {hit.session_id} · importance "
             f"{hit.importance:.2f} · from {', '.join(hit.source_event_ids) or '-'} · "
             f"{hit.source_topic}[{hit.source_partition}]@{hit.source_offset}"
         )
     return 0
+
+
+#: What the score column of ``memstream search`` means.
+SCORE_LEGEND = (
+    "score 0-1: how well the memory matches the query (meaning and words, equally), nudged "
+    "by its importance, recency and use (--explain shows each part)"
+)
+
+
+def ranked_json(item: Any) -> dict[str, Any]:
+    """A ranked memory for ``--json``: the memory's fields and every part of its score."""
+    return {
+        **item.memory.__dict__,
+        "score": item.rank_score,
+        "relevance": item.relevance,
+        "importance_part": item.importance,
+        "recency": item.recency,
+        "use": item.use,
+    }
 
 
 class _ProgressBar:
@@ -649,6 +679,9 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--limit", type=int, default=5)
     search.add_argument("--type", action="append", choices=get_args(MemoryType))
     search.add_argument("--json", action="store_true")
+    search.add_argument(
+        "--explain", action="store_true", help="show the parts of each score and their weights"
+    )
     search.add_argument("--session", help="only memories from this session")
     search.add_argument(
         "--min-importance", type=float, help="only memories at least this important"

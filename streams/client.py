@@ -57,7 +57,6 @@ from memstream.models.events import (
 )
 from memstream.models.settings import Settings
 from memstream.projections.memories import (
-    MEMORY_TYPES,
     MemoryHit,
     MemoryProjection,
     MemoryRecord,
@@ -89,8 +88,6 @@ T = TypeVar("T")
 _ROLES: frozenset[str] = frozenset(get_args(Role))
 #: How long ``close()`` waits for access events still being published in the background.
 ACCESS_FLUSH_TIMEOUT_S = 10.0
-#: Token budget given to the retriever by ``search``: large, so no hit is cut for length.
-SEARCH_TOKEN_BUDGET = 10_000_000
 
 
 class AddResult(TypedDict):
@@ -101,16 +98,27 @@ class AddResult(TypedDict):
 
 
 class MemoryHitDict(TypedDict):
-    """A search hit, as a plain dict."""
+    """A search hit, as a plain dict.
+
+    ``score`` (0..1) is the rank score: mostly ``relevance``, which weighs ``similarity``
+    (cosine of query and memory, 0..1) and ``words`` (the BM25 match of the query's words,
+    saturated to 0..1) equally; importance, recency and use move it by a few hundredths at
+    most with the default weights. ``context`` is the conversation around the memory (the
+    day, who said what; "" when none), and ``source_event_ids`` cites every turn it shows.
+    """
 
     memory_id: str
     memory: str
     type: str
     score: float
+    relevance: float
+    similarity: float
+    words: float
     importance: float
     created_at: str
     session_id: str
     source_event_ids: list[str]
+    context: str
 
 
 class MemoryDict(TypedDict):
@@ -193,10 +201,14 @@ def hit_dict(hit: MemoryHit) -> MemoryHitDict:
         "memory": hit.content,
         "type": hit.memory_type,
         "score": hit.score,
+        "relevance": hit.score,
+        "similarity": hit.similarity,
+        "words": hit.words,
         "importance": hit.importance,
         "created_at": hit.created_at.isoformat(),
         "session_id": hit.session_id,
         "source_event_ids": list(hit.source_event_ids),
+        "context": hit.context,
     }
 
 
@@ -475,9 +487,12 @@ class AsyncMemoryClient:
     ) -> list[MemoryHitDict]:
         """The user's active memories most relevant to ``query``, best first, as plain dicts.
 
-        Ranked by :class:`~memstream.projections.retrieval.Retriever` (hybrid relevance, then
-        importance, recency and use), every type competing for the ``limit`` places; ``score``
-        is that composite rank score. The retrieval's access event, naming the memories
+        Ranked by :meth:`~memstream.projections.retrieval.Retriever.search`: the same memories
+        as the projection's hybrid search of ``limit``, ordered by the rank score (relevance,
+        with importance, recency and use breaking near-ties), every type competing for the
+        places. ``score`` is that rank score on 0..1; ``relevance``, ``similarity`` and
+        ``words`` are its parts (see :class:`MemoryHitDict`). An episode's ``context`` is the
+        conversation it came from. The retrieval's access event, naming the memories
         returned, goes to the accesses topic in the background and never delays the answer.
 
         ``as_of`` answers from what memstream believed at that time: memories recorded by
@@ -501,25 +516,11 @@ class AsyncMemoryClient:
         else:
             filters = replace(filters or SearchFilters(), as_of=as_of)
             retriever = Retriever(projection, self.settings, clock=lambda: as_of)
-        found = await asyncio.to_thread(
-            retriever.retrieve,
-            user_id,
-            query,
-            filters=filters,
-            # Every type may fill all the places; the token budget must not cut the answer.
-            quotas=dict.fromkeys(MEMORY_TYPES, limit),
-            token_budget=SEARCH_TOKEN_BUDGET,
+        items = await asyncio.to_thread(
+            retriever.search, user_id, query, limit=limit, filters=filters
         )
-        items = found.items[:limit]
-        if found.access_event is not None and items and as_of is None:
-            returned = {item.memory.memory_id for item in items}
-            event = found.access_event.model_copy(
-                update={
-                    "memories": tuple(
-                        m for m in found.access_event.memories if m.memory_id in returned
-                    )
-                }
-            )
+        event = retriever.access_event(user_id, query, items)
+        if event is not None and as_of is None:
             self._publish_in_background(event)
         return [ranked_dict(item) for item in items]
 

@@ -12,6 +12,7 @@ from importlib import resources
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection
+from memstream.projections.retrieval import Retriever
 from memstream.streams.broker import EmbeddedBroker, broker_reachable
 from memstream.streams.publish import publish_events, read_events
 from memstream.streams.worker import WorkerProcess, worker_healthy
@@ -95,11 +96,13 @@ def run_demo(settings: Settings, timeout_s: float = 120.0) -> int:
                     print(f"   [{record.memory_type:10}] {record.importance:.2f}  {record.content}")
             episodes = sum(record.memory_type == "episode" for record in records)
             print(f"   + {episodes} episodic memories (the user's own turns)\n")
+        retriever = Retriever(projection, settings)
+        print("scores: 0-1, how well a memory matches (see memstream search --explain)\n")
         for search in sample_searches():
-            hits = projection.search(search["user"], search["query"], limit=3)
+            ranked = retriever.search(search["user"], search["query"], limit=3)
             print(f"search --user {search['user']} {search['query']!r}")
-            for hit in hits:
-                print(f"   {hit.score:.4f} [{hit.memory_type}] {hit.content}")
+            for item in ranked:
+                print(f"   {item.rank_score:.2f} [{item.memory.memory_type}] {item.memory.content}")
             print()
     print("stopped the broker and worker the demo started" if started_any else "done")
     return 0

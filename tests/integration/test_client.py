@@ -51,16 +51,29 @@ def test_add_search_get_history_delete_scoped_to_one_user(worker_settings: Setti
 
         hits = memory.search("where does the user live", user_id="ann")
         assert hits and any("Berlin" in hit["memory"] for hit in hits)
+        # An episode comes with the conversation it was said in, and cites every turn shown.
+        episode = next(hit for hit in hits if hit["type"] == "episode")
+        assert episode["memory"] in episode["context"]
+        assert set(episode["source_event_ids"]) <= set(added["event_ids"])
         assert set(hits[0]) == {
             "memory_id",
             "memory",
             "type",
             "score",
+            "relevance",
+            "similarity",
+            "words",
             "importance",
             "created_at",
             "session_id",
             "source_event_ids",
+            "context",
         }
+        # Scores a person can read: all on 0..1, best first.
+        for hit in hits:
+            assert all(0.0 <= hit[key] <= 1.0 for key in ("score", "relevance", "similarity", "words"))
+        scores = [hit["score"] for hit in hits]
+        assert scores == sorted(scores, reverse=True)
         json.dumps(hits)  # plain data
 
         # Scoped: another user, and ids written to break a filter, see nothing of ann's.

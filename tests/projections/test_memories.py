@@ -329,16 +329,16 @@ def test_new_rows_are_full_text_searchable_after_refresh_indexes(
     projection.apply(batch_of(*ALICE_FACTS))
     projection.refresh_indexes()
     table = open_table(db_dir)
-    assert table.index_stats("content_idx").num_indexed_rows == 5
+    assert table.index_stats("search_text_idx").num_indexed_rows == 5
 
     projection.apply([(memory("m-new", "Alice's dentist is Dr Quarrington"), at(5))])
     # lancedb 0.40 scans rows the index has not seen yet, so the row is found even now ...
     assert fts_ids(db_dir, "alice", "Quarrington") == ["m-new"]
-    stats = table.index_stats("content_idx")
+    stats = table.index_stats("search_text_idx")
     assert stats is not None and stats.num_unindexed_rows == 1
     # ... and refresh_indexes() folds it into the index.
     projection.refresh_indexes()
-    stats = table.index_stats("content_idx")
+    stats = table.index_stats("search_text_idx")
     assert stats is not None and (stats.num_indexed_rows, stats.num_unindexed_rows) == (6, 0)
     assert fts_ids(db_dir, "alice", "Quarrington") == ["m-new"]
     assert projection.search("alice", "Quarrington", limit=1)[0].memory_id == "m-new"
@@ -367,11 +367,11 @@ def test_a_vector_index_is_built_once_the_table_is_large_enough(tmp_path: Path) 
     projection.refresh_indexes()
     table = open_table(tmp_path)
     scalar = ["memory_key", "memory_type", "status", "user_key"]
-    assert sorted(i.columns[0] for i in table.list_indices()) == sorted(["content", *scalar])
+    assert sorted(i.columns[0] for i in table.list_indices()) == sorted(["search_text", *scalar])
     projection.apply([(memory("m-299", "note 299 about topic 10", user_id="alice"), at(299))])
     projection.refresh_indexes()
     assert sorted(i.columns[0] for i in table.list_indices()) == sorted(
-        ["content", "vector", *scalar]
+        ["search_text", "vector", *scalar]
     )
     hits = projection.search("alice", "note 299 about topic 10", limit=5)
     assert hits[0].memory_id == "m-299"
@@ -474,7 +474,7 @@ def test_refresh_indexes_does_nothing_when_nothing_was_written(
     assert open_table(tmp_path / "lancedb").version == version
     projection.apply([(memory("m-new", "Alice plays the cello"), at(5))])
     projection.refresh_indexes()
-    stats = open_table(tmp_path / "lancedb").index_stats("content_idx")
+    stats = open_table(tmp_path / "lancedb").index_stats("search_text_idx")
     assert stats is not None and stats.num_unindexed_rows == 0
 
 

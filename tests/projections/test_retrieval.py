@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -225,12 +226,21 @@ def test_a_relevant_fact_beats_an_irrelevant_important_one(
     found = retriever.retrieve("alice", "what am I allergic to?", quotas={"fact": 1})
     assert ids(found) == ["m-peanut"]
     top = found.items[0]
-    assert top.relevance == 1.0
+    # Relevance is the search's own score of the memory, not a rescaling within the found.
+    assert top.relevance == pytest.approx(top.memory.score) and 0 < top.relevance < 1
+    w = SETTINGS
     assert top.rank_score == pytest.approx(
-        0.6 * top.relevance + 0.2 * top.importance + 0.15 * top.recency + 0.05 * top.use
+        (
+            w.weight_relevance * top.relevance + w.weight_importance * top.importance
+            + w.weight_recency * top.recency + w.weight_use * top.use
+        )
+        / (w.weight_relevance + w.weight_importance + w.weight_recency + w.weight_use)
     )
-    # The "why ranked" view shows each weighted component next to its raw value.
-    assert top.explain().startswith(f"{top.rank_score:.3f} = rel 0.600 (1.00) + imp 0.060 (0.30)")
+    # The "why ranked" view shows each weight next to the component's value.
+    assert top.explain().startswith(
+        f"{top.rank_score:.3f} = (1.00 x relevance {top.relevance:.2f} [meaning "
+        f"{top.memory.similarity:.2f}, words {top.memory.words:.2f}] + 0.02 x importance 0.30"
+    )
     assert found.explain().splitlines()[0].startswith(" 1 * [fact]")
 
 
@@ -255,7 +265,7 @@ def test_recency_comes_from_event_time_not_from_access(
     assert old.memory.access_count == 6
     assert old.memory.last_accessed_at is not None
     assert old.recency == pytest.approx(0.5 ** (300 / 30))
-    assert old.use == 1.0
+    assert old.use == pytest.approx(math.log1p(6) / math.log1p(SETTINGS.decay_use_saturation))
     assert ids(after)[:2] == ["m-new", "m-old"]
 
 
@@ -269,13 +279,17 @@ def test_use_raises_rank(projection: MemoryProjection, retriever: Retriever) -> 
     assert all(i.use == 0.0 for i in before.items)
 
     access(projection, "alice", second, times=3)
+    # Counting the accesses rewrites the row; until the next index refresh its BM25 comes
+    # from the unindexed rows' statistics, which differ a little from the index's.
+    projection.refresh_indexes()
     after = retriever.retrieve("alice", "sourdough starter Bubbles", quotas={"fact": 6})
     assert ids(after)[0] == second
     boosted = item(after, second)
-    assert boosted.use == 1.0
+    use = math.log1p(3) / math.log1p(SETTINGS.decay_use_saturation)
+    assert boosted.use == pytest.approx(use)
+    total = retriever.weights.total
     assert boosted.rank_score == pytest.approx(
-        item(before, second).rank_score - item(before, second).relevance * 0.6
-        + boosted.relevance * 0.6 + 0.05
+        item(before, second).rank_score + SETTINGS.weight_use * use / total
     )
 
 
