@@ -193,6 +193,8 @@ def bulk_rows(
             "session_id": pa.array(session_ids, pa.string()),
             "memory_type": pool.types.take(pa.array(picks)),
             "content": pool.texts.take(pa.array(picks)),
+            "context": pa.array([""] * n, pa.string()),
+            "search_text": pool.texts.take(pa.array(picks)),
             "importance": pa.array(pool.importance[picks]),
             "tier": pa.array(np.where(pool.importance[picks] >= 0.8, "long_term", "short_term")),
             "created_at": pa.array(created_us, pa.timestamp("us", tz="UTC")),
@@ -269,6 +271,8 @@ class Row:
     search_ms: list[float]
     retrieve_ms: list[float]
     embed_ms: list[float]
+    #: Retriever.search(limit=SEARCH_LIMIT): what MemoryClient.search answers with.
+    client_ms: list[float]
 
 
 def measure_size(
@@ -317,10 +321,13 @@ def measure_size(
     asks = [
         (f"user-{rng.randrange(users):04d}", rng.choice(QUESTIONS)(rng)) for _ in range(queries)
     ]
-    search_ms, retrieve_ms, embed_ms = time_queries(projection, embedder, asks)
+    search_ms, retrieve_ms, embed_ms, client_ms = time_queries(projection, embedder, asks)
     disk_mb = directory_size(db_dir) / 1e6
     print(f"[{size:,}]   table {disk_mb:,.0f} MB on disk; df: {disk_free(base)}", flush=True)
-    rows = [Row(size, users, "", write_s, index_s, disk_mb, search_ms, retrieve_ms, embed_ms)]
+    rows = [
+        Row(size, users, "", write_s, index_s, disk_mb, search_ms, retrieve_ms, embed_ms,
+            client_ms)
+    ]
     if scalar_indexes:
         table = lancedb.connect(db_dir).open_table("memories")
         started = time.perf_counter()
@@ -330,24 +337,30 @@ def measure_size(
         scalar_s = time.perf_counter() - started
         print(f"[{size:,}]   scalar indexes built in {scalar_s:.1f} s", flush=True)
         projection = MemoryProjection(db_dir, embedder)
-        search_ms, retrieve_ms, embed_ms = time_queries(projection, embedder, asks)
+        search_ms, retrieve_ms, embed_ms, client_ms = time_queries(projection, embedder, asks)
         rows.append(
             Row(size, users, "+scalar", write_s, index_s + scalar_s, disk_mb, search_ms,
-                retrieve_ms, embed_ms)
+                retrieve_ms, embed_ms, client_ms)
         )
     return rows
 
 
+#: The client's search asks for this many memories (a typical ``limit``).
+SEARCH_LIMIT = 10
+
+
 def time_queries(
     projection: MemoryProjection, embedder: MiniLMOnnxEmbedder, asks: list[tuple[str, str]]
-) -> tuple[list[float], list[float], list[float]]:
-    """Milliseconds of the query embedding, ``search`` and ``retrieve`` for each ask."""
+) -> tuple[list[float], list[float], list[float], list[float]]:
+    """Milliseconds of ``search``, ``retrieve``, the query embedding and the client's search
+    (``Retriever.search``) for each ask."""
     queries = len(asks)
     retriever = Retriever(projection, Settings(), clock=lambda: NOW)
-    limit = 4 * sum((3, 5, 2, 3, 2))  # what retrieve() asks for with the default quotas
+    limit = SEARCH_LIMIT
     for user_id, question in asks[:10]:  # warm the caches and the index files
         projection.search(user_id, question, limit=limit)
         retriever.retrieve(user_id, question)
+        retriever.search(user_id, question, limit=limit)
     found = [len(projection.search(u, q, limit=limit)) for u, q in asks[:20]]
     assert min(found) > 0, "a search found nothing: the table is not what it should be"
 
@@ -367,14 +380,22 @@ def time_queries(
         retriever.retrieve(user_id, question)
 
     retrieve_ms = timed(one_retrieve, queries)
-    return search_ms, retrieve_ms, embed_ms
+    questions = iter(asks)
+
+    def one_client_search() -> None:
+        user_id, question = next(questions)
+        retriever.search(user_id, question, limit=limit)
+
+    client_ms = timed(one_client_search, queries)
+    return search_ms, retrieve_ms, embed_ms, client_ms
 
 
 def print_table(rows: list[Row], pool_size: int, queries: int) -> None:
     """The result table and the notes under it."""
     header = (
         f"{'memories':>10} {'':<8} {'users':>6} {'build s':>8} {'(index s)':>9} {'disk MB':>8} "
-        f"{'search p50':>10} {'p95 ms':>7} {'retrieve p50':>12} {'p95 ms':>7}"
+        f"{'search p50':>10} {'p95 ms':>7} {'client p50':>10} {'p95 ms':>7} "
+        f"{'retrieve p50':>12} {'p95 ms':>7}"
     )
     print()
     print(header)
@@ -383,7 +404,8 @@ def print_table(rows: list[Row], pool_size: int, queries: int) -> None:
         print(
             f"{r.size:>10,} {r.variant:<8} {r.users:>6} {r.write_s + r.index_s:>8.1f} {r.index_s:>9.1f} "
             f"{r.disk_mb:>8,.0f} {percentile(r.search_ms, 50):>10.1f} "
-            f"{percentile(r.search_ms, 95):>7.1f} {percentile(r.retrieve_ms, 50):>12.1f} "
+            f"{percentile(r.search_ms, 95):>7.1f} {percentile(r.client_ms, 50):>10.1f} "
+            f"{percentile(r.client_ms, 95):>7.1f} {percentile(r.retrieve_ms, 50):>12.1f} "
             f"{percentile(r.retrieve_ms, 95):>7.1f}"
         )
     print()
@@ -392,8 +414,10 @@ def print_table(rows: list[Row], pool_size: int, queries: int) -> None:
           "texts embedded once, vectors reused with noise (cosine ~0.9 to their text).")
     print(f"- Both figures include embedding the query: alone it takes p50 "
           f"{statistics.median(embed):.1f} ms, p95 {percentile(embed, 95):.1f} ms (1 thread).")
-    print("- search = MemoryProjection.search(limit=60, hybrid vector + full text, RRF);"
-          " retrieve = Retriever.retrieve (that search, ranking, quotas, context, access event).")
+    print(f"- search = MemoryProjection.search(limit={SEARCH_LIMIT}: vector and full-text legs,"
+          " each memory scored by cosine and BM25); client = Retriever.search, what"
+          " MemoryClient.search answers with (that search, ranked); retrieve ="
+          " Retriever.retrieve (a prompt context: quotas, budget, access event).")
     print("- build = bulk write (pyarrow, 100k-row adds) + refresh_indexes() (FTS, scalar indexes,"
           " optimize; no ANN index).")
     if any(r.variant for r in rows):
@@ -402,9 +426,9 @@ def print_table(rows: list[Row], pool_size: int, queries: int) -> None:
     largest = max(r.size for r in rows)
     for r in rows:
         if r.size == largest:
-            p95 = percentile(r.retrieve_ms, 95)
+            p95 = percentile(r.client_ms, 95)
             verdict = "met" if p95 <= GOAL_P95_MS else "NOT met"
-            print(f"- Goal: retrieve p95 <= {GOAL_P95_MS:.0f} ms at 1M memories on 2 cores. "
+            print(f"- Goal: client search p95 <= {GOAL_P95_MS:.0f} ms at 1M memories on 2 cores. "
                   f"{r.size:,} {r.variant or 'as built'}: p95 {p95:.1f} ms ({verdict}"
                   f"{'' if r.size >= 1_000_000 else '; 1M not measured'}).")
 
