@@ -67,7 +67,13 @@ from memstream.models.codec import InvalidEvent, decode_event
 from memstream.models.events import MemoryAdded, MemoryChange, TranscriptMessage
 from memstream.models.settings import Settings
 from memstream.projections.embedder import Embedder, MiniLMOnnxEmbedder, embedder_from_settings
-from memstream.projections.memories import MemoryHit, MemoryProjection
+from memstream.projections.memories import (
+    MemoryHit,
+    MemoryProjection,
+    SearchFilters,
+    SourcePosition,
+)
+from memstream.projections.retrieval import Retriever
 from memstream.streams.broker import EmbeddedBroker, free_port
 from memstream.streams.client import MemoryClient
 from memstream.streams.logreader import read_topic
@@ -161,6 +167,66 @@ def projection_search(projection: MemoryProjection, turn_of: Mapping[str, str]) 
     return lambda dialogue, question: memory_hits(
         projection.search(dialogue.user_id, question, limit=LIMIT), turn_of
     )
+
+
+#: Scales of the default prior weights (importance, recency, use) tried by ``--sweep``.
+PRIOR_SCALES = (0.0, 3.0, 10.0)
+#: Every type but summaries: the ``--sweep`` search that measures what summaries add.
+NO_SUMMARIES = ("preference", "fact", "episode", "correction", "entity")
+
+
+def sweep_searches(
+    projection: MemoryProjection, dialogues: Sequence[Dialogue], turn_of: Mapping[str, str]
+) -> dict[str, Search]:
+    """The Retriever's ranking with the priors scaled, and without summaries, as of the last
+    turn (no access events): what justifies the default weights, and what summaries add."""
+    now = max(turn.at for dialogue in dialogues for turn in dialogue.turns)
+    base = Settings()
+
+    def ranked(settings: Settings, filters: SearchFilters | None = None) -> Search:
+        retriever = Retriever(projection, settings, clock=lambda: now)
+        return lambda dialogue, question: memory_hits(
+            [item.memory for item in
+             retriever.search(dialogue.user_id, question, limit=LIMIT, filters=filters)],
+            turn_of,
+        )
+
+    searches = {}
+    for scale in PRIOR_SCALES:
+        scaled = Settings(
+            weight_importance=base.weight_importance * scale,
+            weight_recency=base.weight_recency * scale,
+            weight_use=base.weight_use * scale,
+        )
+        searches[f"Retriever, priors x{scale:g}"] = ranked(scaled)
+    searches["Retriever, no summaries"] = ranked(base, SearchFilters(memory_types=NO_SUMMARIES))
+    return searches
+
+
+def without_context(
+    workdir: Path, built: MemoryProjection, dialogues: Sequence[Dialogue], embedder: Embedder
+) -> MemoryProjection:
+    """A copy of ``built``'s active memories without their contexts (episodes indexed by
+    their own words only): what the context adds."""
+    copy = MemoryProjection(workdir / "no-context", embedder)
+    events = []
+    for dialogue in dialogues:
+        for record in built.list_memories(dialogue.user_id):
+            events.append((
+                MemoryAdded(
+                    event_id=record.event_id, user_id=dialogue.user_id,
+                    session_id=record.session_id, occurred_at=record.created_at,
+                    extractor=record.extractor or "offline/2", memory_id=record.memory_id,
+                    memory_type=record.memory_type,  # type: ignore[arg-type]
+                    content=record.content, importance=record.importance,
+                    extraction_event_id=record.event_id,
+                    source_event_ids=record.source_event_ids,
+                ),
+                SourcePosition("memstream.memories", 0, len(events)),
+            ))
+    copy.apply(events)
+    copy.refresh_indexes()
+    return copy
 
 
 # --- through the client, on the broker -------------------------------------------------
@@ -291,7 +357,9 @@ def conversations(dialogues: Sequence[Dialogue]) -> list[Conversation]:
     ]
 
 
-def offline_tallies(workdir: Path, dialogues: Sequence[Dialogue], phases: dict[str, float]) -> dict[str, Tally]:
+def offline_tallies(
+    workdir: Path, dialogues: Sequence[Dialogue], phases: dict[str, float], *, sweep: bool
+) -> dict[str, Tally]:
     """memstream built in this process without a broker, as ``quality.py`` does, searched
     with the projection and with a client reading it (as of now, so it publishes nothing)."""
     mark = time.perf_counter()
@@ -305,6 +373,10 @@ def offline_tallies(workdir: Path, dialogues: Sequence[Dialogue], phases: dict[s
     with MemoryClient(settings, projection=projection) as client:
         searches["MemoryProjection.search"] = projection_search(projection, turn_of)
         searches["MemoryClient.search"] = client_search(client, turn_of, point_in_time=True)
+        if sweep:
+            searches.update(sweep_searches(projection, dialogues, turn_of))
+            plain = without_context(workdir, projection, dialogues, embedder)
+            searches["MemoryProjection.search, no context"] = projection_search(plain, turn_of)
         mark = time.perf_counter()
         tallies = run_searches(searches, dialogues)
         phases["search"] = time.perf_counter() - mark
@@ -313,7 +385,7 @@ def offline_tallies(workdir: Path, dialogues: Sequence[Dialogue], phases: dict[s
 
 def online_tallies(
     workdir: Path, dialogues: Sequence[Dialogue], phases: dict[str, float], *,
-    point_in_time: bool, timeout_s: float,
+    point_in_time: bool, timeout_s: float, sweep: bool,
 ) -> dict[str, Tally]:
     """memstream through the client, the embedded broker and one worker."""
     turns = sum(len(d.turns) for d in dialogues)
@@ -336,6 +408,8 @@ def online_tallies(
             "MemoryProjection.search": projection_search(projection, turn_of),
             "MemoryClient.search": client_search(client, turn_of, point_in_time=point_in_time),
         }
+        if sweep:
+            searches.update(sweep_searches(projection, dialogues, turn_of))
         phases["baseline"] = time.perf_counter() - mark
         mark = time.perf_counter()
         tallies = run_searches(searches, dialogues)
@@ -473,6 +547,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=900.0,
                         help="seconds to wait for the worker to project everything")
     parser.add_argument("--keep", action="store_true", help="keep the logs and data")
+    parser.add_argument("--sweep", action="store_true",
+                        help="also rank with the priors x0, x3, x10 and without summaries "
+                             "(and, with --offline, search a copy without contexts)")
     args = parser.parse_args(argv)
     exit_on_sigterm()
     started = time.perf_counter()
@@ -483,13 +560,13 @@ def main(argv: list[str] | None = None) -> int:
     phases: dict[str, float] = {}
     try:
         if args.offline:
-            tallies = offline_tallies(workdir, dialogues, phases)
+            tallies = offline_tallies(workdir, dialogues, phases, sweep=args.sweep)
             how = ("offline: extractor, decisions and projection in this process, no broker; "
                    "client searches as of now")
         else:
             tallies = online_tallies(
                 workdir, dialogues, phases, point_in_time=args.point_in_time,
-                timeout_s=args.timeout,
+                timeout_s=args.timeout, sweep=args.sweep,
             )
             how = ("MemoryClient.add turn by turn, the embedded broker and one worker"
                    + ("; client searches as of now" if args.point_in_time else ""))

@@ -706,14 +706,27 @@ def _render_possession(match: re.Match[str]) -> list[_Finding]:
     ):
         return []
     obj = match.group("obj")
-    if match.groupdict().get("cop") is None and re.search(r"\b(?:is|are)\b", obj, re.IGNORECASE):
-        return []
+    if match.groupdict().get("cop") is None:
+        if re.search(r"\b(?:is|are)\b", obj, re.IGNORECASE):
+            return []
+        # "my X's ..." is a possessive as often as "my X is": "my neighbour's dog barked all
+        # night" says nothing of a neighbour being anything. Only attributes the user has
+        # one of, followed by a value ("my name's Maria", "my wife's a nurse"), read as "is".
+        words = obj.split()
+        if key_words[-1] not in _HIGH_KEYS or (
+            len(words) >= 3 and words[0].islower() and words[0].lower() not in ("a", "an", "the")
+        ):
+            return []
     cleaned = _clean_object(obj, time_bound_ok=False)
     if cleaned is None:
         return []
     verb = (match.groupdict().get("cop") or "is").lower()
     importance = 0.75 if key in _HIGH_KEYS or key_words[-1] in _HIGH_KEYS else 0.6
-    content = f"User's {_third_person_text(key)} {verb} {cleaned}"
+    # Names keep their capitals ("my friend Elsa" -> "User's friend Elsa"); the first word,
+    # capitalised only by the sentence, does not.
+    raw = match.group("key").split()
+    named = " ".join([raw[0].lower(), *raw[1:]])
+    content = f"User's {_third_person_text(named)} {verb} {cleaned}"
     return [_Finding("fact", content, importance, match.string)]
 
 
@@ -792,7 +805,7 @@ _STATEMENT_PATTERNS: tuple[tuple[re.Pattern[str], Render], ...] = (
         _render_work,
     ),
     (
-        _pattern(rf"^i\s+{_ADV}live\s+(?P<prep>in|near|on|at)\s+(?P<obj>.+)$"),
+        _pattern(rf"^(?:i|we)\s+{_ADV}live\s+(?P<prep>in|near|on|at)\s+(?P<obj>.+)$"),
         _simple("fact", 0.85, "User lives {prep} {obj}"),
     ),
     (
@@ -800,7 +813,7 @@ _STATEMENT_PATTERNS: tuple[tuple[re.Pattern[str], Render], ...] = (
         _simple("fact", 0.85, "User is based {prep} {obj}"),
     ),
     (
-        _pattern(rf"^i\s+{_ADV}(?P<verb>moved|relocated)\s+to\s+(?P<obj>.+)$"),
+        _pattern(rf"^(?:i|we)\s+{_ADV}(?P<verb>moved|relocated)\s+to\s+(?P<obj>.+)$"),
         _simple("fact", 0.8, "User {verb} to {obj}"),
     ),
     (

@@ -413,3 +413,23 @@ def test_code_blocks_are_not_read_as_statements() -> None:
         ("user", "Why does this fail?\n```python\n# my name is Bob\nprint('I prefer tabs')\n```")
     )
     assert of_type(candidates, "fact") == of_type(candidates, "preference") == []
+
+
+@pytest.mark.parametrize(
+    ("said", "stored"),
+    [
+        # A possessive is not a copula: nothing is stated about the neighbour.
+        ("My neighbour's dog barked all night.", []),
+        ("My boss's car broke down.", []),
+        ("My name's Maria.", ["User's name is Maria"]),
+        ("My wife's a nurse.", ["User's wife is a nurse"]),
+        # Names keep their capitals.
+        ("My friend Elsa is learning Greek.", ["User's friend Elsa is learning Greek"]),
+        # "We" moving house is the user moving house, and "now, not X" corrects.
+        ("We moved! We live in Porto now, not Lyon.",
+         ["Correction: User lives in Porto, not Lyon", "User lives in Porto"]),
+    ],
+)
+def test_statements_in_the_words_people_chat_in(said: str, stored: list[str]) -> None:
+    candidates = extract(("user", said))
+    assert [c.content for c in candidates if c.memory_type not in ("episode", "summary")] == stored
