@@ -65,8 +65,9 @@ MEMORY_TYPES: frozenset[str] = frozenset(get_args(MemoryType))
 #: similarity of the query and the memory's indexed text (clipped to 0..1), and its BM25 score
 #: saturated as ``bm25 / (bm25 + BM25_SATURATION)``. Both are the memory's own scores, so a
 #: memory's relevance does not depend on which others were found with it, nor on how many
-#: were asked for. The share and the saturation are the best of a sweep on the dialogue
-#: benchmark (``benchmarks/dialogue_recall.py``; 0.3 / 0.5 / 0.7, 5 / 10 / 20).
+#: were asked for. On the first dialogue data set (274 questions) shares from 0.3 to 0.7
+#: scored recall@10 between 0.655 and 0.672 against RRF's 0.673, equal within its noise;
+#: 0.5 weighs meaning and words alike.
 VECTOR_SHARE = 0.5
 BM25_SATURATION = 10.0
 MAX_SEARCH_LIMIT = 1_000
