@@ -58,9 +58,9 @@ import pyarrow.parquet as pq
 
 from memstream.models.settings import Settings
 from memstream.projections.analytics import REPORTS, Scope, run_report
+from memstream.projections.archive_format import SCHEMA as ARCHIVE_SCHEMA
+from memstream.projections.archive_format import live_archive_dir
 from memstream.projections.memories import memory_schema
-from memstream.streams.archive import SCHEMA as ARCHIVE_SCHEMA
-from memstream.streams.archive import live_archive_dir
 from memstream.streams.topics import Topics
 
 NOW = datetime(2026, 11, 20, tzinfo=UTC)

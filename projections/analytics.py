@@ -5,7 +5,7 @@ documented views (:data:`VIEWS`) over two sources, runs one report or one query,
 
 * the live LanceDB memory table, read as Arrow without its vectors (LanceDB directly, no
   embedder, no model load; DuckDB's ``lance`` extension would need a download);
-* the Parquet archive of every topic (:func:`memstream.streams.archive.live_archive_dir`), read
+* the Parquet archive of every topic (:func:`memstream.projections.archive_format.live_archive_dir`), read
   with ``read_parquet('<dir>/**/*.parquet', hive_partitioning = true, union_by_name = true)``;
   the event fields are parsed from each record's ``value`` with DuckDB's own JSON functions.
 
@@ -49,11 +49,11 @@ import pyarrow.parquet as pq
 
 from memstream.models.events import MemoryType
 from memstream.models.settings import Settings
+from memstream.models.topics import Topics
+from memstream.projections.archive_format import SCHEMA as ARCHIVE_SCHEMA
+from memstream.projections.archive_format import live_archive_dir
 from memstream.projections.memories import DEFAULT_TABLE, VIEW_COLUMNS, memory_schema, user_key
 from memstream.projections.shadow import live_name
-from memstream.streams.archive import SCHEMA as ARCHIVE_SCHEMA
-from memstream.streams.archive import live_archive_dir
-from memstream.streams.topics import Topics
 
 __all__ = [
     "FORMATS",

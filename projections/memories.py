@@ -45,14 +45,10 @@ from memstream.models.events import (
     MemoriesRetrieved,
     MemoryAdded,
     MemoryChange,
-    MemoryDeleted,
-    MemoryExpired,
-    MemoryForgotten,
-    MemoryPromoted,
     MemoryReinforced,
-    MemorySuperseded,
     MemoryType,
 )
+from memstream.models.lifecycle import apply_change
 from memstream.projections.allocator import release_freed_memory
 from memstream.projections.embedder import Embedder
 from memstream.projections.shadow import live_name
@@ -609,7 +605,7 @@ class MemoryProjection:
                 continue  # re-delivered
             if isinstance(event, MemoryReinforced) and event.event_id in row["reinforced_by"]:
                 continue  # the same decision published again (after a crash), later in the log
-            _apply_change(row, event)
+            apply_change(row, event)
             row["changed_offset"] = position.offset
             touched.add(event.memory_id)
         return {m: rows[m] for m in sorted(touched)}
@@ -1405,32 +1401,3 @@ def _record_fields(row: dict[str, Any]) -> dict[str, Any]:
         "source_event_ids": tuple(row["source_event_ids"]),
         "entities": tuple(row["entities"]),
     }
-
-
-def _apply_change(row: dict[str, Any], event: MemoryChange) -> None:
-    """Fold one change event into a row (in place: the row is about to be rewritten)."""
-    if isinstance(event, MemoryReinforced):
-        row["reinforced_by"] = [*row["reinforced_by"], event.event_id]
-        row["reinforcement_count"] += 1
-        row["last_reinforced_at"] = event.occurred_at.astimezone(UTC)
-    elif isinstance(event, MemorySuperseded):
-        row["status"] = "superseded"
-        row["superseded_by"] = event.superseded_by
-        row["ended_at"] = row["ended_at"] or event.occurred_at.astimezone(UTC)
-    elif isinstance(event, MemoryDeleted):
-        row["status"] = "deleted"
-        row["ended_at"] = row["ended_at"] or event.occurred_at.astimezone(UTC)
-    elif isinstance(event, MemoryPromoted):
-        row["tier"] = "long_term"
-    elif (
-        isinstance(event, MemoryExpired)
-        and row["status"] == "active"
-        and row["tier"] == "short_term"
-    ):
-        row["status"] = "expired"
-        row["ended_at"] = event.occurred_at.astimezone(UTC)
-    elif isinstance(event, MemoryForgotten) and row["status"] == "active":
-        # Only an active memory is forgotten: a repeat, or a forget that crossed a
-        # supersession or deletion in the log, leaves the row as it is.
-        row["status"] = "forgotten"
-        row["ended_at"] = event.occurred_at.astimezone(UTC)

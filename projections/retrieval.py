@@ -42,13 +42,18 @@ Examples
 
 from __future__ import annotations
 
-import math
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from memstream.models.events import MemoriesRetrieved, RetrievedMemory
+from memstream.models.ranking import (
+    RankWeights,
+    rank_score,
+    recency_weight,
+    use_weight,
+)
 from memstream.models.session import TokenCounter, estimate_tokens
 from memstream.models.settings import Settings
 from memstream.projections.memories import (
@@ -84,7 +89,6 @@ SECTION_HEADERS: Mapping[str, str] = {
     "entity": "People, places and things",
 }
 
-SECONDS_PER_DAY = 86_400.0
 
 
 def default_quotas(settings: Settings) -> dict[str, int]:
@@ -102,36 +106,6 @@ def default_quotas(settings: Settings) -> dict[str, int]:
         "episode": settings.quota_episode,
         "correction": settings.quota_correction,
     }
-
-
-@dataclass(frozen=True)
-class RankWeights:
-    """Weights of the composite rank score, and the recency half-life in days."""
-
-    relevance: float
-    importance: float
-    recency: float
-    use: float
-    half_life_days: float
-    #: Accesses at which use reaches 1 (``decay_use_saturation``).
-    use_saturation: float = 20.0
-
-    @property
-    def total(self) -> float:
-        """The sum of the four weights (the rank score's divisor)."""
-        return self.relevance + self.importance + self.recency + self.use
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> RankWeights:
-        """The weights ``settings`` hold (``weight_*``, ``recency_half_life_days``)."""
-        return cls(
-            relevance=settings.weight_relevance,
-            importance=settings.weight_importance,
-            recency=settings.weight_recency,
-            use=settings.weight_use,
-            half_life_days=settings.recency_half_life_days,
-            use_saturation=settings.decay_use_saturation,
-        )
 
 
 @dataclass(frozen=True)
@@ -468,26 +442,16 @@ def rank(hits: Sequence[MemoryHit], weights: RankWeights, now: datetime) -> list
     measured against ``weights.use_saturation``), so a memory scores the same whatever it is
     ranked with. Ties keep the search order.
     """
-    total = weights.total
     ranked = []
     for hit in hits:
         relevance = min(max(hit.score, 0.0), 1.0)
         importance = min(max(hit.importance, 0.0), 1.0)
         recency = recency_weight(hit.created_at, now, weights.half_life_days)
-        use = min(
-            math.log1p(max(hit.access_count, 0)) / math.log1p(max(weights.use_saturation, 1.0)),
-            1.0,
-        )
-        weighted = (
-            weights.relevance * relevance
-            + weights.importance * importance
-            + weights.recency * recency
-            + weights.use * use
-        )
+        use = use_weight(hit.access_count, weights.use_saturation)
         ranked.append(
             RankedMemory(
                 memory=hit,
-                rank_score=weighted / total if total > 0 else 0.0,
+                rank_score=rank_score(relevance, importance, recency, use, weights),
                 relevance=relevance,
                 importance=importance,
                 recency=recency,
@@ -497,55 +461,6 @@ def rank(hits: Sequence[MemoryHit], weights: RankWeights, now: datetime) -> list
         )
     # sorted() is stable: equal scores keep the search's order.
     return sorted(ranked, key=lambda item: -item.rank_score)
-
-
-def recency_weight(created_at: datetime, now: datetime, half_life_days: float) -> float:
-    """``0.5 ** (age_days / half_life_days)`` of an event time; 1.0 for future times.
-
-    Examples
-    --------
-    >>> from datetime import timedelta
-    >>> now = datetime(2026, 3, 31, tzinfo=UTC)
-    >>> recency_weight(now - timedelta(days=30), now, 30.0)
-    0.5
-    """
-    age_days = max((now - created_at).total_seconds(), 0.0) / SECONDS_PER_DAY
-    return float(0.5 ** (age_days / half_life_days))
-
-
-def decay_score(
-    importance: float, created_at: datetime, access_count: int, now: datetime, settings: Settings
-) -> float:
-    """How much a memory still deserves its place, on 0..1: the rank score without relevance.
-
-    ``(w_imp * importance + w_rec * recency + w_use * use) / (w_imp + w_rec + w_use)`` with
-    the ``weight_*`` of ``settings``; recency is :func:`recency_weight` of the event time
-    (half-life ``recency_half_life_days``) and use is ``log1p(access_count) /
-    log1p(decay_use_saturation)``, capped at 1. Unlike :func:`rank`, use is measured against a
-    fixed saturation, not the other candidates, so a memory's score does not depend on which
-    memories are scored with it. 0.0 when the three weights sum to 0. The decay policy of
-    ``memstream forget`` forgets memories scoring below ``forget_threshold``.
-
-    Examples
-    --------
-    Importance 0.3, 60 days old with a 30-day half-life (recency 0.25), never retrieved,
-    default weights 0.02 / 0.015 / 0.005: ``(0.02 * 0.3 + 0.015 * 0.25 + 0) / 0.04 =
-    0.24375``.
-
-    >>> from datetime import timedelta
-    >>> now = datetime(2026, 3, 31, tzinfo=UTC)
-    >>> round(decay_score(0.3, now - timedelta(days=60), 0, now, Settings()), 6)
-    0.24375
-    """
-    w_imp, w_rec, w_use = settings.weight_importance, settings.weight_recency, settings.weight_use
-    total = w_imp + w_rec + w_use
-    if total <= 0:
-        return 0.0
-    recency = recency_weight(created_at, now, settings.recency_half_life_days)
-    use = min(
-        math.log1p(max(access_count, 0)) / math.log1p(settings.decay_use_saturation), 1.0
-    )
-    return (w_imp * importance + w_rec * recency + w_use * use) / total
 
 
 def fill_quotas(ranked: Sequence[RankedMemory], quotas: Mapping[str, int]) -> list[RankedMemory]:

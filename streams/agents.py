@@ -33,31 +33,6 @@ from memstream.streams.llm_extractor import ExtractionFailed
 #: Default importance at or above which a memory goes straight to long-term (seed 2).
 LONG_TERM_IMPORTANCE = 0.8
 
-CHAT_TYPES = (
-    "session_started",
-    "message_added",
-    "tool_called",
-    "task_set",
-    "task_progress",
-    "scratchpad_updated",
-    "entity_mentioned",
-    "session_closed",
-    "user_erased",
-)
-CONSOLIDATION_TYPES = ("consolidation_requested",)
-MEMORY_TYPES = (
-    "extraction_recorded",
-    "extraction_failed",
-    "memory_added",
-    "memory_reinforced",
-    "memory_superseded",
-    "memory_deleted",
-    "memory_promoted",
-    "memory_expired",
-    "memory_forgotten",
-    "user_erased",
-)
-ACCESS_TYPES = ("memories_retrieved",)
 
 
 def decode_checked(

@@ -36,10 +36,10 @@ from memstream.models.events import (
 from memstream.models.extraction import Extractor, OfflineExtractor
 from memstream.models.session import SessionValue, session_key
 from memstream.models.settings import Settings
+from memstream.models.topics import CONSOLIDATION_TYPES
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection
 from memstream.streams.agents import (
-    CONSOLIDATION_TYPES,
     MemoryDecider,
     decode_opened,
     extraction_failure,

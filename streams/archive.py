@@ -59,6 +59,7 @@ from aiokafka.structs import OffsetAndMetadata
 from memstream.models.erasure import ErasureLedger, ErasureMark
 from memstream.models.fingerprint import Fingerprint, fingerprint
 from memstream.models.settings import Settings
+from memstream.projections.archive_format import ARCHIVE, SCHEMA, live_archive_dir
 from memstream.projections.shadow import live_name
 from memstream.streams.tansu import true_end_offsets
 from memstream.streams.topics import Topics, ensure_topics
@@ -94,33 +95,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: The archive's pointer name under ``settings.archive_dir``, and its first directory's name.
-ARCHIVE = "archive"
 #: The directory of consumer-group offset snapshots inside an archive directory.
 GROUP_OFFSETS = "group_offsets"
-
-_HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
-
-#: Columns of every archive file. The first six and ``headers`` are the record itself;
-#: the rest are parsed from the value for queries, null when it is not an event.
-SCHEMA = pa.schema(
-    [
-        pa.field("topic", pa.string(), nullable=False),
-        pa.field("partition", pa.int32(), nullable=False),
-        pa.field("offset", pa.int64(), nullable=False),
-        pa.field("timestamp", pa.timestamp("ms", tz="UTC")),
-        pa.field("key", pa.binary()),
-        pa.field("value", pa.binary()),
-        pa.field("event_id", pa.string()),
-        pa.field("type", pa.string()),
-        pa.field("user_id", pa.string()),
-        pa.field("session_id", pa.string()),
-        pa.field("agent_id", pa.string()),
-        pa.field("occurred_at", pa.timestamp("us", tz="UTC")),
-        pa.field("schema_version", pa.int32()),
-        pa.field("headers", _HEADERS),
-    ]
-)
 
 #: What :func:`archive_fingerprint` covers per record: ``timestamp`` in epoch milliseconds,
 #: ``key`` as hex, the value as its sha256 hex.
@@ -325,14 +301,6 @@ class RestoreReport:
 
 
 # --- reading the layout ---------------------------------------------------------------------
-
-
-def live_archive_dir(settings: Settings) -> Path:
-    """The live archive directory: what the sink writes and queries read.
-
-    A replay may build another one and swap it in (:mod:`memstream.projections.shadow`).
-    """
-    return settings.archive_dir / live_name(settings.archive_dir, ARCHIVE, ARCHIVE)
 
 
 def worker_group_id(settings: Settings) -> str:

@@ -16,14 +16,7 @@ from typing import Any, get_args
 from memstream.models.codec import EventLimits
 from memstream.models.events import CODE_PATTERN, MemoryType, json_schemas
 from memstream.models.settings import Settings
-
-
-def settings_from_args(args: argparse.Namespace) -> Settings:
-    """The settings of a command: ``MEMSTREAM_*`` variables, and ``--broker`` over them."""
-    overrides = {}
-    if getattr(args, "broker", None):
-        overrides["broker"] = args.broker
-    return Settings(**overrides)
+from memstream.streams.command_settings import settings_from_args
 
 
 def _timestamp(text: str) -> datetime:

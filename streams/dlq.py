@@ -197,7 +197,7 @@ def add_dlq_command(commands: argparse._SubParsersAction[argparse.ArgumentParser
     sub = dlq.add_subparsers(dest="dlq_command", required=True)
 
     def bind(handler: Handler) -> Callable[[argparse.Namespace], int]:
-        from memstream.streams.cli import settings_from_args
+        from memstream.streams.command_settings import settings_from_args
 
         return lambda args: handler(args, settings_from_args(args))
 

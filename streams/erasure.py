@@ -413,7 +413,7 @@ async def _erase_archive(
 
 def cmd_erase(args: argparse.Namespace) -> int:
     """Erase a user from every store (crypto-shredding the log) and print the receipt."""
-    from memstream.streams.cli import settings_from_args
+    from memstream.streams.command_settings import settings_from_args
 
     settings = settings_from_args(args)
     receipt = asyncio.run(erase(settings, args.user, reason=args.reason, wait_s=args.wait))

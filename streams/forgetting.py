@@ -1,7 +1,7 @@
 """Forgetting: ``memstream forget --policy decay`` lets memories go that no longer earn a place.
 
 The decay policy scores every active memory with
-:func:`~memstream.projections.retrieval.decay_score` (importance, recency of its event time,
+:func:`~memstream.models.ranking.decay_score` (importance, recency of its event time,
 use) and forgets those scoring below ``forget_threshold``, except memories younger than
 ``forget_min_age_days`` (event time) and memories of the ``forget_keep_types`` (corrections, by
 default: they guard against a fact coming back).
@@ -132,7 +132,7 @@ def decay_candidates(
     time), not of a type in ``forget_keep_types``, and its decay score is below
     ``forget_threshold``. Ordered by score, then memory id, so two runs list the same.
     """
-    from memstream.projections.retrieval import decay_score
+    from memstream.models.ranking import decay_score
 
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware")
@@ -309,7 +309,7 @@ async def _publish(settings: Settings, topic: str, events: Sequence[MemoryForgot
 
 def cmd_forget(args: argparse.Namespace) -> int:
     """Forget memories that no longer earn their place (publishes memory_forgotten events)."""
-    from memstream.streams.cli import settings_from_args
+    from memstream.streams.command_settings import settings_from_args
 
     settings = settings_from_args(args)
     try:

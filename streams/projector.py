@@ -42,6 +42,7 @@ from memstream.models.events import (
     UserErased,
 )
 from memstream.models.settings import Settings
+from memstream.models.topics import ACCESS_TYPES, MEMORIES_TOPIC_TYPES
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import (
     DEFAULT_TABLE,
@@ -49,7 +50,7 @@ from memstream.projections.memories import (
     SourcePosition,
 )
 from memstream.projections.shadow import live_name
-from memstream.streams.agents import ACCESS_TYPES, MEMORY_TYPES, decode_opened
+from memstream.streams.agents import decode_opened
 from memstream.streams.boundary import (
     Backoff,
     BrokerProbe,
@@ -541,7 +542,7 @@ class _Projector:
         """Decode one record into the memory batch or the held accesses; dead-letter it if
         it is not a valid event of its topic (for any reason: the boundary)."""
         is_memory = record.topic == self.topics.memories
-        allowed = MEMORY_TYPES if is_memory else ACCESS_TYPES
+        allowed = MEMORIES_TOPIC_TYPES if is_memory else ACCESS_TYPES
         limits = self.memory_limits if is_memory else self.access_limits
 
         async def decode() -> Any:

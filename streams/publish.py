@@ -21,7 +21,7 @@ from memstream.models.events import (
     derived_id,
 )
 from memstream.models.settings import Settings
-from memstream.streams.agents import CHAT_TYPES
+from memstream.models.topics import CHAT_TYPES
 from memstream.streams.keys import BatchKeys, KeyStore, keystore_from_settings, seal_event
 from memstream.streams.logid import claim_log
 from memstream.streams.topics import Topics, ensure_topics

@@ -42,7 +42,8 @@ from memstream.models.session import (
     session_key,
 )
 from memstream.models.settings import Settings
-from memstream.streams.agents import CHAT_TYPES, decode_opened
+from memstream.models.topics import CHAT_TYPES
+from memstream.streams.agents import decode_opened
 from memstream.streams.keys import BatchKeys, KeyStore, key_belongs_to
 
 log = logging.getLogger(__name__)

@@ -1,66 +1,14 @@
-"""The memstream topics, their keys, and creating them."""
+"""Creating the memstream topics (their names: :class:`memstream.models.topics.Topics`)."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import aiokafka.errors as kafka_errors
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from memstream.models.settings import Settings
+from memstream.models.topics import Topics
 
-
-@dataclass(frozen=True)
-class Topics:
-    """Names of the memstream topics under one prefix.
-
-    Every topic is keyed by ``user_id``: one user's events land on one partition and stay in
-    order, which the session table, consolidation and memory decisions rely on.
-    """
-
-    prefix: str = "memstream"
-
-    @property
-    def chat(self) -> str:
-        """Chat events from clients: messages, tool calls, tasks, session closes."""
-        return f"{self.prefix}.chat"
-
-    @property
-    def consolidation(self) -> str:
-        """Transcript spans ready to be turned into memories."""
-        return f"{self.prefix}.consolidation"
-
-    @property
-    def memories(self) -> str:
-        """Extraction records and memory events; the truth behind the LanceDB projection."""
-        return f"{self.prefix}.memories"
-
-    @property
-    def accesses(self) -> str:
-        """Retrievals: which memories were returned for which query (use counts, promotion)."""
-        return f"{self.prefix}.accesses"
-
-    @property
-    def deadletters(self) -> str:
-        """Events an agent could not process, with the original bytes and the reason."""
-        return f"{self.prefix}.deadletters"
-
-    @property
-    def log(self) -> str:
-        """The log's identity: its first record names the log (see
-        :mod:`memstream.streams.logid`), so a broker that lost its log is recognised."""
-        return f"{self.prefix}.log"
-
-    def all(self) -> tuple[str, ...]:
-        """Every topic memstream creates."""
-        return (
-            self.chat, self.consolidation, self.memories, self.accesses, self.deadletters, self.log
-        )
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> Topics:
-        """The topics named by ``settings``."""
-        return cls(prefix=settings.topic_prefix)
+__all__ = ["Topics", "ensure_topics"]
 
 
 async def ensure_topics(settings: Settings) -> None:

@@ -43,6 +43,7 @@ from memstream.models.events import (
     TokenUsage,
     ToolCalled,
 )
+from memstream.models.ranking import decay_score
 from memstream.models.settings import Settings
 from memstream.projections.analytics import (
     REPORTS,
@@ -54,7 +55,6 @@ from memstream.projections.analytics import (
     run_report,
     run_sql,
 )
-from memstream.projections.retrieval import decay_score
 from memstream.streams.archive import live_archive_dir, rebuild_archive
 from memstream.streams.cli import main
 from memstream.streams.deadletters import DeadLetter

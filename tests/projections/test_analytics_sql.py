@@ -26,6 +26,7 @@ from memstream.models.events import (
     MemorySuperseded,
     RetrievedMemory,
 )
+from memstream.models.ranking import decay_score
 from memstream.models.settings import Settings
 from memstream.projections.analytics import (
     REPORTS,
@@ -45,7 +46,6 @@ from memstream.projections.analytics import (
 )
 from memstream.projections.embedder import MiniLMOnnxEmbedder
 from memstream.projections.memories import MemoryProjection, SourcePosition
-from memstream.projections.retrieval import decay_score
 from memstream.streams.forgetting import decay_candidates
 from memstream.streams.keys import key_prefix
 
@@ -305,7 +305,7 @@ def test_every_view_and_column_is_in_the_readme() -> None:
 
 def write_archive(settings: Settings, topic: str, records: list[dict[str, Any]]) -> None:
     """One archive file of ``records`` (offsets from 0) in the archive's layout and columns."""
-    from memstream.streams.archive import SCHEMA, live_archive_dir
+    from memstream.projections.archive_format import SCHEMA, live_archive_dir
 
     folder = live_archive_dir(settings) / f"topic={topic}" / "date=2026-11-01"
     folder.mkdir(parents=True, exist_ok=True)

@@ -24,16 +24,17 @@ from memstream.models.events import (
     derived_id,
     json_schemas,
 )
+from memstream.models.lifecycle import apply_change
+from memstream.models.ranking import decay_score
 from memstream.models.settings import Settings
+from memstream.models.topics import MEMORIES_TOPIC_TYPES
 from memstream.projections.memories import (
     MemoryProjection,
     MemoryRecord,
     SearchFilters,
     SourcePosition,
-    _apply_change,
 )
-from memstream.projections.retrieval import decay_score
-from memstream.streams.agents import MEMORY_TYPES, decode_checked
+from memstream.streams.agents import decode_checked
 from memstream.streams.client import history_entry
 from memstream.streams.forgetting import (
     decay_candidates,
@@ -228,7 +229,7 @@ def test_the_event_round_trips_and_belongs_on_the_memories_topic() -> None:
     event = forgotten_event(candidate, DEFAULTS, NOW)
     raw = encode_event(event)
     assert decode_event(raw) == event
-    assert decode_checked(raw, b"ann", MEMORY_TYPES, EventLimits(max_event_bytes=10_000)) == event
+    assert decode_checked(raw, b"ann", MEMORIES_TOPIC_TYPES, EventLimits(max_event_bytes=10_000)) == event
     payload = json.loads(raw)
     with pytest.raises(ValueError, match="policy"):
         decode_event({**payload, "policy": "whim"})
@@ -268,12 +269,12 @@ def forget_event(memory_id: str, at: datetime) -> MemoryForgotten:
 
 def test_a_forget_ends_an_active_memory_once() -> None:
     active = row()
-    _apply_change(active, forget_event("m1", NOW))
+    apply_change(active, forget_event("m1", NOW))
     assert active == {"status": "forgotten", "ended_at": NOW, "tier": "long_term"}
-    _apply_change(active, forget_event("m1", NOW + timedelta(days=1)))  # a repeat
+    apply_change(active, forget_event("m1", NOW + timedelta(days=1)))  # a repeat
     assert active["ended_at"] == NOW
     superseded = row("superseded", days_ago(3))
-    _apply_change(superseded, forget_event("m1", NOW))
+    apply_change(superseded, forget_event("m1", NOW))
     assert superseded == row("superseded", days_ago(3))
 
 

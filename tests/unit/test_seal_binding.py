@@ -26,7 +26,8 @@ from memstream.models.crypto import SealError, seal_bytes, unseal
 from memstream.models.events import ContentEncryption, Event, MessageAdded, ScratchpadUpdated
 from memstream.models.session import SessionState, dump_session, session_key
 from memstream.models.settings import Settings
-from memstream.streams.agents import CHAT_TYPES, decode_opened
+from memstream.models.topics import CHAT_TYPES
+from memstream.streams.agents import decode_opened
 from memstream.streams.keys import (
     BatchKeys,
     FileKeyStore,

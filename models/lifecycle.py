@@ -1,0 +1,70 @@
+"""The life of a memory: how each change event moves its current view.
+
+A memory is added active; a reinforcement counts; a supersession or a deletion ends it; a
+promotion moves a short-term memory to long-term; an expiry ends an active short-term one;
+forgetting ends an active one. Nothing is overwritten in history: the events stay in the
+log and a row records only the current view and when it ended (``ended_at``), so
+point-in-time reads can tell what was believed when. The LanceDB projection
+(:mod:`memstream.projections.memories`) applies this fold to its rows.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC
+from typing import Any
+
+from memstream.models.events import (
+    MemoryChange,
+    MemoryDeleted,
+    MemoryExpired,
+    MemoryForgotten,
+    MemoryPromoted,
+    MemoryReinforced,
+    MemorySuperseded,
+)
+
+
+def apply_change(row: dict[str, Any], event: MemoryChange) -> None:
+    """Fold one change event into a memory's row, in place (the row is about to be
+    rewritten).
+
+    ``row`` holds the columns the fold reads and writes: ``status``, ``tier``,
+    ``superseded_by``, ``ended_at``, ``reinforcement_count``, ``reinforced_by`` and
+    ``last_reinforced_at``. A re-delivered reinforcement (its event id in ``reinforced_by``)
+    is the caller's to skip.
+
+    Examples
+    --------
+    >>> from datetime import datetime, timezone
+    >>> row = {"status": "active", "tier": "short_term", "ended_at": None}
+    >>> at = datetime(2026, 3, 1, tzinfo=timezone.utc)
+    >>> apply_change(row, MemoryPromoted(event_id="p", user_id="u", session_id="s",
+    ...                                  occurred_at=at, memory_id="m"))
+    >>> row["tier"]
+    'long_term'
+    """
+    if isinstance(event, MemoryReinforced):
+        row["reinforced_by"] = [*row["reinforced_by"], event.event_id]
+        row["reinforcement_count"] += 1
+        row["last_reinforced_at"] = event.occurred_at.astimezone(UTC)
+    elif isinstance(event, MemorySuperseded):
+        row["status"] = "superseded"
+        row["superseded_by"] = event.superseded_by
+        row["ended_at"] = row["ended_at"] or event.occurred_at.astimezone(UTC)
+    elif isinstance(event, MemoryDeleted):
+        row["status"] = "deleted"
+        row["ended_at"] = row["ended_at"] or event.occurred_at.astimezone(UTC)
+    elif isinstance(event, MemoryPromoted):
+        row["tier"] = "long_term"
+    elif (
+        isinstance(event, MemoryExpired)
+        and row["status"] == "active"
+        and row["tier"] == "short_term"
+    ):
+        row["status"] = "expired"
+        row["ended_at"] = event.occurred_at.astimezone(UTC)
+    elif isinstance(event, MemoryForgotten) and row["status"] == "active":
+        # Only an active memory is forgotten: a repeat, or a forget that crossed a
+        # supersession or deletion in the log, leaves the row as it is.
+        row["status"] = "forgotten"
+        row["ended_at"] = event.occurred_at.astimezone(UTC)
