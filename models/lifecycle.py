@@ -39,7 +39,7 @@ def apply_change(row: dict[str, Any], event: MemoryChange) -> None:
     >>> row = {"status": "active", "tier": "short_term", "ended_at": None}
     >>> at = datetime(2026, 3, 1, tzinfo=timezone.utc)
     >>> apply_change(row, MemoryPromoted(event_id="p", user_id="u", session_id="s",
-    ...                                  occurred_at=at, memory_id="m"))
+    ...                                  occurred_at=at, memory_id="m", reason="retrieved"))
     >>> row["tier"]
     'long_term'
     """

@@ -18,15 +18,14 @@ from llm_server import Reply, ScriptedServer, completion
 
 from memstream.models.events import ConsolidationRequested, TokenUsage, TranscriptMessage
 from memstream.models.extraction import Extractor
-from memstream.models.settings import Settings
-from memstream.streams.llm_extractor import (
+from memstream.models.llm_reply import (
     PROMPT_VERSION,
-    ExtractionFailed,
-    LLMExtractor,
     ReplyInvalid,
     parse_json_reply,
     reply_json_schema,
 )
+from memstream.models.settings import Settings
+from memstream.streams.llm_extractor import ExtractionFailed, LLMExtractor
 
 AT = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 API_KEY = "sk-test-123"

@@ -1,0 +1,373 @@
+"""The LLM extractor's prompt and what its replies may be: the domain side of
+:class:`memstream.streams.llm_extractor.LLMExtractor`, which only talks to the server.
+
+* :data:`SYSTEM_PROMPT` and :func:`render_transcript`: what the model is shown (user and
+  assistant turns only, each with its event id and role).
+* :class:`ExtractionReply`: the reply's shape, validated with pydantic; :func:`reply_json_schema`
+  is its strict JSON schema for servers with structured output.
+* :func:`parse_json_reply` / :func:`parse_reply`: tolerant parsing (code fences, prose around
+  the object, ``<think>`` blocks, trailing commas), then strict validation; a reply that fails
+  raises :class:`ReplyInvalid`, whose message is fed back to the model.
+* :func:`build_candidates`: a validated reply as memory candidates. A preference, fact or
+  correction whose cited messages are all the assistant's is dropped; corrections score at
+  least :data:`CORRECTION_MIN_IMPORTANCE`; the summary cites every transcript message.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from memstream.models.events import MemoryCandidate, MemoryType, TranscriptMessage
+from memstream.models.extraction import (
+    MAX_ANALYSED_CHARS,
+    MAX_CONTENT_CHARS,
+    MAX_ENTITIES,
+    MIN_IMPORTANCE,
+    SUMMARY_IMPORTANCE,
+)
+
+log = logging.getLogger(__name__)
+
+#: Longest validation error fed back to the model or kept in a failure reason.
+MAX_ERROR_CHARS = 1_000
+#: Identifies the prompt below in ``ExtractionRecorded.prompt_version``; bump it on any change.
+PROMPT_VERSION = "extract-v1"
+#: Corrections are what the user took the trouble to fix: they rank high whatever the model says.
+CORRECTION_MIN_IMPORTANCE = 0.8
+#: A summary may run longer than one statement.
+MAX_SUMMARY_CHARS = 2 * MAX_CONTENT_CHARS
+#: Names the model may list; more is noise, and longer strings are not names.
+MAX_REPLY_ENTITIES = 50
+MAX_ENTITY_CHARS = 200
+#: Roles shown to the model. System and tool messages hold prompts and recalled memories.
+TRANSCRIPT_ROLES = frozenset({"user", "assistant"})
+
+SYSTEM_PROMPT = """\
+You extract long-term memories about a user from one chat transcript.
+
+The transcript is a JSON list of messages, each with an "id", a "role" ("user" or \
+"assistant") and its "text".
+
+Reply with one JSON object and nothing else, in exactly this shape:
+{"preferences": [{"content": "...", "importance": 0.8, "source_event_ids": ["<id>"]}],
+ "facts": [{"content": "...", "importance": 0.8, "source_event_ids": ["<id>"]}],
+ "summary": "...",
+ "entities": ["..."],
+ "corrections": [{"content": "...", "importance": 0.9, "source_event_ids": ["<id>"]}]}
+
+Rules:
+- Only what the USER says about themselves is a preference or fact. Assistant messages are \
+context only: never record the assistant's suggestions, recommendations, questions or claims \
+as the user's. If the user accepts a suggestion, the user's reply is the source.
+- preferences: lasting likes, dislikes, habits and standing instructions \
+("always answer briefly").
+- facts: lasting facts about the user: name, home, work, family, diet, health, plans with \
+dates. Skip greetings, small talk, one-off requests and what only matters in this chat.
+- corrections: what the user corrected (the assistant, or something said earlier), as the \
+lesson to remember, e.g. "User lives in Lisbon, not Porto".
+- content: one short standalone statement about the user, e.g. "User prefers window seats".
+- importance, from 0 to 1: 0.9 identity and hard constraints (name, allergies); 0.7-0.8 clear \
+preferences and facts; 0.3-0.6 minor ones; below 0.3 trivia.
+- source_event_ids: the ids of the user messages each item comes from.
+- summary: 2-3 sentences on what happened in the conversation.
+- entities: names of people, places, organisations, products and projects mentioned.
+- Language: write every content, the summary and the entities in the language the \
+conversation is written in. Never translate.
+- Empty lists are fine. Never invent anything that is not in the transcript.
+"""
+
+
+class ExtractedItem(BaseModel):
+    """One preference, fact or correction as the model returns it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    content: str = Field(description="One short standalone statement about the user.")
+    importance: float = Field(ge=0, le=1, description="0 (trivia) to 1 (identity).")
+    source_event_ids: list[str] = Field(
+        default_factory=list, description="Ids of the user messages this comes from."
+    )
+
+    @field_validator("source_event_ids", mode="before")
+    @classmethod
+    def _one_id_is_a_list(cls, value: Any) -> Any:
+        # Models often cite a single id as a bare string; that is not worth a retry.
+        return [value] if isinstance(value, str) else value
+
+
+class ExtractionReply(BaseModel):
+    """The JSON object the model is asked for, validated before anything is kept.
+
+    ``preferences``, ``facts`` and ``summary`` are required, so an unrelated object is a
+    failed attempt, not an empty extraction; ``entities`` and ``corrections`` may be left out.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    preferences: list[ExtractedItem]
+    facts: list[ExtractedItem]
+    summary: str = Field(description="2-3 sentences on what happened in the conversation.")
+    entities: list[str] = Field(default_factory=list, description="Names mentioned.")
+    corrections: list[ExtractedItem] = Field(
+        default_factory=list, description="What the user corrected, as lessons."
+    )
+
+
+class ReplyInvalid(ValueError):
+    """A reply that could not be parsed or validated; its message is fed back to the model."""
+
+
+# --- prompt ------------------------------------------------------------------------------
+
+
+def render_transcript(messages: Sequence[TranscriptMessage]) -> str:
+    """The transcript as the model sees it: a JSON list of ``{id, role, text}``.
+
+    JSON keeps ids and roles unambiguous whatever the text contains (a message cannot pose as
+    another turn), and ``ensure_ascii=False`` keeps the text in its own script.
+
+    Examples
+    --------
+    >>> from datetime import datetime, timezone
+    >>> at = datetime(2026, 1, 5, tzinfo=timezone.utc)
+    >>> print(render_transcript([
+    ...     TranscriptMessage(event_id="m-1", role="user", content="Ich wohne in Zürich",
+    ...                       occurred_at=at)]))
+    Transcript:
+    [{"id": "m-1", "role": "user", "text": "Ich wohne in Zürich"}]
+    """
+    turns = [
+        {"id": m.event_id, "role": m.role, "text": _cut(m.content, MAX_ANALYSED_CHARS)}
+        for m in messages
+    ]
+    return "Transcript:\n" + json.dumps(turns, ensure_ascii=False)
+
+
+def reply_json_schema() -> dict[str, Any]:
+    """The JSON schema sent as ``response_format``: :class:`ExtractionReply`, made strict.
+
+    Strict structured output wants every property required, no extra properties and no
+    ``$ref``s on some servers, so the pydantic schema is inlined and tightened.
+    """
+    schema = ExtractionReply.model_json_schema()
+    definitions = schema.pop("$defs", {})
+
+    def tighten(node: Any) -> Any:
+        if isinstance(node, list):
+            return [tighten(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            return tighten(definitions[node["$ref"].rsplit("/", 1)[-1]])
+        tightened = {
+            key: tighten(value) for key, value in node.items() if key not in ("title", "default")
+        }
+        if tightened.get("type") == "object":
+            # Class docstrings are written for developers, not for the model.
+            tightened.pop("description", None)
+            tightened["required"] = list(tightened.get("properties", {}))
+            tightened["additionalProperties"] = False
+        return tightened
+
+    result: dict[str, Any] = tighten(schema)
+    return result
+
+
+# --- parsing -----------------------------------------------------------------------------
+
+_THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_FENCE_RE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?(.*?)```", re.DOTALL)
+_TRAILING_COMMA_RE = re.compile(r",(\s*[}\]])")
+#: Start positions tried when scanning prose for an embedded object.
+_MAX_SCAN_STARTS = 50
+
+
+def parse_json_reply(text: str) -> dict[str, Any]:
+    """The JSON object in a model's reply, tolerating what chat models wrap around it.
+
+    Tries, in order: the whole text; each ``` fenced block; the span from the first ``{``
+    to the last ``}``; each of those with trailing commas removed; then the first object
+    that decodes at any ``{``. Reasoning blocks (``<think>...</think>``) are ignored.
+
+    Raises
+    ------
+    ReplyInvalid
+        When no JSON object can be found.
+
+    Examples
+    --------
+    >>> parse_json_reply('Sure!\\n```json\\n{"facts": [1, 2,],}\\n```\\nHope that helps.')
+    {'facts': [1, 2]}
+    """
+    text = _THINK_RE.sub("", text).strip()
+    if not text:
+        raise ReplyInvalid("the reply is empty")
+    pieces = [text, *(block.strip() for block in _FENCE_RE.findall(text))]
+    first, last = text.find("{"), text.rfind("}")
+    if 0 <= first < last:
+        pieces.append(text[first : last + 1])
+    error = "no JSON object found"
+    for piece in _unique(pieces):
+        for candidate in (piece, _TRAILING_COMMA_RE.sub(r"\1", piece)):
+            try:
+                value = json.loads(candidate)
+            except json.JSONDecodeError as exc:
+                error = f"not valid JSON ({exc})"
+                continue
+            if isinstance(value, dict):
+                return value
+            error = f"expected a JSON object, got {type(value).__name__}"
+    decoder = json.JSONDecoder()
+    starts = [i for i, char in enumerate(text) if char == "{"][:_MAX_SCAN_STARTS]
+    for start in starts:
+        try:
+            value, _ = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            return value
+    raise ReplyInvalid(error)
+
+
+def parse_reply(text: str, *, finish_reason: str | None = None) -> ExtractionReply:
+    """Parse and validate a model's reply.
+
+    Raises
+    ------
+    ReplyInvalid
+        With a short, model-readable description of what is wrong.
+    """
+    cut_off = " (the reply was cut off: keep it shorter)" if finish_reason == "length" else ""
+    try:
+        return ExtractionReply.model_validate(parse_json_reply(text))
+    except ReplyInvalid as exc:
+        raise ReplyInvalid(f"{exc}{cut_off}") from None
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc']) or 'reply'}: {error['msg']}"
+            for error in exc.errors()[:20]
+        )
+        raise ReplyInvalid(shorten(f"{problems}{cut_off}")) from None
+
+
+# --- candidates --------------------------------------------------------------------------
+
+
+def build_candidates(
+    reply: ExtractionReply, transcript: Sequence[TranscriptMessage]
+) -> tuple[MemoryCandidate, ...]:
+    """Memory candidates from a validated reply: preferences, facts, corrections, summary.
+
+    Cited ids are checked against the transcript: unknown ids are dropped, and an item that
+    cites no known id is credited to every user message. An item that cites only assistant
+    messages is the assistant's statement and is dropped. Within a type, items with the same
+    text (ignoring case, punctuation and spacing) are merged.
+    """
+    roles = {m.event_id: m.role for m in transcript}
+    user_ids = tuple(m.event_id for m in transcript if m.role == "user")
+    entities = _clean_entities(reply.entities)
+    drafts: dict[tuple[MemoryType, str], MemoryCandidate] = {}
+
+    def add(
+        memory_type: MemoryType, content: str, importance: float, sources: tuple[str, ...]
+    ) -> None:
+        content = _cut(" ".join(content.split()), _content_limit(memory_type))
+        key = (memory_type, _dedup_key(content))
+        if not key[1]:
+            return
+        mentioned = tuple(name for name in entities if _mentions(content, name))[:MAX_ENTITIES]
+        earlier = drafts.get(key)
+        if earlier is not None:
+            sources = _unique([*earlier.source_event_ids, *sources])
+            mentioned = _unique([*earlier.entities, *mentioned])[:MAX_ENTITIES]
+            importance = max(importance, earlier.importance)
+            content = earlier.content
+        drafts[key] = MemoryCandidate(
+            memory_type=memory_type,
+            content=content,
+            importance=round(importance, 2),
+            source_event_ids=sources,
+            entities=mentioned,
+        )
+
+    groups: tuple[tuple[MemoryType, list[ExtractedItem]], ...] = (
+        ("preference", reply.preferences),
+        ("fact", reply.facts),
+        ("correction", reply.corrections),
+    )
+    for memory_type, items in groups:
+        for item in items:
+            cited = _unique(i for i in item.source_event_ids if i in roles)
+            if cited and not any(roles[i] == "user" for i in cited):
+                log.info("llm extractor: dropped an assistant statement: %r", item.content)
+                continue
+            if memory_type == "correction":
+                importance = max(item.importance, CORRECTION_MIN_IMPORTANCE)
+            elif item.importance < MIN_IMPORTANCE:
+                continue
+            else:
+                importance = item.importance
+            add(memory_type, item.content, importance, cited or user_ids)
+    if reply.summary.strip():
+        # The summary covers the whole span, both sides of it.
+        add("summary", reply.summary, SUMMARY_IMPORTANCE, tuple(roles))
+    return tuple(drafts.values())
+
+
+def _content_limit(memory_type: MemoryType) -> int:
+    return MAX_SUMMARY_CHARS if memory_type == "summary" else MAX_CONTENT_CHARS
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters at a word boundary, ending with an ellipsis."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    if space > limit // 2:
+        cut = cut[:space]
+    return cut.rstrip() + "…"
+
+
+def shorten(text: str) -> str:
+    """``text`` on one line, cut to :data:`MAX_ERROR_CHARS` (an error fed back or kept)."""
+    return _cut(" ".join(text.split()), MAX_ERROR_CHARS)
+
+
+def _dedup_key(text: str) -> str:
+    kept = (c for c in text.casefold() if not unicodedata.category(c).startswith(("P", "S")))
+    return " ".join("".join(kept).split())
+
+
+def _clean_entities(names: Iterable[str]) -> tuple[str, ...]:
+    cleaned = (" ".join(name.split()) for name in names if isinstance(name, str))
+    usable = [name for name in cleaned if 0 < len(name) <= MAX_ENTITY_CHARS]
+    seen: set[str] = set()
+    unique = []
+    for name in usable:
+        if name.casefold() not in seen:
+            seen.add(name.casefold())
+            unique.append(name)
+    return tuple(unique[:MAX_REPLY_ENTITIES])
+
+
+def _mentions(content: str, name: str) -> bool:
+    """Whether ``content`` names ``name`` (case-insensitive, whole words in spaced scripts).
+
+    Word boundaries are only checked at ASCII edges: in scripts written without spaces
+    (Chinese, Japanese, Thai) a name sits directly between other letters.
+    """
+    start = r"(?<!\w)" if name[0].isascii() else ""
+    end = r"(?!\w)" if name[-1].isascii() else ""
+    return re.search(start + re.escape(name) + end, content, re.IGNORECASE) is not None
+
+
+def _unique(items: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(items))
