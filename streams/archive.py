@@ -73,11 +73,11 @@ __all__ = [
     "ArchiveErasures",
     "ArchiveError",
     "ArchiveFile",
+    "ArchivePastLog",
     "Gap",
     "GroupOffsets",
     "RestoreRefused",
     "RestoreReport",
-    "Shortfall",
     "archive_directories",
     "archive_files",
     "archive_fingerprint",
@@ -135,7 +135,7 @@ class ArchiveFile:
 
 
 @dataclass(frozen=True)
-class Shortfall:
+class ArchivePastLog:
     """A partition whose log ends before offsets the archive already holds.
 
     ``archived_to`` is the offset after the last archived record; ``log_end`` the offset the
@@ -988,7 +988,7 @@ async def _log_ends(
 
 async def log_shortfalls(
     settings: Settings, positions: Mapping[tuple[str, int], int]
-) -> list[Shortfall]:
+) -> list[ArchivePastLog]:
     """The partitions whose log on the broker ends before ``positions`` (the log is short).
 
     Parameters
@@ -1001,7 +1001,7 @@ async def log_shortfalls(
 
     Returns
     -------
-    list of Shortfall
+    list of ArchivePastLog
         Empty when the log holds every position; sorted by topic and partition. A missing
         topic counts as an empty log (and is not created by asking).
 
@@ -1015,7 +1015,7 @@ async def log_shortfalls(
     ends = await _log_ends(settings, wanted)
     return sorted(
         (
-            Shortfall(tp.topic, tp.partition, positions[(tp.topic, tp.partition)], ends[tp])
+            ArchivePastLog(tp.topic, tp.partition, positions[(tp.topic, tp.partition)], ends[tp])
             for tp in wanted
             if positions[(tp.topic, tp.partition)] > ends[tp]
         ),
@@ -1262,7 +1262,7 @@ class _ArchiveSink:
         for tp in partitions:
             position = self.read_to[tp]
             if position > ends[tp]:
-                self._lose(tp, Shortfall(tp.topic, tp.partition, position, ends[tp]).explain())
+                self._lose(tp, ArchivePastLog(tp.topic, tp.partition, position, ends[tp]).explain())
             else:
                 self._lose(
                     tp,
@@ -1301,7 +1301,7 @@ class _ArchiveSink:
         for tp, position in self.read_to.items():
             highwater = self.consumer.highwater(tp)
             if tp not in self.lost and highwater is not None and highwater < position:
-                self._lose(tp, Shortfall(tp.topic, tp.partition, position, highwater).explain())
+                self._lose(tp, ArchivePastLog(tp.topic, tp.partition, position, highwater).explain())
 
     def _lose(self, tp: TopicPartition, reason: str) -> None:
         # Records already buffered came from the old log and are still archived.

@@ -309,7 +309,7 @@ async def _send_all(producer: AIOKafkaProducer, topic: str, events: tuple[Event,
 
 
 @dataclass(frozen=True)
-class Shortfall:
+class ProjectionPastLog:
     """A partition whose log ends before offsets a projection already holds."""
 
     topic: str
@@ -331,21 +331,21 @@ class Shortfall:
 
 async def _positions(
     settings: Settings, projection: MemoryProjection, partitions: list[TopicPartition]
-) -> tuple[dict[TopicPartition, int], list[Shortfall]]:
+) -> tuple[dict[TopicPartition, int], list[ProjectionPastLog]]:
     """Where the projection left each partition, and the partitions whose log is shorter."""
     positions = await asyncio.to_thread(projection.positions)
     access_positions = await asyncio.to_thread(projection.access_positions)
     ends = await true_end_offsets(settings.broker, partitions)
     accesses = Topics.from_settings(settings).accesses
     starts: dict[TopicPartition, int] = {}
-    shortfalls: list[Shortfall] = []
+    shortfalls: list[ProjectionPastLog] = []
     for tp in partitions:
         if tp.topic == accesses:
             position = access_positions.get(tp.partition, 0)
         else:
             position = positions.get((tp.topic, tp.partition), 0)
         if position > ends[tp]:
-            shortfalls.append(Shortfall(tp.topic, tp.partition, ends[tp], position))
+            shortfalls.append(ProjectionPastLog(tp.topic, tp.partition, ends[tp], position))
         starts[tp] = position
     return starts, shortfalls
 

@@ -36,7 +36,7 @@ from memstream.projections.memories import (
 )
 from memstream.projections.shadow import shadow_name, swap_in
 from memstream.streams.projector import (
-    Shortfall,
+    ProjectionPastLog,
     _assigned_partitions,
     _positions,
     _Projector,
@@ -178,7 +178,7 @@ async def rebuild_memories(
 class LogShorterThanProjection(RuntimeError):
     """The log ends before offsets a projection already holds: the broker lost it."""
 
-    def __init__(self, shortfalls: list[Shortfall]) -> None:
+    def __init__(self, shortfalls: list[ProjectionPastLog]) -> None:
         super().__init__("\n".join(s.explain() for s in shortfalls))
         self.shortfalls = shortfalls
 
