@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from pathlib import Path
 
 import pytest
+from harness import wait_for
 
 from memstream.models.codec import decode_event
 from memstream.streams.broker import free_port
@@ -60,14 +60,14 @@ def test_quick_publish_then_search_prints_the_memory_with_its_source(
         assert main(["publish", "--user", "ann", "--session", "s1", "--text",
                      "My favourite colour is teal and I live in Oslo."]) == 0
         assert main(["publish", "--user", "ann", "--session", "s1", "--close"]) == 0
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+
+        def searched() -> str | None:
             capsys.readouterr()
             main(["search", "--user", "ann", "which colour do I like"])
             out = capsys.readouterr().out
-            if "teal" in out:
-                break
-            time.sleep(0.5)
+            return out if "teal" in out else None
+
+        out = wait_for(searched, "the search to find the teal memory", 60)
     assert "teal" in out
     assert "session s1" in out and "memstream.chat" not in out
     main(["search", "--user", "someone-else", "which colour do I like"])

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 from chat import conversation
+from harness import wait_for
 
 from memstream.models.codec import decode_event
 from memstream.models.events import MemoryReinforced, MemorySuperseded
@@ -37,15 +37,18 @@ def test_repeats_reinforce_and_corrections_supersede(settings_factory, tmp_path:
     projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
     with WorkerProcess(settings, log_path=tmp_path / "worker.log"):
         asyncio.run(publish_events(settings, first))
-        deadline = time.monotonic() + 60
-        while not projection.list_memories("ann") and time.monotonic() < deadline:
-            time.sleep(0.3)
+        wait_for(lambda: projection.list_memories("ann"), "the first session's memories", 60)
         asyncio.run(publish_events(settings, second))
-        while time.monotonic() < deadline:
-            if any(m.status == "superseded" for m in projection.list_memories("ann", include_inactive=True)):
-                break
-            time.sleep(0.3)
-        time.sleep(1.0)  # let the reinforcement land too
+
+        def decided() -> bool:
+            every = projection.list_memories("ann", include_inactive=True)
+            return any(m.status == "superseded" for m in every) and any(
+                m.memory_type == "preference" and m.reinforcement_count >= 1 for m in every
+            )
+
+        # Both decisions of the second session, the supersession and the reinforcement, are
+        # waited for by what they leave in the projection: no sleep stands in for either.
+        wait_for(decided, "the supersession and the reinforcement", 60)
     records = asyncio.run(read_topic(settings, Topics.from_settings(settings).memories))
     events = [decode_event(r.value) for r in records]
     superseded = [e for e in events if isinstance(e, MemorySuperseded)]

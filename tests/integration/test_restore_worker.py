@@ -18,7 +18,7 @@ from typing import Any
 from aiokafka import TopicPartition
 from aiokafka.partitioner import DefaultPartitioner
 from chat import conversation
-from harness import committed_offsets
+from harness import committed_offsets, wait_for
 from harness import open_sessions as open_sessions_of
 
 from memstream.models.codec import decode_event
@@ -65,15 +65,6 @@ OPEN_TURNS = [
     ("assistant", "Great, that opens up Chiado."),
     ("user", "I hate early flights, never book anything before 9am."),
 ]
-
-
-def wait_until(predicate: Callable[[], bool], what: str, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def log_ends(settings: Settings) -> dict[Position, int]:
@@ -154,8 +145,8 @@ def test_a_worker_on_a_restored_broker_carries_on_from_its_committed_offsets(
                 conversation(SAME, "trip", TRIP) + left_open + conversation(OTHER, "work", WORK),
             )
         )
-        wait_until(lambda: memories_of(closed_keys), "the closed sessions' memories")
-        wait_until(lambda: archive_is_complete(settings), "the archive to hold everything")
+        wait_for(lambda: memories_of(closed_keys), "the closed sessions' memories")
+        wait_for(lambda: archive_is_complete(settings), "the archive to hold everything")
         sessions_before = open_sessions(settings)
     assert list(sessions_before) == [session_key(OPEN, "open")]
     assert sessions_before[session_key(OPEN, "open")]["message_count"] == len(OPEN_TURNS)
@@ -185,17 +176,17 @@ def test_a_worker_on_a_restored_broker_carries_on_from_its_committed_offsets(
 
         with WorkerProcess(restored, log_path=tmp_path / "worker-b.log"):
             # The session table is back from the restored changelog...
-            wait_until(
+            wait_for(
                 lambda: open_sessions(restored) == sessions_before, "the open session's state"
             )
             time.sleep(3)  # ...and a few seconds of running consolidate nothing again.
             assert log_ends(restored) == ends_before
 
             asyncio.run(publish_events(restored, closing))
-            wait_until(lambda: memories_of({(OPEN, "open")}), "the open session's memories")
+            wait_for(lambda: memories_of({(OPEN, "open")}), "the open session's memories")
             new_requests = events_since(restored, topics.consolidation, ends_before)
             new_memory_events = events_since(restored, topics.memories, ends_before)
-            wait_until(
+            wait_for(
                 lambda: all(
                     archive_positions(live_archive_dir(restored)).get(key, 0) >= end
                     for key, end in log_ends(restored).items()

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from chat import conversation
-from harness import fetch_routed, open_sessions
+from harness import fetch_routed, open_sessions, wait_for
 from sealed import opened
 from sealed import topic_events as sealed_topic_events
 
@@ -36,15 +36,6 @@ def consolidations(settings: Settings) -> dict[str, ConsolidationRequested]:
     return {e.event_id: e for e in topic_events(settings, topic)}
 
 
-def wait_until(predicate: Any, timeout_s: float = 60, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def reference_states(settings: Settings, limits: WindowLimits) -> dict[str, Any]:
     """The open sessions a crash-free worker holds: the pure fold of the chat topic."""
     values: dict[str, Any] = {}
@@ -66,7 +57,7 @@ def test_long_sessions_consolidate_in_chunks_and_lose_no_message(settings_factor
     events = conversation("ann", "long", turns(45, "long"))
     with WorkerProcess(settings, log_path=tmp_path / "worker.log"):
         asyncio.run(publish_events(settings, events))
-        wait_until(lambda: any(c.reason == "session_closed" for c in consolidations(settings).values()),
+        wait_for(lambda: any(c.reason == "session_closed" for c in consolidations(settings).values()),
                    what="the closing consolidation")
     requests = sorted(consolidations(settings).values(), key=lambda c: c.chunk)
     assert [c.reason for c in requests[:-1]] == ["evicted"] * (len(requests) - 1)
@@ -84,7 +75,7 @@ def test_idle_sessions_close_from_the_timer_and_the_close_is_an_event(
     events = conversation("ann", "quiet", turns(4, "quiet"), close=False)
     with WorkerProcess(settings, log_path=tmp_path / "worker.log"):
         asyncio.run(publish_events(settings, events))
-        wait_until(lambda: any(c.session_id == "quiet" for c in consolidations(settings).values()),
+        wait_for(lambda: any(c.session_id == "quiet" for c in consolidations(settings).values()),
                    what="the idle close's consolidation")
         assert open_sessions(settings, ["ann"]) == {}
     closes = [e for e in topic_events(settings, Topics.from_settings(settings).chat)
@@ -107,7 +98,7 @@ def test_double_close_and_late_events_are_handled_and_nothing_is_lost(
             event_list[i] = event.model_copy(update={"event_id": f"{event.event_id}-{suffix}"})
     with WorkerProcess(settings, log_path=tmp_path / "worker.log") as worker:
         asyncio.run(publish_events(settings, first + again + late))
-        wait_until(lambda: len(consolidations(settings)) == 2, what="two consolidations")
+        wait_for(lambda: len(consolidations(settings)) == 2, what="two consolidations")
         assert worker.stop() == 0
     consolidated = sorted(m.content for c in consolidations(settings).values() for m in c.messages)
     assert consolidated == sorted([t for _, t in turns(3, "first")] + ["one more thing about Porto"])
@@ -137,7 +128,7 @@ def test_session_show_is_routed_to_the_worker_that_owns_the_session(
                     owners[user] = reply["served_by"]
             return len(owners) == len(users) and len(set(owners.values())) == 2
 
-        wait_until(both_hold_all, timeout_s=90, what="both workers to hold sessions")
+        wait_for(both_hold_all, timeout_s=90, what="both workers to hold sessions")
         assert open_sessions(one, users) == open_sessions(two, users)
         two_url = f"http://{two.web_host}:{two.web_port}"
         local_to_two = open_sessions(two, [next(u for u, o in owners.items() if o == two_url)])
@@ -229,7 +220,7 @@ def test_state_after_kill_9_mid_stream_equals_the_crash_free_fold(settings_facto
             return held == expected
 
         try:
-            wait_until(recovered, timeout_s=90, what="the recovered state to equal the crash-free fold")
+            wait_for(recovered, timeout_s=90, what="the recovered state to equal the crash-free fold")
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{differences(held, expected)}") from None
     finally:
