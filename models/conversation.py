@@ -186,7 +186,7 @@ def turn_context(
     lines = [f"{WEEKDAYS[own.occurred_at.weekday()].capitalize()} {format_day(own.occurred_at.date())}"]
     for turn in shown:
         limit = CONTEXT_OWN_CHARS if turn is own else CONTEXT_TURN_CHARS
-        words = _clip(" ".join(turn.content[: 4 * limit].split()), limit)
+        words = truncate(" ".join(turn.content[: 4 * limit].split()), limit)
         lines.append(f"{speaker(turn)}: {annotate_times(words, turn.occurred_at)}")
     return "\n".join(lines), tuple(dict.fromkeys(turn.event_id for turn in shown))
 
@@ -204,8 +204,18 @@ def _unit_back(today: date, unit: str, count: int) -> tuple[date, str]:
     return first, str(first.year)
 
 
-def _clip(text: str, limit: int) -> str:
+def truncate(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, at a word boundary when one is near.
+
+    Examples
+    --------
+    >>> truncate("Lisbon! It rained, but the food made up for it.", 20)
+    'Lisbon! It rained…'
+    """
     if len(text) <= limit:
         return text
-    cut = text[:limit].rsplit(" ", 1)[0] or text[:limit]
-    return cut + "…"
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    if space > limit * 0.6:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:") + "…"

@@ -80,7 +80,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from memstream.models.conversation import speaker, turn_context
+from memstream.models.conversation import speaker, truncate, turn_context
 from memstream.models.events import (
     ConsolidationRequested,
     MemoryCandidate,
@@ -187,10 +187,10 @@ def extract_candidates(messages: Sequence[TranscriptMessage]) -> tuple[MemoryCan
         for message in messages
         if message.role in ("user", "assistant")
     ]
-    attributed = _attributed_speakers([turn.message for turn in turns])
+    said = [turn.message for turn in turns]
+    attributed = _attributed_speakers(said)
     known_names = _mid_sentence_capitals(sentence for turn in turns for sentence in turn.sentences)
     drafts = _Drafts()
-    said = [turn.message for turn in turns]
     for index, turn in enumerate(turns):
         if turn.message.role != "user":
             continue
@@ -399,17 +399,6 @@ def _sentences(text: str) -> list[str]:
         if len(sentences) >= MAX_SENTENCES_PER_MESSAGE:
             break
     return sentences
-
-
-def _truncate(text: str, limit: int) -> str:
-    """``text`` cut to at most ``limit`` characters, at a word boundary when one is near."""
-    if len(text) <= limit:
-        return text
-    cut = text[: limit - 1]
-    space = cut.rfind(" ")
-    if space > limit * 0.6:
-        cut = cut[:space]
-    return cut.rstrip(" ,;:") + "…"
 
 
 def _dedup_key(text: str) -> str:
@@ -1267,7 +1256,7 @@ def _summary(turns: Sequence[_Turn], known_names: frozenset[str]) -> _Summary | 
     parts = []
     for picked in chosen:
         label = speaker(picked.turn.message)
-        text = _truncate(picked.text, SUMMARY_SENTENCE_CHARS)
+        text = truncate(picked.text, SUMMARY_SENTENCE_CHARS)
         if text[-1] not in _TERMINATORS:
             text += "."
         parts.append(f"{label}: {text}")
@@ -1314,7 +1303,7 @@ class _Drafts:
         entities: Iterable[str],
         context: str = "",
     ) -> None:
-        content = _truncate(content.strip(), MAX_CONTENT_CHARS)
+        content = truncate(content.strip(), MAX_CONTENT_CHARS)
         key = _dedup_key(content)
         if not key:
             return
@@ -1327,7 +1316,7 @@ class _Drafts:
         draft.entities = _unique([*draft.entities, *entities])[:MAX_ENTITIES]
 
     def discard(self, content: str, memory_types: tuple[MemoryType, ...]) -> None:
-        key = _dedup_key(_truncate(content.strip(), MAX_CONTENT_CHARS))
+        key = _dedup_key(truncate(content.strip(), MAX_CONTENT_CHARS))
         draft = self._by_key.get(key)
         if draft is not None and draft.memory_type in memory_types:
             del self._by_key[key]

@@ -32,8 +32,8 @@ class RankWeights:
     recency: float
     use: float
     half_life_days: float
-    #: Accesses at which use reaches 1 (``decay_use_saturation``).
-    use_saturation: float = 20.0
+    #: Accesses at which use reaches 1 (``decay_use_saturation``, the settings' default).
+    use_saturation: float = Settings.model_fields["decay_use_saturation"].default
 
     @property
     def total(self) -> float:
@@ -129,7 +129,5 @@ def decay_score(
     if total <= 0:
         return 0.0
     recency = recency_weight(created_at, now, settings.recency_half_life_days)
-    use = min(
-        math.log1p(max(access_count, 0)) / math.log1p(settings.decay_use_saturation), 1.0
-    )
+    use = use_weight(access_count, settings.decay_use_saturation)
     return (w_imp * importance + w_rec * recency + w_use * use) / total
