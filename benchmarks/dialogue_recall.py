@@ -74,12 +74,12 @@ from memstream.projections.memories import (
     SourcePosition,
 )
 from memstream.projections.retrieval import Retriever
-from memstream.streams.broker import EmbeddedBroker, free_port
 from memstream.streams.client import MemoryClient
-from memstream.streams.logreader import read_topic
-from memstream.streams.tansu import true_end_offsets
-from memstream.streams.topics import Topics
-from memstream.streams.worker import WorkerProcess
+from memstream.streams.runtime.broker import EmbeddedBroker, free_port
+from memstream.streams.runtime.logreader import read_topic
+from memstream.streams.runtime.tansu import true_end_offsets
+from memstream.streams.runtime.topics import Topics
+from memstream.streams.runtime.worker import WorkerProcess
 
 DEPTHS = (5, 10, 20)
 #: Depth of the answer-in-text rate, the stale and the distractor counts.

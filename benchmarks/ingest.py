@@ -60,10 +60,10 @@ from runner import log, release, run_to_end
 from memstream.models.codec import encode_event
 from memstream.models.events import Event, MessageAdded, SessionClosed, SessionStarted
 from memstream.models.settings import Settings
-from memstream.streams.broker import EmbeddedBroker, free_port
-from memstream.streams.tansu import faust_settings_for, prepare_for_broker, true_end_offsets
-from memstream.streams.topics import Topics, ensure_topics
-from memstream.streams.worker import WorkerProcess, fetch_json
+from memstream.streams.runtime.broker import EmbeddedBroker, free_port
+from memstream.streams.runtime.tansu import faust_settings_for, prepare_for_broker, true_end_offsets
+from memstream.streams.runtime.topics import Topics, ensure_topics
+from memstream.streams.runtime.worker import WorkerProcess, fetch_json
 
 #: Sessions of the default workload: about 160k events, 1-3 minutes on a 2-core machine.
 DEFAULT_SESSIONS = 3000

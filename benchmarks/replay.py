@@ -49,9 +49,9 @@ from memstream.models.events import (
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection
-from memstream.streams.broker import EmbeddedBroker, free_port
-from memstream.streams.replay import memories_fingerprint, rebuild_memories
-from memstream.streams.topics import Topics, ensure_topics
+from memstream.streams.runtime.broker import EmbeddedBroker, free_port
+from memstream.streams.runtime.topics import Topics, ensure_topics
+from memstream.streams.tools.replay import memories_fingerprint, rebuild_memories
 
 sys.path.insert(0, str(Path(__file__).parent))
 from retrieval import TEMPLATES

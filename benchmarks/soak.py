@@ -63,10 +63,10 @@ from memstream.models.events import Event, MessageAdded, SessionClosed, SessionS
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection
-from memstream.streams.broker import EmbeddedBroker, free_port
 from memstream.streams.client import MemoryClient
-from memstream.streams.topics import Topics, ensure_topics
-from memstream.streams.worker import WorkerProcess
+from memstream.streams.runtime.broker import EmbeddedBroker, free_port
+from memstream.streams.runtime.topics import Topics, ensure_topics
+from memstream.streams.runtime.worker import WorkerProcess
 
 USER_LINES = [
     "I live in {city}.",

@@ -679,7 +679,7 @@ class MemoryProjection:
         """Active memories created (event time) at or before ``created_before``, of any
         type but ``exclude_types``, with their user ids: every user's, or only ``user_id``'s.
 
-        What a forgetting policy scores (:mod:`memstream.streams.forgetting`). ``user_id``
+        What a forgetting policy scores (:mod:`memstream.streams.tools.forgetting`). ``user_id``
         reaches the filter as its digest only, so an id no user has matches nothing.
 
         Raises
@@ -986,7 +986,7 @@ class MemoryProjection:
         the indexes, and removal of versions older than ``keep_versions_for``. Costs 20-30 ms
         on a small table, 100-250 ms at 20,000 rows; returns at once if nothing was written
         since the last call. Every call that does work commits new versions and index
-        files, so call it every few seconds, not after every write (:func:`memstream.streams.projector.index_refresh_due`).
+        files, so call it every few seconds, not after every write (:func:`memstream.streams.projector.memories.index_refresh_due`).
         """
         table = self._open()
         if table is None or table.version == self._refreshed_version:

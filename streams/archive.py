@@ -61,8 +61,8 @@ from memstream.models.fingerprint import Fingerprint, fingerprint
 from memstream.models.settings import Settings
 from memstream.projections.archive_format import ARCHIVE, SCHEMA, live_archive_dir
 from memstream.projections.shadow import live_name
-from memstream.streams.tansu import true_end_offsets
-from memstream.streams.topics import Topics, ensure_topics
+from memstream.streams.runtime.tansu import true_end_offsets
+from memstream.streams.runtime.topics import Topics, ensure_topics
 
 __all__ = [
     "ARCHIVE",
@@ -318,7 +318,7 @@ def archived_topics(settings: Settings) -> tuple[str, ...]:
     """Every topic the archive keeps: the memstream topics, then the sessions changelog.
 
     The changelog is named as Faust names it, ``{app id}-sessions-changelog`` (the name
-    ``memstream.streams.session_replay.sessions_changelog_topic`` gives; not imported from
+    ``memstream.streams.tools.rebuild_sessions.sessions_changelog_topic`` gives; not imported from
     there, which would load LanceDB into restore).
 
     Examples
@@ -1064,12 +1064,12 @@ async def run_archive_sink(
     record as archived, means the broker lost its log: it is reported as an error and left
     alone until the sink restarts, never archived again from offset 0 (and no group offsets
     are kept meanwhile: they would be offsets in another log). ``log_intact`` is asked after
-    every fetch (:meth:`memstream.streams.logid.LogWatch.verifier`): once the broker's log
+    every fetch (:meth:`memstream.streams.runtime.logid.LogWatch.verifier`): once the broker's log
     is not the archived one, nothing more is archived (``memstream restore`` keeps what the
     new log received and appends it after the archive).
     """
     # Imported here: the projector module loads LanceDB, which restore and rebuild never need.
-    from memstream.streams.projector import WriterLock
+    from memstream.streams.projector.memories import WriterLock
 
     stop = stop or asyncio.Event()
     lock = WriterLock(settings.archive_dir / ".sink.lock")
@@ -1719,7 +1719,7 @@ async def restore(
     busy = [f"{tp.topic}[{tp.partition}] ({end} records)" for tp, end in ends.items() if end]
     kept_files = sorted(settings.archive_dir.glob("kept-*.parquet"))
     if busy:
-        from memstream.streams.logid import read_log_id
+        from memstream.streams.runtime.logid import read_log_id
 
         broker_log = await read_log_id(settings)
         archived_log = await asyncio.to_thread(archived_log_id, files, settings)
@@ -1810,8 +1810,8 @@ _KEPT_MEMORY_TYPES = frozenset({"memory_deleted", "memory_forgotten", "user_eras
 
 def archived_log_id(files: Sequence[ArchiveFile], settings: Settings) -> str | None:
     """The id of the log the archive holds (its first record of the log's mark topic,
-    see :mod:`memstream.streams.logid`); None for an archive written before logs had one."""
-    from memstream.streams.logid import _parse_mark
+    see :mod:`memstream.streams.runtime.logid`); None for an archive written before logs had one."""
+    from memstream.streams.runtime.logid import _parse_mark
 
     topic = Topics.from_settings(settings).log
     first = sorted((f for f in files if f.topic == topic and f.partition == 0), key=lambda f: f.first)
@@ -1827,7 +1827,7 @@ async def _keep_new_log(settings: Settings) -> Path:
     """Write what producers put on the new log (chat, accesses, and the memories topic's
     deletions and erasures) to ``kept-<time>.parquet`` beside the archive, fsynced; return
     the file."""
-    from memstream.streams.logreader import read_topic
+    from memstream.streams.runtime.logreader import read_topic
 
     topics = Topics.from_settings(settings)
     records: list[ConsumerRecord] = []

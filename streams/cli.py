@@ -16,7 +16,7 @@ from typing import Any, get_args
 from memstream.models.codec import EventLimits
 from memstream.models.events import CODE_PATTERN, MemoryType, json_schemas
 from memstream.models.settings import Settings
-from memstream.streams.command_settings import settings_from_args
+from memstream.streams.runtime.command_settings import settings_from_args
 
 
 def _timestamp(text: str) -> datetime:
@@ -52,7 +52,7 @@ def _with_checked_erasure_reason(
 
 def cmd_broker(args: argparse.Namespace) -> int:
     """Run the embedded broker (Tansu, memory storage) until Ctrl-C."""
-    from memstream.streams.broker import run_broker_forever
+    from memstream.streams.runtime.broker import run_broker_forever
 
     settings = settings_from_args(args)
     return run_broker_forever(settings, args.port or settings.broker_port)
@@ -60,8 +60,8 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """Run the Faust worker: session state, consolidation, extraction, projection."""
-    from memstream.streams.web import UnsafeWebExposure
-    from memstream.streams.worker import run_worker
+    from memstream.streams.runtime.web import UnsafeWebExposure
+    from memstream.streams.runtime.worker import run_worker
 
     try:
         run_worker(settings_from_args(args))
@@ -73,7 +73,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def cmd_publish(args: argparse.Namespace) -> int:
     """Publish chat events from JSONL (file or stdin) or the quick form."""
-    from memstream.streams.publish import LineError, publish_events, quick_events, read_events
+    from memstream.streams.tools.publish import LineError, publish_events, quick_events, read_events
 
     settings = settings_from_args(args)
     if args.text is not None or args.close:
@@ -98,7 +98,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
                 events, errors = read_events(source, settings.max_event_bytes, limits)
     for error in errors:
         print(f"line {error.line}: {error.reason}", file=sys.stderr)
-    from memstream.streams.logid import LogLost
+    from memstream.streams.runtime.logid import LogLost
 
     try:
         published = asyncio.run(publish_events(settings, events)) if events else 0
@@ -212,7 +212,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def _reextract(settings: Settings, args: argparse.Namespace) -> int:
     from memstream.models.extraction import OfflineExtractor
     from memstream.streams.llm_extractor import LLMExtractor
-    from memstream.streams.reextract import LabelInUse, default_label, reextract
+    from memstream.streams.tools.reextract import LabelInUse, default_label, reextract
 
     if args.extractor is None:
         print("error: --reextract needs --extractor offline|llm", file=sys.stderr)
@@ -238,8 +238,8 @@ def _reextract(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _replay_memories(settings: Settings, args: argparse.Namespace) -> int:
-    from memstream.streams.projector import TopicMissing
-    from memstream.streams.replay import LogShorterThanProjection, replay_memories
+    from memstream.streams.projector.memories import TopicMissing
+    from memstream.streams.tools.replay import LogShorterThanProjection, replay_memories
 
     bar = _ProgressBar("memories")
     try:
@@ -298,14 +298,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _verify_memories(settings: Settings) -> tuple[Any, Any]:
-    from memstream.streams.replay import verify_memories
+    from memstream.streams.tools.replay import verify_memories
 
     return asyncio.run(verify_memories(settings))
 
 
 def _replay_sessions(settings: Settings, args: argparse.Namespace) -> int:
     from memstream.projections.shadow import shadow_name, swap_in
-    from memstream.streams.session_replay import (
+    from memstream.streams.tools.rebuild_sessions import (
         live_sessions,
         rebuild_sessions,
         sessions_fingerprint,
@@ -333,7 +333,7 @@ def _replay_sessions(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _verify_sessions(settings: Settings) -> tuple[Any, Any]:
-    from memstream.streams.session_replay import (
+    from memstream.streams.tools.rebuild_sessions import (
         fold_chat_topic,
         live_sessions,
         sessions_fingerprint,
@@ -524,7 +524,7 @@ def cmd_session_show(args: argparse.Namespace) -> int:
     """Show a session's working-memory context (asks the worker that owns it)."""
     from urllib.parse import urlencode
 
-    from memstream.streams.worker import fetch_json
+    from memstream.streams.runtime.worker import fetch_json
 
     settings = settings_from_args(args)
     query = {"user": args.user, "session": args.session}
@@ -635,7 +635,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the whole path on the bundled sample and print what memory holds."""
-    from memstream.streams.demo import run_demo
+    from memstream.streams.tools.demo import run_demo
 
     return run_demo(settings_from_args(args))
 
@@ -721,13 +721,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     verify.set_defaults(run=cmd_verify)
 
-    from memstream.streams.forgetting import add_forget_command
+    from memstream.streams.tools.forgetting import add_forget_command
 
     add_forget_command(commands)
-    from memstream.streams.dlq import add_dlq_command
+    from memstream.streams.tools.dlq import add_dlq_command
 
     add_dlq_command(commands)
-    from memstream.streams.erasure import add_erase_command
+    from memstream.streams.tools.erasure import add_erase_command
 
     add_erase_command(commands)
     erase = commands.choices["erase"]

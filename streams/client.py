@@ -12,11 +12,11 @@ user's data: the projection filters on a digest of the id computed in code, and 
 keeps only events keyed by and belonging to that user.
 
 What the client publishes is sealed with the user's key (chat content, retrieval queries,
-deletion reasons; :mod:`memstream.streams.keys`), created on the user's first write; a
+deletion reasons; :mod:`memstream.streams.runtime.keys`), created on the user's first write; a
 deletion is sealed with the key the user has, never a new one (a user without a key was
 erased, and has no memories left to delete). **The client and the
 workers must share the key store** (``MEMSTREAM_DATA_DIR/keys`` on one machine, a shared
-directory, or a KMS behind :class:`~memstream.streams.keys.KeyStore`, passed as ``keys``):
+directory, or a KMS behind :class:`~memstream.streams.runtime.keys.KeyStore`, passed as ``keys``):
 a worker that cannot find a user's key skips the user's events as erased.
 
 Examples
@@ -63,7 +63,7 @@ from memstream.projections.memories import (
     SearchFilters,
 )
 from memstream.projections.retrieval import MAX_CANDIDATES, RankedMemory, Retriever
-from memstream.streams.keys import (
+from memstream.streams.runtime.keys import (
     BatchKeys,
     KeyStore,
     keystore_from_settings,
@@ -71,15 +71,15 @@ from memstream.streams.keys import (
     seal_event,
     seal_with_existing_keys,
 )
-from memstream.streams.logid import MarkReader, claim_log
-from memstream.streams.logreader import read_topic
-from memstream.streams.publish import (
+from memstream.streams.runtime.logid import MarkReader, claim_log
+from memstream.streams.runtime.logreader import read_topic
+from memstream.streams.runtime.topics import Topics, ensure_topics
+from memstream.streams.tools.publish import (
     Message,
     chat_events_for_add,
     check_encoded_size,
     check_publishable,
 )
-from memstream.streams.topics import Topics, ensure_topics
 
 log = logging.getLogger(__name__)
 
@@ -352,7 +352,7 @@ class AsyncMemoryClient:
         self._projection_lock = threading.Lock()
         self._producer: AIOKafkaProducer | None = None
         self._producer_lock: asyncio.Lock | None = None
-        #: Reads the broker's log mark before every write (see memstream.streams.logid).
+        #: Reads the broker's log mark before every write (see memstream.streams.runtime.logid).
         self._marks: MarkReader | None = None
         self._background: set[asyncio.Task[None]] = set()
 
@@ -461,7 +461,7 @@ class AsyncMemoryClient:
 
     def _sealed_deletions(self, events: Sequence[MemoryDeleted]) -> list[MemoryDeleted]:
         """The deletions sealed with their user's current key, never a new one (see
-        :func:`~memstream.streams.keys.seal_with_existing_keys`)."""
+        :func:`~memstream.streams.runtime.keys.seal_with_existing_keys`)."""
         return seal_with_existing_keys(events, self.keys, "client")
 
     def _deletion(self, record: MemoryRecord, user_id: str, reason: str) -> MemoryDeleted:

@@ -26,11 +26,11 @@ from memstream.streams.archive import (
     worker_group_id,
 )
 from memstream.streams.cli import main
-from memstream.streams.keys import keystore_from_settings, seal_event
-from memstream.streams.logreader import read_topic
-from memstream.streams.tansu import true_end_offsets
-from memstream.streams.topics import Topics
-from memstream.streams.worker import fetch_json
+from memstream.streams.runtime.keys import keystore_from_settings, seal_event
+from memstream.streams.runtime.logreader import read_topic
+from memstream.streams.runtime.tansu import true_end_offsets
+from memstream.streams.runtime.topics import Topics
+from memstream.streams.runtime.worker import fetch_json
 
 T = TypeVar("T")
 

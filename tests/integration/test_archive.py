@@ -40,11 +40,11 @@ from memstream.streams.archive import (
     run_archive_sink,
     worker_group_id,
 )
-from memstream.streams.broker import EmbeddedBroker, free_port
-from memstream.streams.deadletters import DeadLetter
-from memstream.streams.logreader import read_topic
-from memstream.streams.tansu import true_end_offsets
-from memstream.streams.topics import Topics, ensure_topics
+from memstream.streams.runtime.broker import EmbeddedBroker, free_port
+from memstream.streams.runtime.deadletters import DeadLetter
+from memstream.streams.runtime.logreader import read_topic
+from memstream.streams.runtime.tansu import true_end_offsets
+from memstream.streams.runtime.topics import Topics, ensure_topics
 
 SettingsFactory = Callable[..., Settings]
 

@@ -20,8 +20,13 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
 from memstream.models.settings import Settings
-from memstream.streams.broker import BrokerStartError, EmbeddedBroker, broker_reachable, free_port
-from memstream.streams.topics import Topics, ensure_topics
+from memstream.streams.runtime.broker import (
+    BrokerStartError,
+    EmbeddedBroker,
+    broker_reachable,
+    free_port,
+)
+from memstream.streams.runtime.topics import Topics, ensure_topics
 
 SettingsFactory = Callable[..., Settings]
 
@@ -100,7 +105,7 @@ _RUN_FOREVER = textwrap.dedent(
     """
     import sys
     from memstream.models.settings import Settings
-    from memstream.streams.broker import run_broker_forever
+    from memstream.streams.runtime.broker import run_broker_forever
     sys.exit(run_broker_forever(Settings(), int(sys.argv[1])))
     """
 )

@@ -23,12 +23,12 @@ from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection
 from memstream.streams.archive import archive_positions, live_archive_dir
-from memstream.streams.broker import EmbeddedBroker, free_port
 from memstream.streams.client import MemoryClient
-from memstream.streams.keys import keystore_from_settings, seal_event
-from memstream.streams.logid import LogLost, bound_log_id, read_log_id
-from memstream.streams.topics import Topics
-from memstream.streams.worker import WorkerProcess, worker_readiness
+from memstream.streams.runtime.broker import EmbeddedBroker, free_port
+from memstream.streams.runtime.keys import keystore_from_settings, seal_event
+from memstream.streams.runtime.logid import LogLost, bound_log_id, read_log_id
+from memstream.streams.runtime.topics import Topics
+from memstream.streams.runtime.worker import WorkerProcess, worker_readiness
 
 SettingsFactory = Callable[..., Settings]
 BEFORE = [("user", "I live in Porto and I work at Bosch."), ("assistant", "Noted.")]

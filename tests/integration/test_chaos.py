@@ -40,12 +40,12 @@ from chaos import (
 from memstream.models.events import SessionClosed
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
-from memstream.streams.broker import free_port
-from memstream.streams.logreader import read_topic
-from memstream.streams.replay import verify_memories
-from memstream.streams.session_replay import fold_chat_topic, live_sessions
-from memstream.streams.topics import Topics
-from memstream.streams.worker import WorkerProcess
+from memstream.streams.runtime.broker import free_port
+from memstream.streams.runtime.logreader import read_topic
+from memstream.streams.runtime.topics import Topics
+from memstream.streams.runtime.worker import WorkerProcess
+from memstream.streams.tools.rebuild_sessions import fold_chat_topic, live_sessions
+from memstream.streams.tools.replay import verify_memories
 
 SettingsFactory = Callable[..., Settings]
 

@@ -10,12 +10,12 @@ import pytest
 from harness import wait_for
 
 from memstream.models.codec import decode_event
-from memstream.streams.broker import free_port
 from memstream.streams.cli import main
-from memstream.streams.demo import run_demo
-from memstream.streams.logreader import read_topic
-from memstream.streams.topics import Topics
-from memstream.streams.worker import WorkerProcess
+from memstream.streams.runtime.broker import free_port
+from memstream.streams.runtime.logreader import read_topic
+from memstream.streams.runtime.topics import Topics
+from memstream.streams.runtime.worker import WorkerProcess
+from memstream.streams.tools.demo import run_demo
 
 
 @pytest.fixture

@@ -13,10 +13,10 @@ import pytest
 from harness import eventually
 
 from memstream.models.settings import Settings
-from memstream.streams.broker import free_port
 from memstream.streams.cli import main
 from memstream.streams.client import AsyncMemoryClient, MemoryClient
-from memstream.streams.worker import WorkerProcess
+from memstream.streams.runtime.broker import free_port
+from memstream.streams.runtime.worker import WorkerProcess
 
 BERLIN = [
     {"role": "user", "content": "I live in Berlin and I work at Siemens as a data engineer."},

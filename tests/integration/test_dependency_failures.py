@@ -24,10 +24,10 @@ from harness import wait_for
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection
-from memstream.streams.broker import EmbeddedBroker, free_port
-from memstream.streams.dlq import dead_letters
-from memstream.streams.publish import publish_events
-from memstream.streams.worker import WorkerProcess
+from memstream.streams.runtime.broker import EmbeddedBroker, free_port
+from memstream.streams.runtime.worker import WorkerProcess
+from memstream.streams.tools.dlq import dead_letters
+from memstream.streams.tools.publish import publish_events
 
 SettingsFactory = Callable[..., Settings]
 TURNS = [("user", "I live in Porto and I work at Bosch number {n}."), ("assistant", "Noted.")]

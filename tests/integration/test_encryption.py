@@ -21,19 +21,19 @@ from memstream.models.session import SessionState, session_key
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection
-from memstream.streams.broker import free_port
 from memstream.streams.client import MemoryClient
-from memstream.streams.keys import FileKeyStore
-from memstream.streams.logreader import read_topic
-from memstream.streams.publish import publish_events
-from memstream.streams.replay import rebuild_memories
-from memstream.streams.session_replay import (
+from memstream.streams.runtime.broker import free_port
+from memstream.streams.runtime.keys import FileKeyStore
+from memstream.streams.runtime.logreader import read_topic
+from memstream.streams.runtime.topics import Topics
+from memstream.streams.runtime.worker import WorkerProcess
+from memstream.streams.tools.publish import publish_events
+from memstream.streams.tools.rebuild_sessions import (
     fold_chat_topic,
     live_sessions,
     sessions_changelog_topic,
 )
-from memstream.streams.topics import Topics
-from memstream.streams.worker import WorkerProcess
+from memstream.streams.tools.replay import rebuild_memories
 
 #: Words that appear nowhere but in the users' own messages.
 ANN_PLACE = "Marrowfield"

@@ -13,13 +13,13 @@ from chat import conversation
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection
-from memstream.streams.broker import free_port
-from memstream.streams.deadletters import DeadLetter
-from memstream.streams.keys import keystore_from_settings
-from memstream.streams.logreader import read_topic
-from memstream.streams.publish import publish_events
-from memstream.streams.topics import Topics
-from memstream.streams.worker import WorkerProcess, worker_healthy
+from memstream.streams.runtime.broker import free_port
+from memstream.streams.runtime.deadletters import DeadLetter
+from memstream.streams.runtime.keys import keystore_from_settings
+from memstream.streams.runtime.logreader import read_topic
+from memstream.streams.runtime.topics import Topics
+from memstream.streams.runtime.worker import WorkerProcess, worker_healthy
+from memstream.streams.tools.publish import publish_events
 
 ALICE_TRIP = [
     ("user", "I'm planning a trip to Lisbon in March."),

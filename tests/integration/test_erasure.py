@@ -17,14 +17,14 @@ from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection
 from memstream.streams.archive import archived_topics
-from memstream.streams.broker import free_port
 from memstream.streams.client import MemoryClient
-from memstream.streams.keys import keystore_from_settings
-from memstream.streams.logreader import read_topic
-from memstream.streams.publish import publish_events
-from memstream.streams.replay import rebuild_memories
-from memstream.streams.session_replay import fold_chat_topic, live_sessions
-from memstream.streams.worker import WorkerProcess
+from memstream.streams.runtime.broker import free_port
+from memstream.streams.runtime.keys import keystore_from_settings
+from memstream.streams.runtime.logreader import read_topic
+from memstream.streams.runtime.worker import WorkerProcess
+from memstream.streams.tools.publish import publish_events
+from memstream.streams.tools.rebuild_sessions import fold_chat_topic, live_sessions
+from memstream.streams.tools.replay import rebuild_memories
 
 SettingsFactory = Callable[..., Settings]
 MARKERS = ("Quokkaville", "Zanzibar-7731", "Marguerite Okonkwo-Lindqvist")

@@ -51,15 +51,15 @@ from memstream.streams.archive import (
     archived_topics,
     live_archive_dir,
 )
-from memstream.streams.broker import free_port
 from memstream.streams.client import MemoryClient
-from memstream.streams.keys import key_prefix
-from memstream.streams.logreader import read_topic
-from memstream.streams.projector import live_table
-from memstream.streams.publish import publish_events
-from memstream.streams.session_replay import fold_chat_topic
-from memstream.streams.topics import Topics
-from memstream.streams.worker import WorkerProcess
+from memstream.streams.projector.memories import live_table
+from memstream.streams.runtime.broker import free_port
+from memstream.streams.runtime.keys import key_prefix
+from memstream.streams.runtime.logreader import read_topic
+from memstream.streams.runtime.topics import Topics
+from memstream.streams.runtime.worker import WorkerProcess
+from memstream.streams.tools.publish import publish_events
+from memstream.streams.tools.rebuild_sessions import fold_chat_topic
 
 SettingsFactory = Callable[..., Settings]
 USER = "canary-user"

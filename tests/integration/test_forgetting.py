@@ -42,11 +42,11 @@ from memstream.models.events import (
 from memstream.models.settings import Settings
 from memstream.projections.memories import MemoryProjection, SearchFilters
 from memstream.streams.client import AsyncMemoryClient
-from memstream.streams.forgetting import add_forget_command, forget
-from memstream.streams.keys import keystore_from_settings, open_event, seal_event
-from memstream.streams.logreader import read_topic
-from memstream.streams.replay import rebuild_memories
-from memstream.streams.topics import Topics, ensure_topics
+from memstream.streams.runtime.keys import keystore_from_settings, open_event, seal_event
+from memstream.streams.runtime.logreader import read_topic
+from memstream.streams.runtime.topics import Topics, ensure_topics
+from memstream.streams.tools.forgetting import add_forget_command, forget
+from memstream.streams.tools.replay import rebuild_memories
 
 SettingsFactory = Callable[..., Settings]
 

@@ -20,11 +20,11 @@ from harness import open_sessions
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection, SearchFilters
-from memstream.streams.broker import free_port
 from memstream.streams.cli import main
 from memstream.streams.client import MemoryClient
-from memstream.streams.publish import publish_events
-from memstream.streams.worker import WorkerProcess, fetch_json
+from memstream.streams.runtime.broker import free_port
+from memstream.streams.runtime.worker import WorkerProcess, fetch_json
+from memstream.streams.tools.publish import publish_events
 
 SettingsFactory = Callable[..., Settings]
 VICTIMS = {

@@ -16,13 +16,13 @@ from sealed import topic_events
 from memstream.models.events import ExtractionFailure, ExtractionRecorded
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection
-from memstream.streams.broker import free_port
-from memstream.streams.deadletters import DeadLetter
-from memstream.streams.keys import keystore_from_settings
-from memstream.streams.logreader import read_topic
-from memstream.streams.publish import publish_events
-from memstream.streams.topics import Topics
-from memstream.streams.worker import WorkerProcess
+from memstream.streams.runtime.broker import free_port
+from memstream.streams.runtime.deadletters import DeadLetter
+from memstream.streams.runtime.keys import keystore_from_settings
+from memstream.streams.runtime.logreader import read_topic
+from memstream.streams.runtime.topics import Topics
+from memstream.streams.runtime.worker import WorkerProcess
+from memstream.streams.tools.publish import publish_events
 
 TURNS = [("user", "I work at Siemens and I prefer trains over planes."), ("assistant", "Noted!")]
 

@@ -13,12 +13,12 @@ from memstream.models.codec import decode_event
 from memstream.models.events import MemoryReinforced, MemorySuperseded
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection
-from memstream.streams.broker import free_port
-from memstream.streams.keys import keystore_from_settings, open_event
-from memstream.streams.logreader import read_topic
-from memstream.streams.publish import publish_events
-from memstream.streams.topics import Topics
-from memstream.streams.worker import WorkerProcess
+from memstream.streams.runtime.broker import free_port
+from memstream.streams.runtime.keys import keystore_from_settings, open_event
+from memstream.streams.runtime.logreader import read_topic
+from memstream.streams.runtime.topics import Topics
+from memstream.streams.runtime.worker import WorkerProcess
+from memstream.streams.tools.publish import publish_events
 
 
 def test_repeats_reinforce_and_corrections_supersede(settings_factory, tmp_path: Path) -> None:

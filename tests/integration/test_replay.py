@@ -29,15 +29,15 @@ from memstream.models.upcasting import UNRECORDED_EXTRACTOR
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection, MemoryRecord
 from memstream.projections.shadow import live_name
-from memstream.streams.broker import free_port
 from memstream.streams.client import MemoryClient
 from memstream.streams.llm_extractor import LLMExtractor
-from memstream.streams.logreader import read_topic
-from memstream.streams.publish import publish_events
-from memstream.streams.reextract import reextract
-from memstream.streams.replay import memories_fingerprint, rebuild_memories, verify_memories
-from memstream.streams.topics import Topics, ensure_topics
-from memstream.streams.worker import WorkerProcess
+from memstream.streams.runtime.broker import free_port
+from memstream.streams.runtime.logreader import read_topic
+from memstream.streams.runtime.topics import Topics, ensure_topics
+from memstream.streams.runtime.worker import WorkerProcess
+from memstream.streams.tools.publish import publish_events
+from memstream.streams.tools.reextract import reextract
+from memstream.streams.tools.replay import memories_fingerprint, rebuild_memories, verify_memories
 
 SettingsFactory = Callable[..., Settings]
 FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -303,7 +303,7 @@ def test_a_lost_broker_is_reported_then_restored_from_the_archive_and_replayed_i
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from memstream.streams.broker import EmbeddedBroker
+    from memstream.streams.runtime.broker import EmbeddedBroker
 
     first = EmbeddedBroker(free_port(), log_dir=tmp_path / "broker-a").start()
     try:
@@ -345,7 +345,7 @@ def test_a_lost_broker_is_reported_then_restored_from_the_archive_and_replayed_i
 
 
 def test_an_interrupted_replay_resumes_where_it_stopped(settings_factory: SettingsFactory) -> None:
-    from memstream.streams.replay import replay_memories
+    from memstream.streams.tools.replay import replay_memories
 
     settings = settings_factory(partitions=1)
     asyncio.run(ensure_topics(settings))

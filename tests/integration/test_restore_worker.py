@@ -35,13 +35,13 @@ from memstream.streams.archive import (
     restore,
     worker_group_id,
 )
-from memstream.streams.broker import EmbeddedBroker, free_port
-from memstream.streams.logreader import read_topic
-from memstream.streams.publish import publish_events
-from memstream.streams.session_replay import sessions_changelog_topic
-from memstream.streams.tansu import true_end_offsets
-from memstream.streams.topics import Topics
-from memstream.streams.worker import WorkerProcess
+from memstream.streams.runtime.broker import EmbeddedBroker, free_port
+from memstream.streams.runtime.logreader import read_topic
+from memstream.streams.runtime.tansu import true_end_offsets
+from memstream.streams.runtime.topics import Topics
+from memstream.streams.runtime.worker import WorkerProcess
+from memstream.streams.tools.publish import publish_events
+from memstream.streams.tools.rebuild_sessions import sessions_changelog_topic
 
 SettingsFactory = Callable[..., Settings]
 Position = tuple[str, int]

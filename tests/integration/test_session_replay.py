@@ -31,10 +31,12 @@ from memstream.models.session import (
     session_key,
 )
 from memstream.models.settings import Settings
-from memstream.streams.broker import free_port
-from memstream.streams.logreader import read_topic
-from memstream.streams.publish import publish_events
-from memstream.streams.session_replay import (
+from memstream.streams.runtime.broker import free_port
+from memstream.streams.runtime.logreader import read_topic
+from memstream.streams.runtime.topics import Topics
+from memstream.streams.runtime.worker import WorkerProcess
+from memstream.streams.tools.publish import publish_events
+from memstream.streams.tools.rebuild_sessions import (
     SNAPSHOT_FILE,
     fold_chat_topic,
     live_sessions,
@@ -42,8 +44,6 @@ from memstream.streams.session_replay import (
     sessions_fingerprint,
     write_sessions_snapshot,
 )
-from memstream.streams.topics import Topics
-from memstream.streams.worker import WorkerProcess
 
 #: Two days ago: closed-session markers (kept ``closed_retention_s`` after their event-time
 #: close) are then old enough for the worker's timer to drop them, as it does in production.

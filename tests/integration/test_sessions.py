@@ -17,13 +17,13 @@ from sealed import topic_events as sealed_topic_events
 from memstream.models.events import ConsolidationRequested, MessageAdded, SessionClosed
 from memstream.models.session import SessionState, WindowLimits, apply, session_key
 from memstream.models.settings import Settings
-from memstream.streams.broker import free_port
+from memstream.streams.agents.session_table import window_limits
 from memstream.streams.cli import main
-from memstream.streams.logreader import read_topic
-from memstream.streams.publish import publish_events
-from memstream.streams.sessions import window_limits
-from memstream.streams.topics import Topics
-from memstream.streams.worker import WorkerProcess, fetch_json
+from memstream.streams.runtime.broker import free_port
+from memstream.streams.runtime.logreader import read_topic
+from memstream.streams.runtime.topics import Topics
+from memstream.streams.runtime.worker import WorkerProcess, fetch_json
+from memstream.streams.tools.publish import publish_events
 
 
 def topic_events(settings: Settings, name: str) -> list[Any]:

@@ -16,7 +16,7 @@ from chat import conversation
 from harness import wait_for
 from sealed import topic_events as sealed_topic_events
 
-import memstream.streams.projector as projector_module
+import memstream.streams.projector.memories as projector_module
 from memstream.models.codec import encode_event
 from memstream.models.events import (
     Event,
@@ -30,14 +30,14 @@ from memstream.models.events import (
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection, MemoryRecord
-from memstream.streams.broker import free_port
-from memstream.streams.deadletters import DeadLetter
-from memstream.streams.keys import keystore_from_settings
-from memstream.streams.logreader import read_topic
-from memstream.streams.projector import run_memory_projector
-from memstream.streams.publish import publish_events
-from memstream.streams.topics import Topics, ensure_topics
-from memstream.streams.worker import WorkerProcess
+from memstream.streams.projector.memories import run_memory_projector
+from memstream.streams.runtime.broker import free_port
+from memstream.streams.runtime.deadletters import DeadLetter
+from memstream.streams.runtime.keys import keystore_from_settings
+from memstream.streams.runtime.logreader import read_topic
+from memstream.streams.runtime.topics import Topics, ensure_topics
+from memstream.streams.runtime.worker import WorkerProcess
+from memstream.streams.tools.publish import publish_events
 
 TRIP = [
     ("user", "I'm planning a trip to Lisbon in March."),

@@ -11,9 +11,9 @@ from chat import conversation
 from harness import open_sessions as open_sessions_of
 
 from memstream.models.settings import Settings
-from memstream.streams.broker import free_port
-from memstream.streams.publish import publish_events
-from memstream.streams.worker import WorkerProcess
+from memstream.streams.runtime.broker import free_port
+from memstream.streams.runtime.worker import WorkerProcess
+from memstream.streams.tools.publish import publish_events
 
 USERS = [f"user{u}" for u in range(6)]
 

@@ -19,10 +19,10 @@ from harness import cli, eventually, fetch_routed, wait_for
 from pydantic import SecretStr
 
 from memstream.models.settings import Settings
-from memstream.streams.broker import free_port
-from memstream.streams.projector import WriterLock
-from memstream.streams.publish import publish_events
-from memstream.streams.worker import WorkerProcess, worker_healthy, worker_readiness
+from memstream.streams.projector.memories import WriterLock
+from memstream.streams.runtime.broker import free_port
+from memstream.streams.runtime.worker import WorkerProcess, worker_healthy, worker_readiness
+from memstream.streams.tools.publish import publish_events
 
 TOKEN = "routing-token-8d2f6a1c4e9b"
 

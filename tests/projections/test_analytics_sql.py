@@ -46,8 +46,8 @@ from memstream.projections.analytics import (
 )
 from memstream.projections.embedder import MiniLMOnnxEmbedder
 from memstream.projections.memories import MemoryProjection, SourcePosition
-from memstream.streams.forgetting import decay_candidates
-from memstream.streams.keys import key_prefix
+from memstream.streams.runtime.keys import key_prefix
+from memstream.streams.tools.forgetting import decay_candidates
 
 README = Path(__file__).parents[2] / "README.md"
 NOW = datetime(2026, 11, 20, tzinfo=UTC)

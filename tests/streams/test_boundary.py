@@ -12,8 +12,8 @@ import pytest
 from aiokafka import errors as kafka_errors
 
 from memstream.models.codec import InvalidEvent
-from memstream.streams.boundary import Backoff, RecordBoundary, is_data_fault, supervise
-from memstream.streams.deadletters import DeadLetter, DeadLetterSink
+from memstream.streams.agents.boundary import Backoff, RecordBoundary, is_data_fault, supervise
+from memstream.streams.runtime.deadletters import DeadLetter, DeadLetterSink
 
 
 class Sent:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from memstream.models.settings import Settings
-from memstream.streams.health import (
+from memstream.streams.runtime.health import (
     ComponentReport,
     Components,
     State,
@@ -230,7 +230,7 @@ def test_probes_read_faust_state_over_what_was_reported() -> None:
 
 
 def test_a_built_app_declares_each_agent_and_task_of_its_roles(tmp_path: Any) -> None:
-    from memstream.streams.app import create_app
+    from memstream.streams.agents.app import create_app
 
     components = Components()
     create_app(
@@ -259,8 +259,8 @@ def test_an_agent_counts_as_restarting_until_it_has_run_a_while_without_failing(
 
 
 def test_the_projector_is_starting_until_it_has_caught_up_once() -> None:
-    from memstream.streams.health import caught_up
-    from memstream.streams.projector import ProjectorProgress
+    from memstream.streams.projector.memories import ProjectorProgress
+    from memstream.streams.runtime.health import caught_up
 
     progress = ProjectorProgress()
     components = Components()

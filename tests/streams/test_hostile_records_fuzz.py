@@ -39,17 +39,17 @@ from memstream.models.extraction import OfflineExtractor
 from memstream.models.session import WindowLimits
 from memstream.models.settings import Settings
 from memstream.projections.memories import MemoryProjection
-from memstream.streams.agents import MemoryDecider, decode_opened, record_extraction
-from memstream.streams.archive import _table
-from memstream.streams.deadletters import DeadLetter
-from memstream.streams.keys import FileKeyStore
-from memstream.streams.projector import _Projector
-from memstream.streams.sessions import (
+from memstream.streams.agents.session_table import (
     SessionStore,
     fold_batch,
     open_session_value,
     seal_session_value,
 )
+from memstream.streams.agents.steps import MemoryDecider, decode_opened, record_extraction
+from memstream.streams.archive import _table
+from memstream.streams.projector.memories import _Projector
+from memstream.streams.runtime.deadletters import DeadLetter
+from memstream.streams.runtime.keys import FileKeyStore
 
 LIMITS = EventLimits.from_settings(Settings())
 #: What the worker derives (spans, memories) is bounded by the record size, not per event.

@@ -10,8 +10,8 @@ from typing import Any
 
 from faust.types import TP
 
-from memstream.streams import ordering
-from memstream.streams.ordering import InOrder, install_commit_guard
+from memstream.streams.agents import ordering
+from memstream.streams.agents.ordering import InOrder, install_commit_guard
 
 CHAT = TP("t.chat", 0)
 OTHER = TP("t.chat", 1)

@@ -11,7 +11,7 @@ from chat import conversation
 from memstream.models.codec import EventLimits, encode_event
 from memstream.models.events import SessionClosed
 from memstream.models.session import ClosedSession, SessionState, WindowLimits, session_key
-from memstream.streams.sessions import IdleTracker, SessionStore, fold_batch
+from memstream.streams.agents.session_table import IdleTracker, SessionStore, fold_batch
 
 NOW = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
 

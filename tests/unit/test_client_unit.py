@@ -30,7 +30,7 @@ from memstream.streams.client import (
     history_entry,
     normalise_messages,
 )
-from memstream.streams.keys import open_event
+from memstream.streams.runtime.keys import open_event
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 

@@ -34,9 +34,9 @@ from memstream.projections.memories import (
     SearchFilters,
     SourcePosition,
 )
-from memstream.streams.agents import decode_checked
+from memstream.streams.agents.steps import decode_checked
 from memstream.streams.client import history_entry
-from memstream.streams.forgetting import (
+from memstream.streams.tools.forgetting import (
     decay_candidates,
     forgotten_event,
     keep_types,

@@ -23,5 +23,11 @@ def test_wheel_installs_only_the_memstream_package_with_its_assets(tmp_path: Pat
     assert "memstream/models/events.py" in names
     assert "memstream/projections/assets/tokenizer.json" in names
     assert "memstream/streams/samples/demo.jsonl" in names
+    sources = {
+        f"memstream/{path.relative_to(ROOT).as_posix()}"
+        for folder in ("models", "projections", "streams")
+        for path in (ROOT / folder).rglob("*.py")
+    }
+    assert sources - set(names) == set(), "modules missing from the wheel (pyproject packages)"
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "memstream = memstream.streams.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()

@@ -3,7 +3,7 @@
 The ``encryption`` block of one sealed event is copied onto events that differ in user,
 session, type and id (one at a time and all together), its key id relabelled, its field list
 changed: none opens, neither through :func:`unseal` nor through the consumers' real path,
-:func:`memstream.streams.agents.decode_opened`. Events sealed by the first scheme (bound to
+:func:`memstream.streams.agents.steps.decode_opened`. Events sealed by the first scheme (bound to
 their event id only) still open for their own user, never for another, and not at all once
 ``accept_legacy_seals`` is off. Real AES-GCM, a real key store in a temporary directory.
 """
@@ -27,15 +27,19 @@ from memstream.models.events import ContentEncryption, Event, MessageAdded, Scra
 from memstream.models.session import SessionState, dump_session, session_key
 from memstream.models.settings import Settings
 from memstream.models.topics import CHAT_TYPES
-from memstream.streams.agents import decode_opened
-from memstream.streams.keys import (
+from memstream.streams.agents.session_table import (
+    SessionStore,
+    open_session_value,
+    seal_session_value,
+)
+from memstream.streams.agents.steps import decode_opened
+from memstream.streams.runtime.keys import (
     BatchKeys,
     FileKeyStore,
     keystore_from_settings,
     open_event,
     seal_event,
 )
-from memstream.streams.sessions import SessionStore, open_session_value, seal_session_value
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 SECRET = "I live at 12 Harbour Lane"
@@ -133,7 +137,7 @@ def test_a_ciphertext_copied_onto_another_event_never_opens(
 
 
 def test_a_relabelled_key_id_never_opens(keys: FileKeyStore, tmp_path: Path) -> None:
-    from memstream.streams.keys import key_belongs_to
+    from memstream.streams.runtime.keys import key_belongs_to
 
     sealed = sealed_message(keys)
     assert sealed.encryption is not None

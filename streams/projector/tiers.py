@@ -18,7 +18,7 @@ replay of the topic finds the same value.
 them from the log and never recomputes them (with another clock, or before the retrievals that
 justified them are counted). Their ids derive from the memory id, so publishing one again
 repeats the same event; the projection applies it once. The keeper runs beside the projector
-(:func:`memstream.streams.projector.run_memory_projector`), only while the projection has
+(:func:`memstream.streams.projector.memories.run_memory_projector`), only while the projection has
 caught up with the log, and does not publish again for a memory whose event it has already
 published until the projection shows the change (or ``retry_after_s`` passes).
 
@@ -41,12 +41,12 @@ from typing import Any, Protocol
 from memstream.models.events import Event, MemoryExpired, MemoryPromoted, derived_id
 from memstream.models.settings import Settings
 from memstream.projections.memories import MemoryProjection
-from memstream.streams.keys import (
+from memstream.streams.runtime.keys import (
     KeyStore,
     keystore_from_settings,
     seal_with_existing_keys,
 )
-from memstream.streams.topics import Topics
+from memstream.streams.runtime.topics import Topics
 
 log = logging.getLogger(__name__)
 

@@ -22,9 +22,9 @@ from memstream.models.events import (
 )
 from memstream.models.settings import Settings
 from memstream.models.topics import CHAT_TYPES
-from memstream.streams.keys import BatchKeys, KeyStore, keystore_from_settings, seal_event
-from memstream.streams.logid import claim_log
-from memstream.streams.topics import Topics, ensure_topics
+from memstream.streams.runtime.keys import BatchKeys, KeyStore, keystore_from_settings, seal_event
+from memstream.streams.runtime.logid import claim_log
+from memstream.streams.runtime.topics import Topics, ensure_topics
 
 
 @dataclass(frozen=True)
@@ -195,7 +195,7 @@ async def publish_events(
     ------
     ValueError
         An event's time is outside the window, or its content or size over the limits.
-    memstream.streams.logid.LogLost
+    memstream.streams.runtime.logid.LogLost
         The broker lost the log the data directory was built from: nothing is sent.
     """
     limits = EventLimits.from_settings(settings)

@@ -35,15 +35,15 @@ from memstream.projections.memories import (
     ProjectionOutdated,
 )
 from memstream.projections.shadow import shadow_name, swap_in
-from memstream.streams.projector import (
+from memstream.streams.projector.memories import (
     ProjectionPastLog,
     _assigned_partitions,
     _positions,
     _Projector,
     live_table,
 )
-from memstream.streams.tansu import true_end_offsets
-from memstream.streams.topics import Topics
+from memstream.streams.runtime.tansu import true_end_offsets
+from memstream.streams.runtime.topics import Topics
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import asyncio
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from memstream.models.settings import Settings
-from memstream.streams.tansu import true_end_offsets
+from memstream.streams.runtime.tansu import true_end_offsets
 
 
 async def read_topic(settings: Settings, topic: str, timeout_s: float = 30.0) -> list[ConsumerRecord]:

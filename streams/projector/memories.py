@@ -50,19 +50,19 @@ from memstream.projections.memories import (
     SourcePosition,
 )
 from memstream.projections.shadow import live_name
-from memstream.streams.agents import decode_opened
-from memstream.streams.boundary import (
+from memstream.streams.agents.boundary import (
     Backoff,
     BrokerProbe,
     FunctionProbe,
     RecordBoundary,
     StateReport,
 )
-from memstream.streams.deadletters import DeadLetterSink
-from memstream.streams.keys import BatchKeys, keystore_from_settings
-from memstream.streams.tansu import true_end_offsets
-from memstream.streams.tiers import run_tier_keeper, scan_interval
-from memstream.streams.topics import Topics
+from memstream.streams.agents.steps import decode_opened
+from memstream.streams.projector.tiers import run_tier_keeper, scan_interval
+from memstream.streams.runtime.deadletters import DeadLetterSink
+from memstream.streams.runtime.keys import BatchKeys, keystore_from_settings
+from memstream.streams.runtime.tansu import true_end_offsets
+from memstream.streams.runtime.topics import Topics
 
 log = logging.getLogger(__name__)
 
@@ -164,13 +164,13 @@ async def run_memory_projector(
     swaps a rebuilt table in, it finishes its batch, reopens on the new table and resumes
     from that table's own positions.
 
-    With ``tiers`` (the default) the tier keeper (:mod:`memstream.streams.tiers`) runs in
+    With ``tiers`` (the default) the tier keeper (:mod:`memstream.streams.projector.tiers`) runs in
     the same process, on the projection this writes, and publishes its promotions and
     expiries with the projector's producer. It scans only while the projection is caught up
     with the log, so a replay or a restart never acts on a half-built projection.
     ``progress`` is marked whenever it is caught up; ``report`` is told when it retries a
     broker or store failure, and when it works again. ``log_intact`` is asked after every
-    fetch (:meth:`memstream.streams.logid.LogWatch.verifier`): once the broker lost the log,
+    fetch (:meth:`memstream.streams.runtime.logid.LogWatch.verifier`): once the broker lost the log,
     nothing fetched is applied and the projector stops.
     """
     stop = stop or asyncio.Event()

@@ -34,10 +34,10 @@ from memstream.models.crypto import SealError
 from memstream.models.fingerprint import Fingerprint, fingerprint
 from memstream.models.session import SessionState, SessionValue
 from memstream.models.settings import Settings
-from memstream.streams.keys import keystore_from_settings
-from memstream.streams.sessions import fold_batch, open_session_value, window_limits
-from memstream.streams.tansu import true_end_offsets
-from memstream.streams.topics import Topics
+from memstream.streams.agents.session_table import fold_batch, open_session_value, window_limits
+from memstream.streams.runtime.keys import keystore_from_settings
+from memstream.streams.runtime.tansu import true_end_offsets
+from memstream.streams.runtime.topics import Topics
 
 __all__ = [
     "PROJECTION",
@@ -100,7 +100,7 @@ async def fold_chat_topic(
     """Fold the chat topic, from its start to its end as it stands now, into session values.
 
     Records are folded with the session agent's own batch fold
-    (:func:`memstream.streams.sessions.fold_batch`): the same decoding and checks
+    (:func:`memstream.streams.agents.session_table.fold_batch`): the same decoding and checks
     (``decode_checked``, the same :class:`EventLimits`), the same :class:`WindowLimits` and the same
     offsets and partitions, so an event the worker dead-letters or skips changes nothing
     here either. Partitions are read one after the other, a batch at a time. Sealed events

@@ -47,7 +47,7 @@ from memstream.models.codec import encode_event
 from memstream.models.erasure import ErasureMark
 from memstream.models.events import CODE_PATTERN, UserErased
 from memstream.models.settings import Settings
-from memstream.streams.topics import Topics
+from memstream.streams.runtime.topics import Topics
 
 log = logging.getLogger(__name__)
 
@@ -255,8 +255,8 @@ async def sessions_held(settings: Settings, user_id: str) -> set[bytes]:
 
     The values are not opened: this counts what the table holds, whatever key sealed it.
     """
-    from memstream.streams.logreader import read_topic
-    from memstream.streams.session_replay import sessions_changelog_topic
+    from memstream.streams.runtime.logreader import read_topic
+    from memstream.streams.tools.rebuild_sessions import sessions_changelog_topic
 
     live: dict[bytes, bool] = {}
     for record in await read_topic(settings, sessions_changelog_topic(settings)):
@@ -321,8 +321,8 @@ async def erase(
         )
     from memstream.projections.embedder import embedder_from_settings
     from memstream.projections.memories import MemoryProjection, user_key
-    from memstream.streams.keys import keystore_from_settings
-    from memstream.streams.projector import WriterLock, live_table
+    from memstream.streams.projector.memories import WriterLock, live_table
+    from memstream.streams.runtime.keys import keystore_from_settings
 
     receipt = ErasureReceipt(
         user_key=user_key(user_id), erasure_id=uuid.uuid4().hex, started_at=datetime.now(UTC)
@@ -385,7 +385,7 @@ async def _erase_archive(
     receipt. A running sink applies the erasure itself when it reads it (and blanks what it
     still had to write): wait for that, then blank here what is left (the other
     directories; the live one too if the sink is late)."""
-    from memstream.streams.projector import WriterLock
+    from memstream.streams.projector.memories import WriterLock
 
     if not settings.archive_dir.exists():
         return
@@ -413,7 +413,7 @@ async def _erase_archive(
 
 def cmd_erase(args: argparse.Namespace) -> int:
     """Erase a user from every store (crypto-shredding the log) and print the receipt."""
-    from memstream.streams.command_settings import settings_from_args
+    from memstream.streams.runtime.command_settings import settings_from_args
 
     settings = settings_from_args(args)
     receipt = asyncio.run(erase(settings, args.user, reason=args.reason, wait_s=args.wait))

@@ -40,8 +40,8 @@ from multidict import MultiMapping
 
 from memstream.models.session import ClosedSession, SessionState, session_key, working_context
 from memstream.models.settings import Settings
-from memstream.streams.health import Components
-from memstream.streams.sessions import SessionStore
+from memstream.streams.agents.session_table import SessionStore
+from memstream.streams.runtime.health import Components
 
 #: A token shorter than this is refused: the token is all that guards the pages.
 MIN_TOKEN_CHARS = 16

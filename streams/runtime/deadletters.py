@@ -25,7 +25,7 @@ from pydantic import AwareDatetime
 
 from memstream.models.crypto import open_bytes, seal_bytes
 from memstream.models.events import Frozen
-from memstream.streams.keys import KeyStore, key_belongs_to, key_prefix
+from memstream.streams.runtime.keys import KeyStore, key_belongs_to, key_prefix
 
 log = logging.getLogger(__name__)
 

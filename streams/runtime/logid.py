@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from memstream.models.settings import Settings
-from memstream.streams.topics import Topics
+from memstream.streams.runtime.topics import Topics
 
 __all__ = ["LogLost", "LogWatch", "MarkReader", "bound_log_id", "check_log", "claim_log", "read_log_id"]
 
@@ -148,7 +148,7 @@ async def _write_mark(settings: Settings) -> None:
 
 async def claim_log(settings: Settings) -> str:
     """Bind ``settings.data_dir`` to the broker's log and return its id; the topics must
-    exist (:func:`memstream.streams.topics.ensure_topics`).
+    exist (:func:`memstream.streams.runtime.topics.ensure_topics`).
 
     A fresh data directory takes the broker's mark, or writes the first one on a broker
     that has none (when two processes race, the first record written is the mark for both).

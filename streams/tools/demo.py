@@ -13,9 +13,9 @@ from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection
 from memstream.projections.retrieval import Retriever
-from memstream.streams.broker import EmbeddedBroker, broker_reachable
-from memstream.streams.publish import publish_events, read_events
-from memstream.streams.worker import WorkerProcess, worker_healthy
+from memstream.streams.runtime.broker import EmbeddedBroker, broker_reachable
+from memstream.streams.runtime.worker import WorkerProcess, worker_healthy
+from memstream.streams.tools.publish import publish_events, read_events
 
 
 def sample_lines() -> list[str]:

@@ -1,7 +1,7 @@
 """``memstream dlq``: list, show and retry dead letters.
 
 Every agent routes what it cannot process to the dead-letters topic with the original bytes,
-the source position and the reason, and moves on (:mod:`memstream.streams.deadletters`).
+the source position and the reason, and moves on (:mod:`memstream.streams.runtime.deadletters`).
 These commands read that topic. A dead letter is named by its place in it,
 ``<partition>:<offset>``. ``retry`` republishes the original bytes, with the original key,
 to the source topic, with a header naming the dead letter it retries; consumers are
@@ -28,10 +28,10 @@ from pydantic import ValidationError
 
 from memstream.models.crypto import SealError
 from memstream.models.settings import Settings
-from memstream.streams.deadletters import DeadLetter, SealedDeadLetter
-from memstream.streams.keys import KeyStore, keystore_from_settings
-from memstream.streams.logreader import read_topic
-from memstream.streams.topics import Topics
+from memstream.streams.runtime.deadletters import DeadLetter, SealedDeadLetter
+from memstream.streams.runtime.keys import KeyStore, keystore_from_settings
+from memstream.streams.runtime.logreader import read_topic
+from memstream.streams.runtime.topics import Topics
 
 #: Header on a retried record: the dead letter it came from.
 RETRY_HEADER = "memstream-retry-of"
@@ -197,7 +197,7 @@ def add_dlq_command(commands: argparse._SubParsersAction[argparse.ArgumentParser
     sub = dlq.add_subparsers(dest="dlq_command", required=True)
 
     def bind(handler: Handler) -> Callable[[argparse.Namespace], int]:
-        from memstream.streams.command_settings import settings_from_args
+        from memstream.streams.runtime.command_settings import settings_from_args
 
         return lambda args: handler(args, settings_from_args(args))
 

@@ -42,12 +42,12 @@ from typing import TYPE_CHECKING, Literal, get_args
 from memstream.models.codec import encode_event
 from memstream.models.events import MemoryForgotten, MemoryType, derived_id
 from memstream.models.settings import Settings
-from memstream.streams.keys import (
+from memstream.streams.runtime.keys import (
     KeyStore,
     keystore_from_settings,
     seal_with_existing_keys,
 )
-from memstream.streams.topics import Topics
+from memstream.streams.runtime.topics import Topics
 
 # The command module builds its parser (add_forget_command) on every `memstream` call: LanceDB
 # and aiokafka (1.3 s to import) are imported where they are used, as streams/cli.py does.
@@ -287,8 +287,8 @@ async def _publish(settings: Settings, topic: str, events: Sequence[MemoryForgot
     add) and wait for every ack."""
     from aiokafka import AIOKafkaProducer
 
-    from memstream.streams.logid import claim_log
-    from memstream.streams.topics import ensure_topics
+    from memstream.streams.runtime.logid import claim_log
+    from memstream.streams.runtime.topics import ensure_topics
 
     await ensure_topics(settings)
     await claim_log(settings)  # never decide on a log that is not the projection's
@@ -309,7 +309,7 @@ async def _publish(settings: Settings, topic: str, events: Sequence[MemoryForgot
 
 def cmd_forget(args: argparse.Namespace) -> int:
     """Forget memories that no longer earn their place (publishes memory_forgotten events)."""
-    from memstream.streams.command_settings import settings_from_args
+    from memstream.streams.runtime.command_settings import settings_from_args
 
     settings = settings_from_args(args)
     try:

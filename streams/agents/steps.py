@@ -27,8 +27,8 @@ from memstream.models.events import (
 from memstream.models.extraction import Extractor
 from memstream.projections.embedder import Embedder
 from memstream.projections.memories import MemoryProjection
-from memstream.streams.keys import KeyStore, open_event
 from memstream.streams.llm_extractor import ExtractionFailed
+from memstream.streams.runtime.keys import KeyStore, open_event
 
 #: Default importance at or above which a memory goes straight to long-term (seed 2).
 LONG_TERM_IMPORTANCE = 0.8
@@ -93,7 +93,7 @@ def decode_opened(
     An event with no ``encryption`` (older events, raw producers) is used as it is; with
     ``keys`` None nothing is opened. The content limit is checked on the opened content.
     ``accept_legacy`` decides whether events sealed by the legacy scheme open (None: as
-    the key store says, see :func:`~memstream.streams.keys.open_event`).
+    the key store says, see :func:`~memstream.streams.runtime.keys.open_event`).
 
     Raises
     ------

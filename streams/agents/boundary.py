@@ -35,7 +35,7 @@ from pydantic import ValidationError
 
 from memstream.models.codec import InvalidEvent
 from memstream.models.crypto import SealError
-from memstream.streams.deadletters import DeadLetterSink
+from memstream.streams.runtime.deadletters import DeadLetterSink
 
 __all__ = [
     "Backoff",

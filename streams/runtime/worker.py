@@ -25,10 +25,10 @@ def run_worker(settings: Settings) -> None:
     import faust
 
     from memstream.projections.allocator import tune_allocators
-    from memstream.streams.app import create_app
-    from memstream.streams.logid import LogLost, claim_log
-    from memstream.streams.topics import ensure_topics
-    from memstream.streams.web import check_web_exposure
+    from memstream.streams.agents.app import create_app
+    from memstream.streams.runtime.logid import LogLost, claim_log
+    from memstream.streams.runtime.topics import ensure_topics
+    from memstream.streams.runtime.web import check_web_exposure
 
     # Before anything touches the broker: a worker that must not start says so at once.
     check_web_exposure(settings)

@@ -11,7 +11,7 @@ Processing is at-least-once (Tansu has no transactions), so every step is idempo
 session state records the last applied offset, derived events have deterministic ids, and
 the projection tracks its source offsets in the rows it writes.
 
-Content is sealed with its user's key everywhere it is durable (:mod:`memstream.streams.keys`):
+Content is sealed with its user's key everywhere it is durable (:mod:`memstream.streams.runtime.keys`):
 every event this app publishes is sealed with the key of the events it comes from, the
 sessions table's values too, and dead letters of a user with a key. Events whose key is
 destroyed (an erased user) are skipped and counted, never dead-lettered.
@@ -39,22 +39,32 @@ from memstream.models.settings import Settings
 from memstream.models.topics import CONSOLIDATION_TYPES
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection
-from memstream.streams.agents import (
-    MemoryDecider,
-    decode_opened,
-    extraction_failure,
-    record_extraction,
-)
-from memstream.streams.archive import run_archive_sink
-from memstream.streams.boundary import (
+from memstream.streams.agents.boundary import (
     BrokerProbe,
     FunctionProbe,
     RecordBoundary,
     StateReport,
     supervise,
 )
-from memstream.streams.deadletters import DeadLetterSink
-from memstream.streams.health import (
+from memstream.streams.agents.ordering import InOrder, install_commit_guard
+from memstream.streams.agents.session_table import (
+    IdleTracker,
+    SessionStore,
+    fold_batch,
+    utc_now,
+    window_limits,
+)
+from memstream.streams.agents.steps import (
+    MemoryDecider,
+    decode_opened,
+    extraction_failure,
+    record_extraction,
+)
+from memstream.streams.archive import run_archive_sink
+from memstream.streams.llm_extractor import ExtractionFailed, LLMExtractor
+from memstream.streams.projector.memories import ProjectorProgress, run_memory_projector
+from memstream.streams.runtime.deadletters import DeadLetterSink
+from memstream.streams.runtime.health import (
     ComponentReport,
     Components,
     caught_up,
@@ -63,21 +73,11 @@ from memstream.streams.health import (
     watched_agent,
     watched_task,
 )
-from memstream.streams.keys import BatchKeys, keystore_from_settings, seal_event
-from memstream.streams.llm_extractor import ExtractionFailed, LLMExtractor
-from memstream.streams.logid import LogWatch
-from memstream.streams.ordering import InOrder, install_commit_guard
-from memstream.streams.projector import ProjectorProgress, run_memory_projector
-from memstream.streams.sessions import (
-    IdleTracker,
-    SessionStore,
-    fold_batch,
-    utc_now,
-    window_limits,
-)
-from memstream.streams.tansu import faust_settings_for, prepare_for_broker
-from memstream.streams.topics import Topics
-from memstream.streams.web import faust_web_settings, register_pages
+from memstream.streams.runtime.keys import BatchKeys, keystore_from_settings, seal_event
+from memstream.streams.runtime.logid import LogWatch
+from memstream.streams.runtime.tansu import faust_settings_for, prepare_for_broker
+from memstream.streams.runtime.topics import Topics
+from memstream.streams.runtime.web import faust_web_settings, register_pages
 
 log = logging.getLogger(__name__)
 
