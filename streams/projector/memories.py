@@ -31,11 +31,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
-from memstream.models.codec import EventLimits, encode_event, worker_now
+from memstream.models.codec import EventLimits, worker_now
 from memstream.models.events import (
-    Event,
     MemoriesRetrieved,
     MemoryAdded,
     MemoryChange,
@@ -61,6 +60,7 @@ from memstream.streams.agents.steps import decode_opened
 from memstream.streams.projector.tiers import run_tier_keeper, scan_interval
 from memstream.streams.runtime.deadletters import DeadLetterSink
 from memstream.streams.runtime.keys import BatchKeys, keystore_from_settings
+from memstream.streams.runtime.publisher import EventPublisher, KafkaPublisher, RawRecord
 from memstream.streams.runtime.tansu import true_end_offsets
 from memstream.streams.runtime.topics import Topics
 
@@ -238,11 +238,11 @@ async def _project_table(
         enable_auto_commit=False,
         auto_offset_reset="earliest",
     )
-    producer = AIOKafkaProducer(bootstrap_servers=settings.broker, acks="all")
+    # Tier changes and dead letters; the worker claimed the log, and neither is a user's.
+    producer = KafkaPublisher(settings, keystore_from_settings(settings), check=False, claim=False)
     keeper: asyncio.Task[None] | None = None
     try:
         await consumer.start()
-        await producer.start()
         partitions = await _assigned_partitions(consumer, topics.memories)
         partitions += await _assigned_partitions(consumer, topics.accesses)
         starts, shortfalls = await _positions(settings, projection, partitions)
@@ -258,15 +258,11 @@ async def _project_table(
             consumer.seek(tp, offset)
         caught_up = asyncio.Event()
         if tiers:
-
-            async def publish(topic: Any, *events: Event) -> None:
-                await _send_all(producer, topic, events)
-
             keeper = asyncio.create_task(
                 run_tier_keeper(
                     settings,
                     projection,
-                    publish,
+                    producer,
                     interval_s=scan_interval(settings),
                     ready=caught_up,
                     stop=stop,
@@ -291,21 +287,11 @@ async def _project_table(
             with contextlib.suppress(asyncio.CancelledError):
                 await keeper
         await consumer.stop()
-        await producer.stop()
+        await producer.close()
 
 
 async def _discard(key: bytes | None, value: bytes) -> None:
     """Where a replay's dead letters go: nowhere (the live projector sent them)."""
-
-
-async def _send_all(producer: AIOKafkaProducer, topic: str, events: tuple[Event, ...]) -> None:
-    """Send events keyed by user id, then wait for every ack."""
-    futures = [
-        await producer.send(topic, key=event.user_id.encode(), value=encode_event(event))
-        for event in events
-    ]
-    for future in futures:
-        await future
 
 
 @dataclass(frozen=True)
@@ -398,7 +384,7 @@ class _Projector:
         self,
         settings: Settings,
         consumer: AIOKafkaConsumer,
-        producer: AIOKafkaProducer | None,
+        producer: EventPublisher | None,
         projection: MemoryProjection,
         starts: Mapping[TopicPartition, int],
         caught_up: asyncio.Event,
@@ -464,7 +450,7 @@ class _Projector:
 
     async def _send_letter(self, key: bytes | None, value: bytes) -> None:
         assert self.producer is not None
-        await self.producer.send_and_wait(self.topics.deadletters, key=key, value=value)
+        await self.producer.send_raw(self.topics.deadletters, [RawRecord(key, value)])
 
     async def run(self, stop: asyncio.Event) -> None:
         """Fetch, project and refresh indexes until ``stop`` is set."""

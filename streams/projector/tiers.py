@@ -36,16 +36,11 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
 
 from memstream.models.events import Event, MemoryExpired, MemoryPromoted, derived_id
 from memstream.models.settings import Settings
 from memstream.projections.memories import MemoryProjection
-from memstream.streams.runtime.keys import (
-    KeyStore,
-    keystore_from_settings,
-    seal_with_existing_keys,
-)
+from memstream.streams.runtime.publisher import EventPublisher
 from memstream.streams.runtime.topics import Topics
 
 log = logging.getLogger(__name__)
@@ -54,13 +49,6 @@ log = logging.getLogger(__name__)
 TIER_SCAN_INTERVAL_S = 10.0
 #: Memories handled per scan and kind; the rest wait for the next scan.
 SCAN_LIMIT = 10_000
-
-
-class Publish(Protocol):
-    """Sends events to ``topic`` keyed by their user id and waits for the broker's acks."""
-
-    async def __call__(self, topic: Any, /, *events: Event) -> None:
-        """Publish ``events`` to ``topic``."""
 
 
 def scan_interval(settings: Settings) -> float:
@@ -79,29 +67,26 @@ class TierKeeper:
 
     Examples
     --------
-    >>> keeper = TierKeeper(settings, projection, publish)  # doctest: +SKIP
+    >>> keeper = TierKeeper(settings, projection, publisher)  # doctest: +SKIP
     >>> [event.type for event in await keeper.scan()]  # doctest: +SKIP
     ['memory_promoted', 'memory_expired']
     """
 
     settings: Settings
     projection: MemoryProjection
-    publish: Publish
-    #: Where the events go, as ``publish`` names topics; the memories topic by default.
-    topic: Any = None
+    #: Seals the events with their users' keys (never new ones) and sends them.
+    publisher: EventPublisher
+    #: Where the events go; the memories topic by default.
+    topic: str | None = None
     clock: Callable[[], datetime] = utc_now
     #: Publish again for a memory the projection still shows unchanged after this long.
     retry_after_s: float = 300.0
     #: Memories whose event is published but not yet projected, with when it went out.
     in_flight: dict[str, datetime] = field(default_factory=dict)
-    #: The users' keys, which seal the events; the key store of ``settings`` by default.
-    keys: KeyStore | None = None
 
     def __post_init__(self) -> None:
         if self.topic is None:
             self.topic = Topics.from_settings(self.settings).memories
-        if self.keys is None:
-            self.keys = keystore_from_settings(self.settings)
 
     async def scan(self) -> list[Event]:
         """Publish the promotions and expiries due now, sealed; return the events published
@@ -146,9 +131,11 @@ class TierKeeper:
             )
         if not events:
             return []
-        sealed = await asyncio.to_thread(self._sealed, events)
+        assert self.topic is not None
+        # A user without a key was erased (or is being erased): the event is dropped.
+        sent = await self.publisher.publish(self.topic, events, create_keys=False)
+        sealed = [s.event for s in sent if s.event is not None]
         if sealed:
-            await self.publish(self.topic, *sealed)
             log.info("tiers: published %d promotion(s) / expiry(ies)", len(sealed))
         # Dropped ones too: their users' erasure takes the memories out of the projection,
         # and until it does they must not be decided (and logged) again every scan.
@@ -156,12 +143,6 @@ class TierKeeper:
             assert isinstance(event, MemoryPromoted | MemoryExpired)
             self.in_flight[event.memory_id] = now
         return sealed
-
-    def _sealed(self, events: list[Event]) -> list[Event]:
-        """The events sealed with their users' current keys; those of users without a key
-        (erased) are dropped."""
-        assert self.keys is not None
-        return seal_with_existing_keys(events, self.keys, "tiers")
 
     def _waiting(self, memory_id: str, now: datetime) -> bool:
         sent = self.in_flight.get(memory_id)
@@ -171,14 +152,13 @@ class TierKeeper:
 async def run_tier_keeper(
     settings: Settings,
     projection: MemoryProjection,
-    publish: Publish,
+    publisher: EventPublisher,
     *,
-    topic: Any = None,
+    topic: str | None = None,
     clock: Callable[[], datetime] = utc_now,
     interval_s: float = TIER_SCAN_INTERVAL_S,
     ready: asyncio.Event | None = None,
     stop: asyncio.Event | None = None,
-    keys: KeyStore | None = None,
 ) -> None:
     """Scan every ``interval_s`` until cancelled (or ``stop`` is set).
 
@@ -188,20 +168,18 @@ async def run_tier_keeper(
         ``promote_after_retrievals``, ``short_term_ttl_s`` and the topic prefix.
     projection
         The memory projection the projector of this process writes.
-    publish
-        ``await publish(topic, *events)`` sends events keyed by user id and waits for acks.
+    publisher
+        Seals and sends the events (see :class:`TierKeeper`).
     topic
-        The memories topic as ``publish`` names it (its name by default).
+        The memories topic (its name by default).
     clock
         Processing time, compared with the memories' ``learned_at``.
     ready
         Set while the projection is caught up with the log; each scan waits for it.
     stop
         Set to end the loop after the current scan.
-    keys
-        The users' keys, which seal the events (the key store of ``settings`` by default).
     """
-    keeper = TierKeeper(settings, projection, publish, topic=topic, clock=clock, keys=keys)
+    keeper = TierKeeper(settings, projection, publisher, topic=topic, clock=clock)
     stop = stop or asyncio.Event()
     while not stop.is_set():
         if ready is not None:

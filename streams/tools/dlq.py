@@ -22,8 +22,8 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from aiokafka import AIOKafkaProducer
 from pydantic import ValidationError
 
 from memstream.models.crypto import SealError
@@ -31,7 +31,11 @@ from memstream.models.settings import Settings
 from memstream.streams.runtime.deadletters import DeadLetter, SealedDeadLetter
 from memstream.streams.runtime.keys import KeyStore, keystore_from_settings
 from memstream.streams.runtime.logreader import read_topic
+from memstream.streams.runtime.publisher import KafkaPublisher, RawRecord
 from memstream.streams.runtime.topics import Topics
+
+if TYPE_CHECKING:
+    from memstream.streams.service.container import Container
 
 #: Header on a retried record: the dead letter it came from.
 RETRY_HEADER = "memstream-retry-of"
@@ -74,25 +78,22 @@ async def retry(
     whose key is destroyed (an erased user) are left out.
     """
     keys = keys if keys is not None else keystore_from_settings(settings)
-    producer = AIOKafkaProducer(bootstrap_servers=settings.broker, acks="all")
-    await producer.start()
+    by_topic: dict[str, list[RawRecord]] = {}
+    for stored in letters:
+        letter = stored.letter
+        value = _original(letter, keys)
+        if value is None:
+            continue
+        key = None if letter.key_b64 is None else _b64(letter.key_b64)
+        headers = ((RETRY_HEADER, stored.letter_id.encode()),)
+        by_topic.setdefault(letter.source_topic, []).append(RawRecord(key, value, headers))
+    # The original bytes as they were: already sealed and checked when first published.
+    publisher = KafkaPublisher(settings, keys, check=False, claim=False)
     try:
-        futures = []
-        for stored in letters:
-            letter = stored.letter
-            value = _original(letter, keys)
-            if value is None:
-                continue
-            key = None if letter.key_b64 is None else _b64(letter.key_b64)
-            headers = [(RETRY_HEADER, stored.letter_id.encode())]
-            futures.append(
-                await producer.send(letter.source_topic, key=key, value=value, headers=headers)
-            )
-        for future in futures:
-            await future
+        sent = [await publisher.send_raw(topic, records) for topic, records in by_topic.items()]
     finally:
-        await producer.stop()
-    return len(futures)
+        await publisher.close()
+    return sum(map(len, sent))
 
 
 def _original(letter: DeadLetter, keys: KeyStore) -> bytes | None:
@@ -196,10 +197,8 @@ def add_dlq_command(commands: argparse._SubParsersAction[argparse.ArgumentParser
     dlq = commands.add_parser("dlq", help="inspect and retry dead letters")
     sub = dlq.add_subparsers(dest="dlq_command", required=True)
 
-    def bind(handler: Handler) -> Callable[[argparse.Namespace], int]:
-        from memstream.streams.runtime.command_settings import settings_from_args
-
-        return lambda args: handler(args, settings_from_args(args))
+    def bind(handler: Handler) -> Callable[[argparse.Namespace, Container], int]:
+        return lambda args, container: handler(args, container.settings)
 
     listing = sub.add_parser("list", help=cmd_dlq_list.__doc__)
     listing.add_argument("--agent", help="only this agent's (sessions, extraction, projector)")

@@ -43,7 +43,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from memstream.models.codec import encode_event
 from memstream.models.erasure import ErasureMark
 from memstream.models.events import CODE_PATTERN, UserErased
 from memstream.models.settings import Settings
@@ -83,7 +82,8 @@ async def publish_erasure(
     Both records carry one timestamp, taken now, so "before the erasure" means the same
     moment on every other topic.
     """
-    from aiokafka import AIOKafkaProducer
+    from memstream.streams.runtime.keys import keystore_from_settings
+    from memstream.streams.runtime.publisher import KafkaPublisher
 
     topics = Topics.from_settings(settings)
     event = UserErased(
@@ -96,19 +96,18 @@ async def publish_erasure(
     )
     stamp = int(time.time() * 1000)
     mark = ErasureMark(user_id, erasure_id)
-    producer = AIOKafkaProducer(bootstrap_servers=settings.broker, acks="all")
-    await producer.start()
+    # Not claiming the log: an erasure must reach whatever log holds the user's events.
+    publisher = KafkaPublisher(settings, keystore_from_settings(settings), check=False, claim=False)
     try:
         for topic in (topics.chat, topics.memories):
-            sent = await producer.send_and_wait(
-                topic, key=user_id.encode(), value=encode_event(event), timestamp_ms=stamp
-            )
+            (sent,) = await publisher.publish(topic, [event], timestamp_ms=stamp)
             # A topic with LogAppendTime answers the broker's time, which is then the one
             # the log holds.
-            at = sent.timestamp if sent.timestamp is not None and sent.timestamp >= 0 else stamp
+            broker = sent.timestamp_ms
+            at = broker if broker is not None and broker >= 0 else stamp
             mark = mark.with_record(sent.topic, sent.partition, sent.offset, at)
     finally:
-        await producer.stop()
+        await publisher.close()
     return mark
 
 
@@ -411,23 +410,14 @@ async def _erase_archive(
         receipt.notes.append(f"{count} archive record(s) of the user in {name} were not applied")
 
 
-def cmd_erase(args: argparse.Namespace) -> int:
-    """Erase a user from every store (crypto-shredding the log) and print the receipt."""
-    from memstream.streams.runtime.command_settings import settings_from_args
-
-    settings = settings_from_args(args)
-    receipt = asyncio.run(erase(settings, args.user, reason=args.reason, wait_s=args.wait))
-    print(receipt.render())
-    failed = ("not applied", "still holds", "has not archived")
-    return 0 if not any(word in note for note in receipt.notes for word in failed) else 1
-
-
 def add_erase_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register ``memstream erase --user U`` on ``commands``."""
-    parser = commands.add_parser("erase", help=cmd_erase.__doc__)
+    """Register the arguments of ``memstream erase --user U`` on ``commands`` (the command
+    itself runs through the service: :mod:`memstream.streams.cli.memories`)."""
+    parser = commands.add_parser(
+        "erase", help="Erase a user from every store (crypto-shredding the log) and print the receipt."
+    )
     parser.add_argument("--user", required=True)
     parser.add_argument("--reason", default="requested", help="recorded in the event")
     parser.add_argument(
         "--wait", type=float, default=60.0, help="seconds to wait for the worker to apply it"
     )
-    parser.set_defaults(run=cmd_erase)

@@ -34,25 +34,25 @@ import argparse
 import asyncio
 import logging
 import sys
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal, get_args
 
-from memstream.models.codec import encode_event
 from memstream.models.events import MemoryForgotten, MemoryType, derived_id
 from memstream.models.settings import Settings
 from memstream.streams.runtime.keys import (
     KeyStore,
     keystore_from_settings,
-    seal_with_existing_keys,
 )
+from memstream.streams.runtime.publisher import EventPublisher, KafkaPublisher
 from memstream.streams.runtime.topics import Topics
 
 # The command module builds its parser (add_forget_command) on every `memstream` call: LanceDB
 # and aiokafka (1.3 s to import) are imported where they are used, as streams/cli.py does.
 if TYPE_CHECKING:
     from memstream.projections.memories import MemoryProjection, MemoryRecord
+    from memstream.streams.service.container import Container
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,6 @@ class ForgetReport:
 
 
 #: Sends events to a topic keyed by their user id and waits for every ack.
-Publisher = Callable[[str, Sequence[MemoryForgotten]], Awaitable[None]]
 
 
 def keep_types(settings: Settings) -> frozenset[str]:
@@ -199,14 +198,6 @@ def forgotten_event(
     )
 
 
-def sealed_forgettings(
-    events: Iterable[MemoryForgotten], keys: KeyStore
-) -> tuple[MemoryForgotten, ...]:
-    """The events sealed with their users' current keys (never new ones); the events of a
-    user without a key (erased, or being erased) are dropped and logged."""
-    return tuple(seal_with_existing_keys(events, keys, "forget"))
-
-
 async def forget(
     settings: Settings,
     *,
@@ -215,7 +206,7 @@ async def forget(
     now: datetime | None = None,
     projection: MemoryProjection | None = None,
     keys: KeyStore | None = None,
-    publish: Publisher | None = None,
+    publisher: EventPublisher | None = None,
 ) -> ForgetReport:
     """Run the decay policy: publish a ``MemoryForgotten`` per memory it forgets.
 
@@ -235,8 +226,9 @@ async def forget(
         default.
     keys
         The users' keys, which seal the events; the key store of ``settings`` by default.
-    publish
-        ``await publish(topic, events)`` sends the sealed events; a producer on
+    publisher
+        Seals the events with their users' current keys (never new ones: the events of a
+        user without a key, erased or being erased, are dropped) and sends them; one on
         ``settings.broker`` by default.
 
     Raises
@@ -256,13 +248,18 @@ async def forget(
     events: tuple[MemoryForgotten, ...] = ()
     if not dry_run and candidates:
         decided = [forgotten_event(candidate, settings, now) for candidate in candidates]
-        keys = keys if keys is not None else keystore_from_settings(settings)
-        events = await asyncio.to_thread(sealed_forgettings, decided, keys)
+        own = publisher is None
+        if publisher is None:
+            keys = keys if keys is not None else keystore_from_settings(settings)
+            # Never decide on a log that is not the projection's: the publisher claims it.
+            publisher = KafkaPublisher(settings, keys, check=False)
+        try:
+            sent = await publisher.publish(topic, decided, create_keys=False)
+        finally:
+            if own:
+                await publisher.close()
+        events = tuple(s.event for s in sent if isinstance(s.event, MemoryForgotten))
     if events:
-        if publish is None:
-            await _publish(settings, topic, events)
-        else:
-            await publish(topic, events)
         log.info("forget: published %d memory_forgotten event(s)", len(events))
     return ForgetReport(
         policy="decay",
@@ -282,38 +279,13 @@ def _live_projection(settings: Settings) -> MemoryProjection:
     return MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
 
 
-async def _publish(settings: Settings, topic: str, events: Sequence[MemoryForgotten]) -> None:
-    """Send events keyed by user id (a memory's changes stay on its partition, after its
-    add) and wait for every ack."""
-    from aiokafka import AIOKafkaProducer
-
-    from memstream.streams.runtime.logid import claim_log
-    from memstream.streams.runtime.topics import ensure_topics
-
-    await ensure_topics(settings)
-    await claim_log(settings)  # never decide on a log that is not the projection's
-    producer = AIOKafkaProducer(bootstrap_servers=settings.broker, acks="all", linger_ms=5)
-    await producer.start()
-    try:
-        futures = [
-            await producer.send(topic, key=event.user_id.encode(), value=encode_event(event))
-            for event in events
-        ]
-        await asyncio.gather(*futures)
-    finally:
-        await producer.stop()
-
-
-# --- the command ------------------------------------------------------------------------
-
-
-def cmd_forget(args: argparse.Namespace) -> int:
+def cmd_forget(args: argparse.Namespace, container: Container) -> int:
     """Forget memories that no longer earn their place (publishes memory_forgotten events)."""
-    from memstream.streams.runtime.command_settings import settings_from_args
-
-    settings = settings_from_args(args)
     try:
-        report = asyncio.run(forget(settings, dry_run=args.dry_run, user_id=args.user))
+        report = asyncio.run(
+            forget(container.settings, dry_run=args.dry_run, user_id=args.user,
+                   keys=container.key_store)
+        )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

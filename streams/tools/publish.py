@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict, cast
 
-from aiokafka import AIOKafkaProducer
-
-from memstream.models.codec import EventLimits, InvalidEvent, decode_event, encode_event
+from memstream.models.codec import EventLimits, InvalidEvent, decode_event
 from memstream.models.events import (
     Event,
     MessageAdded,
@@ -22,9 +19,9 @@ from memstream.models.events import (
 )
 from memstream.models.settings import Settings
 from memstream.models.topics import CHAT_TYPES
-from memstream.streams.runtime.keys import BatchKeys, KeyStore, keystore_from_settings, seal_event
-from memstream.streams.runtime.logid import claim_log
-from memstream.streams.runtime.topics import Topics, ensure_topics
+from memstream.streams.runtime.keys import KeyStore, keystore_from_settings
+from memstream.streams.runtime.publisher import KafkaPublisher
+from memstream.streams.runtime.topics import Topics
 
 
 @dataclass(frozen=True)
@@ -33,32 +30,6 @@ class LineError:
 
     line: int
     reason: str
-
-
-def check_publishable(events: Sequence[Event], limits: EventLimits) -> None:
-    """Refuse, before anything is sent, events a worker would dead-letter: a time outside
-    the window (with this machine's clock), content over the limit.
-
-    Raises
-    ------
-    ValueError
-        Naming the first event at fault and why.
-    """
-    now = datetime.now(UTC)
-    for event in events:
-        try:
-            limits.check(event, now=now)
-        except InvalidEvent as exc:
-            raise ValueError(f"event {event.event_id}: {exc}") from None
-
-
-def check_encoded_size(event: Event, value: bytes, limits: EventLimits) -> None:
-    """Refuse an event whose bytes (sealed, as sent) are over ``limits.max_event_bytes``."""
-    if len(value) > limits.max_event_bytes:
-        raise ValueError(
-            f"event {event.event_id} is {len(value)} bytes, over the limit of "
-            f"{limits.max_event_bytes}"
-        )
 
 
 def read_events(
@@ -188,7 +159,7 @@ async def publish_events(
 
     Content is sealed with each user's key from ``keys`` (default: ``settings.keys_dir``,
     which must be the workers' key store), created on the user's first event. Nothing is
-    sent if any event is one a worker would refuse (:func:`check_publishable`, and the
+    sent if any event is one a worker would refuse (:func:`~memstream.streams.runtime.publisher.check_publishable`, and the
     sealed size).
 
     Raises
@@ -198,36 +169,11 @@ async def publish_events(
     memstream.streams.runtime.logid.LogLost
         The broker lost the log the data directory was built from: nothing is sent.
     """
-    limits = EventLimits.from_settings(settings)
-    check_publishable(events, limits)
-    keys = keys if keys is not None else keystore_from_settings(settings)
-    sealed = await asyncio.to_thread(_sealed, events, keys)
-    encoded = [(event, encode_event(event)) for event in sealed]
-    for event, value in encoded:
-        check_encoded_size(event, value, limits)
-    await ensure_topics(settings)
-    await claim_log(settings)  # refused (LogLost) when the broker lost the log
-    topic = Topics.from_settings(settings).chat
-    producer = AIOKafkaProducer(bootstrap_servers=settings.broker, acks="all", linger_ms=5)
-    await producer.start()
+    publisher = KafkaPublisher(
+        settings, keys if keys is not None else keystore_from_settings(settings)
+    )
     try:
-        futures = [
-            await producer.send(topic, key=event.user_id.encode(), value=value)
-            for event, value in encoded
-        ]
-        for future in futures:
-            await future
+        sent = await publisher.publish(Topics.from_settings(settings).chat, events)
     finally:
-        await producer.stop()
-    return len(futures)
-
-
-def _sealed(events: Sequence[Event], keys: KeyStore) -> list[Event]:
-    """The events with their content sealed with their users' current keys."""
-    keys = BatchKeys(keys)  # one look-up per user, not per event
-    sealed = []
-    for event in events:
-        found = seal_event(event, keys)  # no key id: the user's key, created if none
-        assert found is not None
-        sealed.append(found)
-    return sealed
+        await publisher.close()
+    return len(sent)

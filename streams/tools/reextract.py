@@ -23,10 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from aiokafka import AIOKafkaProducer, ConsumerRecord
+from aiokafka import ConsumerRecord
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from memstream.models.codec import InvalidEvent, decode_event, encode_event
+from memstream.models.codec import InvalidEvent, decode_event
 from memstream.models.crypto import SealError
 from memstream.models.events import (
     ConsolidationRequested,
@@ -41,8 +41,9 @@ from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection, SourcePosition
 from memstream.streams.agents.steps import MemoryDecider, extraction_failure, record_extraction
 from memstream.streams.llm_extractor import ExtractionFailed
-from memstream.streams.runtime.keys import KeyStore, keystore_from_settings, open_event, seal_event
+from memstream.streams.runtime.keys import KeyStore, keystore_from_settings, open_event
 from memstream.streams.runtime.logreader import read_topic
+from memstream.streams.runtime.publisher import KafkaPublisher
 from memstream.streams.runtime.topics import Topics
 
 log = logging.getLogger(__name__)
@@ -103,25 +104,23 @@ async def reextract(
     spans = _spans(await read_topic(settings, topics.consolidation, timeout_s=600), keys)
     await _create_topic(settings, topic)
     decider = MemoryDecider(projection, embedder, settings.long_term_importance)
-    producer = AIOKafkaProducer(bootstrap_servers=settings.broker, acks="all")
-    await producer.start()
+    # The table's own topic is made here; the log of the spans is only read.
+    publisher = KafkaPublisher(settings, keys, check=False, claim=False)
     failed = added = changes = 0
     try:
         for done, (request, key_id) in enumerate(spans, start=1):
             events = await asyncio.to_thread(_decisions, extractor, decider, request)
             positioned: list[tuple[MemoryAdded | MemoryChange, SourcePosition]] = []
             for event in events:
-                sealed = await asyncio.to_thread(seal_event, event, keys, key_id=key_id)
-                if sealed is None:
+                # Sealed with the span's key, or not at all: its user was erased meanwhile.
+                sent = await publisher.publish(topic, [event], key_id=key_id)
+                if not sent:
                     log.info("reextract: the user of span %s was erased", request.event_id)
                     positioned = []  # nothing of an erased user enters the table
                     break
-                metadata = await producer.send_and_wait(
-                    topic, key=event.user_id.encode(), value=encode_event(sealed)
-                )
                 position = SourcePosition(
-                    topic, metadata.partition, metadata.offset,
-                    timestamp=_timestamp(metadata.timestamp),
+                    topic, sent[0].partition, sent[0].offset,
+                    timestamp=_timestamp(sent[0].timestamp_ms),
                 )
                 if isinstance(event, MemoryAdded | MemoryChange):
                     positioned.append((event, position))
@@ -134,7 +133,7 @@ async def reextract(
             if progress is not None:
                 progress(done, len(spans))
     finally:
-        await producer.stop()
+        await publisher.close()
     await asyncio.to_thread(projection.refresh_indexes)
     return Reextraction(
         label=label,

@@ -1,14 +1,13 @@
-"""``memstream forget`` seals what it publishes: each ``memory_forgotten`` reaches the publish
-callable sealed with its user's current key; a user without a key (erased) gets nothing
+"""``memstream forget`` seals what it publishes: each ``memory_forgotten`` reaches the publisher
+sealed with its user's current key; a user without a key (erased) gets nothing
 published and no new key. Real LanceDB (fake embedder), real AES-GCM and key store."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from fakes import FakeEmbedder
+from fakes import FakeEmbedder, InMemoryPublisher
 
 from memstream.models.events import MemoryAdded, MemoryForgotten
 from memstream.models.settings import Settings
@@ -35,16 +34,6 @@ def old_memory(user_id: str, memory_id: str, offset: int) -> tuple[MemoryAdded, 
     return event, SourcePosition("memories", 0, offset)
 
 
-class Recorder:
-    """A publish callable that keeps what it was given."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, MemoryForgotten]] = []
-
-    async def __call__(self, topic: str, events: Sequence[MemoryForgotten]) -> None:
-        self.sent += [(topic, event) for event in events]
-
-
 async def test_forgettings_are_sealed_with_the_users_key_and_dropped_without_one(
     tmp_path: Path,
 ) -> None:
@@ -54,13 +43,16 @@ async def test_forgettings_are_sealed_with_the_users_key_and_dropped_without_one
     keys = FileKeyStore(tmp_path / "keys")
     ann_key_id, _ = keys.key_for("ann", create=True)
     # bob never had a key here: erased, or his memories came from another producer.
-    recorder = Recorder()
+    publisher = InMemoryPublisher(keys)
     report = await forget(
-        settings, dry_run=False, now=NOW, projection=projection, keys=keys, publish=recorder
+        settings, dry_run=False, now=NOW, projection=projection, publisher=publisher
     )
+    sent_events = publisher.events()
     assert sorted(c.memory_id for c in report.candidates) == ["ann-1", "bob-1"]
-    assert [(e.user_id, e.memory_id) for _, e in recorder.sent] == [("ann", "ann-1")]
-    ((topic, sent),) = recorder.sent
+    assert [(e.user_id, e.memory_id) for e in sent_events] == [("ann", "ann-1")]
+    ((topic, _, _),) = publisher.sent
+    (sent,) = sent_events
+    assert isinstance(sent, MemoryForgotten)
     assert topic == "memstream.memories" and report.events == (sent,)
     assert sent.encryption is not None and sent.encryption.key_id == ann_key_id
     assert sent.reason == "" and "decay score" not in sent.model_dump_json()
@@ -70,8 +62,8 @@ async def test_forgettings_are_sealed_with_the_users_key_and_dropped_without_one
     assert keys.key_for("bob", create=False) is None  # never created one
 
     # A dry run publishes nothing, sealed or not.
-    recorder.sent.clear()
+    publisher.sent.clear()
     dry = await forget(
-        settings, dry_run=True, now=NOW, projection=projection, keys=keys, publish=recorder
+        settings, dry_run=True, now=NOW, projection=projection, publisher=publisher
     )
-    assert recorder.sent == [] and dry.events == ()
+    assert publisher.sent == [] and dry.events == ()

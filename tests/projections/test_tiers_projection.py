@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import FakeEmbedder
+from fakes import FakeEmbedder, InMemoryPublisher
 
 from memstream.models.events import (
     Event,
@@ -199,16 +199,6 @@ def test_an_episode_is_never_due_however_old(projection: MemoryProjection) -> No
 # --- the tier keeper's decisions ------------------------------------------------------
 
 
-class Recorder:
-    """A ``publish`` that keeps what it was given."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[Any, Event]] = []
-
-    async def __call__(self, topic: Any, /, *events: Event) -> None:
-        self.sent += [(topic, event) for event in events]
-
-
 class Clock:
     def __init__(self, now: datetime) -> None:
         self.now = now
@@ -224,12 +214,12 @@ def tier_changes(events: list[Event]) -> list[MemoryPromoted | MemoryExpired]:
 
 def keeper_for(
     projection: MemoryProjection, clock: Clock, keys: FileKeyStore
-) -> tuple[TierKeeper, Recorder]:
+) -> tuple[TierKeeper, InMemoryPublisher]:
     settings = Settings.model_validate(
         {"short_term_ttl_s": TTL.total_seconds(), "promote_after_retrievals": 3}
     )
-    recorder = Recorder()
-    return TierKeeper(settings, projection, recorder, clock=clock, keys=keys), recorder
+    recorder = InMemoryPublisher(keys)
+    return TierKeeper(settings, projection, recorder, clock=clock), recorder
 
 
 async def test_the_keeper_promotes_after_three_retrievals(
@@ -252,7 +242,7 @@ async def test_the_keeper_promotes_after_three_retrievals(
     assert promoted.encryption is not None and promoted.reason == ""
     opened = open_event(promoted, keys)
     assert opened is not None and opened.reason == "retrieved 3 times" and opened.user_id == "alice"
-    assert {topic for topic, _ in recorder.sent} == {"memstream.memories"}
+    assert {topic for topic, _ in recorder.records()} == {"memstream.memories"}
     # In flight: not published again before the projection shows the change...
     assert await keeper.scan() == []
     projection.apply([(e, learned(20 + i)) for i, e in enumerate(events)])
@@ -311,8 +301,8 @@ async def test_the_keeper_seals_before_publishing_and_drops_an_erased_users_even
     events = await keeper.scan()
     # Only bob's expiry reaches ``publish``, sealed with his key; alice's is dropped, and
     # no key is created for her.
-    assert [(e.user_id, e.memory_id) for _, e in recorder.sent] == [("bob", "b-jazz")]
-    ((_, sent),) = recorder.sent
+    assert [(e.user_id, e.memory_id) for _, e in recorder.records()] == [("bob", "b-jazz")]
+    ((_, sent),) = recorder.records()
     assert isinstance(sent, MemoryExpired) and sent.encryption is not None
     assert sent.encryption.key_id == keys.key_for("bob", create=False)[0]  # type: ignore[index]
     assert "ttl" not in sent.model_dump_json()

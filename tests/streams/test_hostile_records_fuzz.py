@@ -18,7 +18,7 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 from aiokafka import ConsumerRecord
-from fakes import FakeEmbedder
+from fakes import FakeEmbedder, InMemoryPublisher
 from fuzz import NOW, TOPIC_TYPES, is_rejected, record_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -49,7 +49,7 @@ from memstream.streams.agents.steps import MemoryDecider, decode_opened, record_
 from memstream.streams.archive import _table
 from memstream.streams.projector.memories import _Projector
 from memstream.streams.runtime.deadletters import DeadLetter
-from memstream.streams.runtime.keys import FileKeyStore
+from memstream.streams.runtime.keys import FileKeyStore, keystore_from_settings
 
 LIMITS = EventLimits.from_settings(Settings())
 #: What the worker derives (spans, memories) is bounded by the record size, not per event.
@@ -200,19 +200,10 @@ def test_every_request_the_decoder_accepts_is_extracted_and_decided_into_events_
 # --- the memory projector ---------------------------------------------------------------------
 
 
-class Letters:
-    """The projector's producer, keeping what it sends to the dead-letter topic."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, bytes | None, bytes]] = []
-
-    async def send_and_wait(self, topic: str, key: bytes | None = None, value: bytes = b"") -> None:
-        self.sent.append((topic, key, value))
-
-
-def projector_for(tmp_path: Path) -> tuple[_Projector, Letters]:
+def projector_for(tmp_path: Path) -> tuple[_Projector, InMemoryPublisher]:
     settings_ = Settings(data_dir=tmp_path / "data", topic_prefix="fz")
-    letters = Letters()
+    # The projector's publisher: what it sends to the dead-letter topic is kept.
+    letters = InMemoryPublisher(keystore_from_settings(settings_))
     projection = MemoryProjection(settings_.lancedb_dir, FakeEmbedder())
     projector = _Projector(settings_, None, letters, projection, {}, asyncio.Event())  # type: ignore[arg-type]
     # The store is real; the broker is not needed: the probe asks only the store.

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import FakeEmbedder
+from fakes import FakeEmbedder, InMemoryPublisher
 
-from memstream.models.codec import decode_event
+from memstream.models.codec import EventLimits, decode_event
 from memstream.models.events import (
     MemoriesRetrieved,
     MemoryAdded,
@@ -30,7 +30,7 @@ from memstream.streams.client import (
     history_entry,
     normalise_messages,
 )
-from memstream.streams.runtime.keys import open_event
+from memstream.streams.runtime.keys import FileKeyStore, open_event
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
@@ -54,22 +54,6 @@ def memory(
     return event, SourcePosition("t.memories", 0, offset)
 
 
-class RecordingProducer:
-    """Stands in for the aiokafka producer: keeps what was sent."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, bytes, bytes]] = []
-
-    async def send(self, topic: str, *, key: bytes, value: bytes) -> asyncio.Future[None]:
-        self.sent.append((topic, key, value))
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        done.set_result(None)
-        return done
-
-    async def stop(self) -> None:
-        """Nothing to stop."""
-
-
 @pytest.fixture
 def projection(tmp_path: Path) -> MemoryProjection:
     projection = MemoryProjection(tmp_path / "lancedb", FakeEmbedder())
@@ -85,17 +69,14 @@ def projection(tmp_path: Path) -> MemoryProjection:
 
 def client_with(
     projection: MemoryProjection, tmp_path: Path
-) -> tuple[AsyncMemoryClient, RecordingProducer]:
-    client = AsyncMemoryClient(Settings(data_dir=tmp_path, topic_prefix="t"), projection=projection)
+) -> tuple[AsyncMemoryClient, InMemoryPublisher]:
+    settings = Settings(data_dir=tmp_path, topic_prefix="t")
+    keys = FileKeyStore(settings.keys_dir)
     # Their memories came from their own sealed events: they have keys.
     for user in ("ann", "bob"):
-        client.keys.key_for(user, create=True)
-    producer = RecordingProducer()
-
-    async def ready() -> Any:
-        return producer
-
-    client._producer_ready = ready  # type: ignore[method-assign]
+        keys.key_for(user, create=True)
+    producer = InMemoryPublisher(keys, EventLimits.from_settings(settings))
+    client = AsyncMemoryClient(settings, projection=projection, keys=keys, publisher=producer)
     return client, producer
 
 

@@ -30,4 +30,4 @@ def test_wheel_installs_only_the_memstream_package_with_its_assets(tmp_path: Pat
     }
     assert sources - set(names) == set(), "modules missing from the wheel (pyproject packages)"
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "memstream = memstream.streams.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "memstream = memstream.streams.cli.command:main" in zipfile.ZipFile(wheel).read(entry_points).decode()

@@ -1,0 +1,192 @@
+"""``memstream search``, ``memories list|get|history|delete`` and ``session show``: one user's memory, through the service."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memstream.streams.service.container import Container
+
+
+
+def cmd_search(args: argparse.Namespace, container: Container) -> int:
+    """Search one user's memories (hybrid: vectors + full text), now or as of a past time."""
+    from memstream.projections.memories import SearchFilters
+    from memstream.streams.service.app import Service
+
+    filters = SearchFilters(
+        memory_types=tuple(args.type) if args.type else None,
+        session_id=args.session,
+        min_importance=args.min_importance,
+        since=args.since,
+        until=args.until,
+    )
+    search = Service(container).memories.ranked(
+        args.query, user_id=args.user, limit=args.limit, filters=filters, as_of=args.as_of,
+        table=args.table,
+    )
+    try:
+        ranked = asyncio.run(search)
+    except (LookupError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps([ranked_json(item) for item in ranked], default=str, indent=2))
+        return 0
+    if not ranked:
+        print(f"no memories found for user {args.user!r}")
+        return 0
+    print(SCORE_LEGEND)
+    for item in ranked:
+        hit = item.memory
+        print(f"{item.rank_score:5.2f}  [{hit.memory_type}] {hit.content}")
+        if args.explain:
+            print(f"       {item.explain()}")
+        for line in hit.context.splitlines():
+            print(f"       | {line}")
+        print(
+            f"       memory {hit.memory_id} · session {hit.session_id} · importance "
+            f"{hit.importance:.2f} · from {', '.join(hit.source_event_ids) or '-'} · "
+            f"{hit.source_topic}[{hit.source_partition}]@{hit.source_offset}"
+        )
+    return 0
+
+
+#: What the score column of ``memstream search`` means.
+SCORE_LEGEND = (
+    "score 0-1: how well the memory matches the query (meaning and words, equally), nudged "
+    "by its importance, recency and use (--explain shows each part)"
+)
+
+
+def ranked_json(item: Any) -> dict[str, Any]:
+    """A ranked memory for ``--json``: the memory's fields and every part of its score."""
+    return {
+        **item.memory.__dict__,
+        "score": item.rank_score,
+        "relevance": item.relevance,
+        "importance_part": item.importance,
+        "recency": item.recency,
+        "use": item.use,
+    }
+
+
+def cmd_memories_list(args: argparse.Namespace, container: Container) -> int:
+    """List one user's memories, newest first (--all: every status)."""
+    from memstream.streams.client import MemoryClient
+    from memstream.streams.service.app import Service
+
+    with MemoryClient(service=Service(container)) as client:
+        memories = client.get_all(user_id=args.user, include_inactive=args.all)
+    for memory in memories:
+        status = "" if memory["status"] == "active" else f"  <{_status(memory)}>"
+        print(f"[{memory['type']}] ({memory['importance']:.2f}) {memory['memory']}{status}")
+        print(f"         memory {memory['memory_id']} · session {memory['session_id']}")
+    print(f"{len(memories)} memories")
+    return 0
+
+
+def _status(memory: Mapping[str, Any]) -> str:
+    if memory["status"] == "superseded" and memory.get("superseded_by"):
+        return f"superseded by {memory['superseded_by']}"
+    return str(memory["status"])
+
+
+def cmd_memories_get(args: argparse.Namespace, container: Container) -> int:
+    """Show one of a user's memories, whatever its status."""
+    from memstream.streams.client import MemoryClient
+    from memstream.streams.service.app import Service
+
+    with MemoryClient(service=Service(container)) as client:
+        memory = client.get(args.memory_id, user_id=args.user)
+    if memory is None:
+        print(f"no memory {args.memory_id!r} for user {args.user!r}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(memory, indent=2))
+        return 0
+    print(f"[{memory['type']}] ({memory['importance']:.2f}) {memory['memory']}")
+    print(f"  memory   {memory['memory_id']}")
+    print(f"  status   {_status(memory)} · tier {memory['tier']}")
+    print(f"  session  {memory['session_id']} · created {memory['created_at']}")
+    print(f"  from     {', '.join(memory['source_event_ids']) or '-'}")
+    print(f"  reinforced {memory['reinforcement_count']}× · retrieved {memory['access_count']}×")
+    return 0
+
+
+def cmd_memories_history(args: argparse.Namespace, container: Container) -> int:
+    """Show the life of a memory from the memories topic: each event, its time and sources."""
+    from memstream.streams.client import MemoryClient
+    from memstream.streams.service.app import Service
+
+    with MemoryClient(service=Service(container)) as client:
+        entries = client.history(args.memory_id, user_id=args.user)
+    if args.json:
+        print(json.dumps(entries, indent=2))
+        return 0
+    if not entries:
+        print(f"no history for memory {args.memory_id!r} of user {args.user!r}", file=sys.stderr)
+        return 1
+    for entry in entries:
+        details = " · ".join(f"{name} {value}" for name, value in entry["details"].items())
+        print(f"{entry['occurred_at']}  {entry['type']:<18} {details}")
+        print(
+            f"    event {entry['event_id']} at [{entry['partition']}]@{entry['offset']} · from "
+            f"{', '.join(entry['source_event_ids']) or '-'}"
+        )
+    return 0
+
+
+def cmd_memories_delete(args: argparse.Namespace, container: Container) -> int:
+    """Delete one of a user's memories (publishes a memory_deleted event)."""
+    from memstream.streams.client import MemoryClient
+    from memstream.streams.service.app import Service
+
+    with MemoryClient(service=Service(container)) as client:
+        try:
+            event_id = client.delete(args.memory_id, user_id=args.user, reason=args.reason)
+        except KeyError:
+            print(f"no memory {args.memory_id!r} for user {args.user!r}", file=sys.stderr)
+            return 1
+    print(f"published memory_deleted {event_id}; the memory leaves search once projected")
+    return 0
+
+
+def cmd_session_show(args: argparse.Namespace, container: Container) -> int:
+    """Show a session's working-memory context (asks the worker that owns it)."""
+    from memstream.streams.service.app import Service
+    from memstream.streams.service.sessions import NoSession, WorkerRefused, WorkerUnreachable
+
+    context = Service(container).sessions.context(
+        user_id=args.user, session_id=args.session, budget=args.budget
+    )
+    try:
+        reply = asyncio.run(context)
+    except NoSession as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    except (WorkerRefused, WorkerUnreachable) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(reply, indent=2))
+    else:
+        print(reply["prompt"])
+    return 0
+
+
+def cmd_erase(args: argparse.Namespace, container: Container) -> int:
+    """Erase a user from every store (crypto-shredding the log) and print the receipt."""
+    from memstream.streams.service.app import Service
+
+    receipt = asyncio.run(
+        Service(container).memories.erase(args.user, reason=args.reason, wait_s=args.wait)
+    )
+    print(receipt.render())
+    failed = ("not applied", "still holds", "has not archived")
+    return 0 if not any(word in note for note in receipt.notes for word in failed) else 1

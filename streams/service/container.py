@@ -1,0 +1,118 @@
+"""The dependency container: every part memstream's interfaces share, built once.
+
+``create_app`` (the worker) and the ``memstream`` command each build one :class:`Container`
+from one :class:`~memstream.models.settings.Settings`; the parts that cost something to
+open (the embedder's model, the LanceDB table, the producer) are built on first use, once,
+and shared by every call after.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from memstream.models.settings import Settings
+from memstream.models.topics import Topics
+from memstream.streams.runtime.keys import KeyStore, keystore_from_settings
+from memstream.streams.runtime.publisher import EventPublisher, KafkaPublisher
+
+if TYPE_CHECKING:
+    # Built on first use: a command that needs none of them (``memstream broker``) never
+    # loads LanceDB or the model.
+    from memstream.projections.embedder import Embedder
+    from memstream.projections.memories import MemoryProjection
+    from memstream.projections.retrieval import Retriever
+
+__all__ = ["Container"]
+
+
+@dataclass
+class Container:
+    """The shared parts of one process.
+
+    Parameters
+    ----------
+    settings
+        The one settings object.
+    keys
+        The users' content keys; the key directory of ``settings`` by default. It must be
+        the store the workers use.
+    projection
+        The memory projection readers use; the live table in ``settings.lancedb_dir`` by
+        default, opened with the embedder on first use.
+    publisher
+        How events reach the topics; a :class:`KafkaPublisher` that checks what users send
+        and the broker's log mark, started on the first write, by default.
+    """
+
+    settings: Settings
+    keys: KeyStore | None = None
+    projection: MemoryProjection | None = None
+    publisher: EventPublisher | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.keys is None:
+            self.keys = keystore_from_settings(self.settings)
+
+    @property
+    def topics(self) -> Topics:
+        return Topics.from_settings(self.settings)
+
+    @property
+    def key_store(self) -> KeyStore:
+        assert self.keys is not None  # set in __post_init__
+        return self.keys
+
+    def embedder(self) -> Embedder:
+        """The embedder of ``settings`` (one per process and configuration)."""
+        from memstream.projections.embedder import embedder_from_settings
+
+        return embedder_from_settings(self.settings)
+
+    def memory_projection(self) -> MemoryProjection:
+        """The live memory projection, opened on first use (it loads the embedder)."""
+        from memstream.projections.memories import MemoryProjection
+
+        with self._lock:
+            if self.projection is None:
+                self.projection = MemoryProjection(self.settings.lancedb_dir, self.embedder())
+            return self.projection
+
+    def memory_table(self, table: str) -> MemoryProjection:
+        """Another memory table of the data directory (a re-extraction's, by its name).
+
+        Raises
+        ------
+        LookupError
+            No such table.
+        """
+        from memstream.projections.memories import MemoryProjection
+
+        projection = MemoryProjection(self.settings.lancedb_dir, self.embedder(), table)
+        if not projection.exists():
+            raise LookupError(f"no memory table {table!r} in {self.settings.lancedb_dir}")
+        return projection
+
+    def retriever(self, clock: Callable[[], datetime] | None = None, **options: Any) -> Retriever:
+        """A retriever over the live projection (``clock``: the moment it ranks recency at)."""
+        from memstream.projections.retrieval import Retriever
+
+        if clock is not None:
+            options["clock"] = clock
+        return Retriever(self.memory_projection(), self.settings, **options)
+
+    def event_publisher(self) -> EventPublisher:
+        """The publisher every write of this process goes through."""
+        with self._lock:
+            if self.publisher is None:
+                self.publisher = KafkaPublisher(self.settings, self.key_store, watch_log=True)
+            return self.publisher
+
+    async def close(self) -> None:
+        """Release what was opened (the producer and its log watch)."""
+        if self.publisher is not None:
+            await self.publisher.close()

@@ -1,0 +1,365 @@
+"""The memory operations every interface offers: add, search, get, list, history, delete,
+erase.
+
+Writes are events on the topics (chat events, ``MemoryDeleted``, ``UserErased``) sent through
+the container's :class:`~memstream.streams.runtime.publisher.EventPublisher`; nothing here
+writes LanceDB, so every change stays in the log and replays. Reads come from the memory
+projection (``search``, ``get``, ``list``) or the memories topic itself (``history``).
+
+Every call names one user and only ever returns that user's data: the projection filters on
+a digest of the id computed in code, and ``history`` keeps only events keyed by and
+belonging to that user.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from memstream.models.codec import InvalidEvent, decode_event
+from memstream.models.crypto import SealError
+from memstream.models.erasure import ErasureLedger
+from memstream.models.events import Event, MemoriesRetrieved, MemoryDeleted, derived_id
+from memstream.projections.memories import MemoryProjection, MemoryRecord, SearchFilters
+from memstream.projections.retrieval import MAX_CANDIDATES, RankedMemory, Retriever
+from memstream.streams.runtime.keys import open_event
+from memstream.streams.runtime.logreader import read_topic
+from memstream.streams.service.container import Container
+from memstream.streams.service.results import (
+    AddResult,
+    HistoryEntry,
+    MemoryDict,
+    MemoryHitDict,
+    history_entry,
+    memory_dict,
+    normalise_messages,
+    ranked_dict,
+)
+from memstream.streams.tools.erasure import ErasureReceipt
+from memstream.streams.tools.publish import Message, chat_events_for_add
+
+__all__ = ["ACCESS_FLUSH_TIMEOUT_S", "MemoryService", "check_id"]
+
+log = logging.getLogger(__name__)
+
+#: How long ``close()`` waits for access events still being published in the background.
+ACCESS_FLUSH_TIMEOUT_S = 10.0
+
+
+def check_id(name: str, value: object) -> str:
+    """``value`` if it is a string (an id from a caller); TypeError otherwise."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a string, not {type(value).__name__}")
+    return value
+
+
+def _broker_ms(timestamp: int | None) -> int | None:
+    """A record's broker timestamp, None when it has none (Kafka's -1)."""
+    return timestamp if timestamp is not None and timestamp >= 0 else None
+
+
+class MemoryService:
+    """The memory operations over one :class:`Container`; use it on one event loop and
+    close it to flush the access events still being published. LanceDB reads run in worker
+    threads so they never block the loop."""
+
+    def __init__(self, container: Container) -> None:
+        self.container = container
+        self.settings = container.settings
+        self.topics = container.topics
+        self._background: set[asyncio.Task[None]] = set()
+
+    async def close(self) -> None:
+        """Wait (bounded) for background access events."""
+        if self._background:
+            _, pending = await asyncio.wait(set(self._background), timeout=ACCESS_FLUSH_TIMEOUT_S)
+            for task in pending:
+                task.cancel()
+
+    # --- writes -----------------------------------------------------------------------
+
+    async def add(
+        self,
+        messages: str | Sequence[Message] | Sequence[dict[str, Any]],
+        *,
+        user_id: str,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        close: bool = True,
+        event_ids: Sequence[str] | None = None,
+        occurred_at: datetime | None = None,
+    ) -> AddResult:
+        """Publish a conversation as chat events; the worker turns it into memories.
+
+        Publishes ``session_started`` when no ``session_id`` is given (one is generated), one
+        ``message_added`` per message and, unless ``close=False``, a ``session_closed`` so
+        the worker consolidates the session now. Event ids are uuid4s, or deterministic when
+        ``event_ids`` (one per message) are given, so a retried call repeats the same events.
+        Returns after the broker acknowledged every event; memories appear once the worker
+        has consolidated and projected them.
+
+        Raises
+        ------
+        ValueError
+            Malformed messages or ids, or an event over ``settings.max_event_bytes``
+            (checked before anything is published).
+        TypeError
+            Content that is not text.
+        """
+        check_id("user_id", user_id)
+        session_id, events = chat_events_for_add(
+            normalise_messages(messages),
+            user_id=user_id,
+            session_id=session_id,
+            agent_id=agent_id,
+            close=close,
+            event_ids=event_ids,
+            occurred_at=occurred_at,
+        )
+        await self._send(self.topics.chat, events)
+        return {"session_id": session_id, "event_ids": [event.event_id for event in events]}
+
+    async def delete(self, memory_id: str, *, user_id: str, reason: str = "requested") -> str:
+        """Publish a ``MemoryDeleted`` for one of the user's memories; return its event id.
+
+        The delete id is deterministic (user, memory), so a retry repeats the same event.
+        The memory leaves search and ``get_all`` once the projector has applied it.
+
+        Raises
+        ------
+        KeyError
+            The memory is unknown, or belongs to another user (the two are not told apart).
+            Ownership is checked in the projection, so a memory still on its way there
+            (published, not yet projected) is unknown too. Also when the user has no key:
+            the user was erased (the projection drops the memory as it applies that).
+        """
+        record = await self._get_record(memory_id, user_id=user_id)
+        if record is None:
+            raise KeyError(memory_id)
+        # Sealed with the user's key, never a new one: a user without a key was erased.
+        sent = await self._send(
+            self.topics.memories, [self._deletion(record, user_id, reason)], create_keys=False
+        )
+        if not sent:
+            raise KeyError(memory_id)
+        return sent[0].event_id
+
+    async def delete_all(self, *, user_id: str, reason: str = "requested") -> list[str]:
+        """Publish a ``MemoryDeleted`` for each active memory of the user; return the ids
+        (none for a user without a key: erased)."""
+        projection = await self._projection()
+        records = await asyncio.to_thread(projection.list_memories, check_id("user_id", user_id))
+        deletions = [self._deletion(record, user_id, reason) for record in records]
+        sent = await self._send(self.topics.memories, deletions, create_keys=False)
+        return [event.event_id for event in sent]
+
+    def _deletion(self, record: MemoryRecord, user_id: str, reason: str) -> MemoryDeleted:
+        return MemoryDeleted(
+            event_id=derived_id("client-delete", user_id, record.memory_id),
+            user_id=user_id,
+            session_id=record.session_id,
+            occurred_at=datetime.now(UTC),
+            memory_id=record.memory_id,
+            reason=reason,
+        )
+
+    # --- reads ------------------------------------------------------------------------
+
+    async def search(
+        self,
+        query: str,
+        *,
+        user_id: str,
+        limit: int = 5,
+        filters: SearchFilters | None = None,
+        as_of: datetime | None = None,
+    ) -> list[MemoryHitDict]:
+        """The user's active memories most relevant to ``query``, best first, as plain dicts.
+
+        Ranked by :meth:`~memstream.projections.retrieval.Retriever.search`: the same memories
+        as the projection's hybrid search of ``limit``, ordered by the rank score (relevance,
+        with importance, recency and use breaking near-ties), every type competing for the
+        places. ``score`` is that rank score on 0..1; ``relevance``, ``similarity`` and
+        ``words`` are its parts (see :class:`MemoryHitDict`). An episode's ``context`` is the
+        conversation it came from. The retrieval's access event, naming the memories
+        returned, goes to the accesses topic in the background and never delays the answer.
+
+        ``as_of`` answers from what memstream believed at that time: memories recorded by
+        then (event time) and not superseded or expired by then, ranked with recency as of
+        then. Deleted memories stay out. A point-in-time search is not counted as use (it
+        publishes no access event).
+
+        Raises
+        ------
+        ValueError
+            ``limit`` outside 1 to 200, or an unknown memory type in ``filters``.
+        """
+        retriever, items = await self._rank(query, user_id, limit, filters, as_of, None)
+        event = retriever.access_event(user_id, query, items)
+        if event is not None and as_of is None:
+            self._publish_in_background(event)
+        return [ranked_dict(item) for item in items]
+
+    async def ranked(
+        self,
+        query: str,
+        *,
+        user_id: str,
+        limit: int = 5,
+        filters: SearchFilters | None = None,
+        as_of: datetime | None = None,
+        table: str | None = None,
+    ) -> list[RankedMemory]:
+        """What :meth:`search` finds, with every part of each score, and not counted as use
+        (no access event): for inspecting a ranking. ``table`` reads another memory table
+        of the data directory (a re-extraction's) instead of the live one.
+
+        Raises
+        ------
+        LookupError
+            ``table`` is not a memory table of the data directory.
+        """
+        return (await self._rank(query, user_id, limit, filters, as_of, table))[1]
+
+    async def _rank(
+        self,
+        query: str,
+        user_id: str,
+        limit: int,
+        filters: SearchFilters | None,
+        as_of: datetime | None,
+        table: str | None,
+    ) -> tuple[Retriever, list[RankedMemory]]:
+        if as_of is not None and as_of.tzinfo is None:
+            raise ValueError("as_of needs a timezone")
+        if not 1 <= limit <= MAX_CANDIDATES:
+            raise ValueError(f"limit must be between 1 and {MAX_CANDIDATES}")
+        check_id("user_id", user_id)
+        if table is None:
+            projection = await self._projection()
+        else:
+            projection = await asyncio.to_thread(self.container.memory_table, table)
+        if as_of is None:
+            retriever = Retriever(projection, self.settings)
+        else:
+            filters = replace(filters or SearchFilters(), as_of=as_of)
+            retriever = Retriever(projection, self.settings, clock=lambda: as_of)
+        items = await asyncio.to_thread(
+            retriever.search, user_id, query, limit=limit, filters=filters
+        )
+        return retriever, items
+
+    async def get(self, memory_id: str, *, user_id: str) -> MemoryDict | None:
+        """One of the user's memories (active or not); None if unknown or another user's."""
+        record = await self._get_record(memory_id, user_id=user_id)
+        return memory_dict(record) if record is not None else None
+
+    async def get_all(self, *, user_id: str, include_inactive: bool = False) -> list[MemoryDict]:
+        """The user's memories, newest first: active ones, or every status when asked."""
+        projection = await self._projection()
+        records = await asyncio.to_thread(
+            projection.list_memories,
+            check_id("user_id", user_id),
+            include_inactive=include_inactive,
+        )
+        return [memory_dict(record) for record in records]
+
+    async def history(self, memory_id: str, *, user_id: str) -> list[HistoryEntry]:
+        """The life of one of the user's memories from the memories topic, in log order.
+
+        Its add, reinforcements, supersession (either side), promotion, expiry, forgetting
+        and deletion, each with event type, event time and source events. Only events keyed
+        by the user and carrying the user's id count, so another user's memory id yields an
+        empty list. Sealed events are opened with the user's key; once the user is erased
+        they are left out: every event of the user before the user's latest ``user_erased``
+        event (by offset on its partition, by broker time elsewhere; see
+        :mod:`memstream.models.erasure`), sealed or not, so the history of an erased user is
+        empty while a returning user's new memories have theirs. Reads the whole topic: cost
+        grows with the log.
+        """
+        check_id("memory_id", memory_id)
+        try:
+            key = check_id("user_id", user_id).encode()
+        except UnicodeEncodeError:
+            return []  # no event can carry such a user id: nothing was ever published for it
+        records = [
+            r
+            for r in await read_topic(self.settings, self.topics.memories)
+            if r.key == key and r.value is not None
+        ]
+        # Unsealed events (reinforcements, supersessions, deletions, events of producers
+        # that do not seal) still open after the key is destroyed: the erasure itself must
+        # end them.
+        erasures = ErasureLedger([self.topics.memories], max_bytes=self.settings.max_event_bytes)
+        for record in records:
+            erasures.note(
+                record.topic, record.partition, record.offset, _broker_ms(record.timestamp),
+                record.key, record.value,
+            )
+        entries: list[HistoryEntry] = []
+        for record in records:
+            if erasures.covers(
+                (user_id,), record.topic, record.partition, record.offset,
+                _broker_ms(record.timestamp),
+            ):
+                continue
+            try:
+                event = decode_event(record.value, max_bytes=self.settings.max_event_bytes)
+            except InvalidEvent:
+                continue  # dead-lettered by the projector; not part of any memory's life
+            if event.user_id != user_id:
+                continue
+            try:
+                opened = open_event(event, self.container.key_store)
+            except SealError:
+                continue  # altered in the log: dead-lettered by the projector
+            if opened is None:
+                continue  # the user was erased: nothing of it can be read
+            entry = history_entry(opened, memory_id, record.partition, record.offset)
+            if entry is not None:
+                entries.append(entry)
+        return entries
+
+    async def erase(
+        self, user_id: str, *, reason: str = "requested", wait_s: float = 60.0
+    ) -> ErasureReceipt:
+        """Erase the user from every store and return the receipt (see
+        :func:`memstream.streams.tools.erasure.erase`)."""
+        from memstream.streams.tools.erasure import erase
+
+        return await erase(self.settings, check_id("user_id", user_id), reason=reason, wait_s=wait_s)
+
+    async def _get_record(self, memory_id: str, *, user_id: str) -> MemoryRecord | None:
+        projection = await self._projection()
+        return await asyncio.to_thread(
+            projection.get, check_id("user_id", user_id), check_id("memory_id", memory_id)
+        )
+
+    async def _projection(self) -> MemoryProjection:
+        return await asyncio.to_thread(self.container.memory_projection)
+
+    async def _send(
+        self, topic: str, events: Sequence[Event], *, create_keys: bool = True
+    ) -> list[Event]:
+        """The events as sent (sealed), every one acknowledged; see
+        :meth:`~memstream.streams.runtime.publisher.EventPublisher.publish`."""
+        sent = await self.container.event_publisher().publish(
+            topic, events, create_keys=create_keys
+        )
+        return [s.event for s in sent if s.event is not None]
+
+    def _publish_in_background(self, event: MemoriesRetrieved) -> None:
+        async def publish() -> None:
+            try:
+                await self._send(self.topics.accesses, [event])
+            except Exception:
+                # Access counts only steer promotion; losing one must not fail a read.
+                log.warning("memories: access event %s not published", event.event_id, exc_info=True)
+
+        task = asyncio.get_running_loop().create_task(publish())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)

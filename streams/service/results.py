@@ -1,0 +1,242 @@
+"""What the memory operations answer with: plain dicts, the same over every interface.
+
+A hit's ``score`` is its rank score (0..1); a memory's times are ISO 8601 strings; a history
+entry is one event of the memories topic with its place in the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TypedDict, cast, get_args
+
+from memstream.models.events import (
+    Event,
+    MemoryAdded,
+    MemoryDeleted,
+    MemoryExpired,
+    MemoryForgotten,
+    MemoryPromoted,
+    MemoryReinforced,
+    MemorySuperseded,
+    Role,
+)
+from memstream.projections.memories import MemoryHit, MemoryRecord
+from memstream.projections.retrieval import RankedMemory
+from memstream.streams.tools.publish import Message
+
+__all__ = [
+    "AddResult",
+    "HistoryEntry",
+    "MemoryDict",
+    "MemoryHitDict",
+    "history_entry",
+    "hit_dict",
+    "memory_dict",
+    "normalise_messages",
+    "ranked_dict",
+]
+
+_ROLES: frozenset[str] = frozenset(get_args(Role))
+
+
+class AddResult(TypedDict):
+    """What :meth:`~memstream.streams.service.memories.MemoryService.add` published."""
+
+    session_id: str
+    event_ids: list[str]
+
+
+class MemoryHitDict(TypedDict):
+    """A search hit, as a plain dict.
+
+    ``score`` (0..1) is the rank score: mostly ``relevance``, which weighs ``similarity``
+    (cosine of query and memory, 0..1) and ``words`` (the BM25 match of the query's words,
+    saturated to 0..1) equally; importance, recency and use move it by a few hundredths at
+    most with the default weights. ``context`` is the conversation around the memory (the
+    day, who said what; "" when none), and ``source_event_ids`` cites every turn it shows.
+    """
+
+    memory_id: str
+    memory: str
+    type: str
+    score: float
+    relevance: float
+    similarity: float
+    words: float
+    importance: float
+    created_at: str
+    session_id: str
+    source_event_ids: list[str]
+    context: str
+
+
+class MemoryDict(TypedDict):
+    """One memory as the projection holds it, as a plain dict."""
+
+    memory_id: str
+    memory: str
+    type: str
+    importance: float
+    created_at: str
+    session_id: str
+    source_event_ids: list[str]
+    status: str
+    superseded_by: str | None
+    tier: str
+    entities: list[str]
+    reinforcement_count: int
+    access_count: int
+
+
+class HistoryEntry(TypedDict):
+    """One step in a memory's life: an event of the memories topic."""
+
+    event_id: str
+    type: str
+    occurred_at: str
+    memory_id: str
+    source_event_ids: list[str]
+    #: Type-specific fields: content, reason, superseded_by, supersedes, similarity...
+    details: dict[str, Any]
+    partition: int
+    offset: int
+
+
+# --- conversions -----------------------------------------------------------------------
+
+
+def normalise_messages(
+    messages: str | Sequence[Message] | Sequence[dict[str, Any]],
+) -> list[Message]:
+    """mem0's message forms as a list of ``{"role", "content"[, "name"]}`` dicts.
+
+    A string is one user message. Raises ``ValueError`` for an empty list, a missing role or
+    content, or an unknown role, and ``TypeError`` for non-text content.
+
+    Examples
+    --------
+    >>> normalise_messages("I like tea")
+    [{'role': 'user', 'content': 'I like tea'}]
+    """
+    if isinstance(messages, str):
+        return [{"role": "user", "content": messages}]
+    if isinstance(messages, dict):
+        messages = [messages]
+    normalised: list[Message] = []
+    for number, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise TypeError(f"message {number} is {type(message).__name__}, not a dict")
+        entry = cast(dict[str, Any], message)
+        role, content = entry.get("role"), entry.get("content")
+        if role not in _ROLES:
+            raise ValueError(
+                f"message {number}: role must be one of {sorted(_ROLES)}, not {role!r}"
+            )
+        if not isinstance(content, str):
+            raise TypeError(f"message {number}: content must be text, not {type(content).__name__}")
+        out: Message = {"role": role, "content": content}
+        if entry.get("name") is not None:
+            out["name"] = str(entry["name"])
+        normalised.append(out)
+    if not normalised:
+        raise ValueError("add() needs at least one message")
+    return normalised
+
+
+def hit_dict(hit: MemoryHit) -> MemoryHitDict:
+    """A projection hit as a plain dict (times as ISO 8601 strings)."""
+    return {
+        "memory_id": hit.memory_id,
+        "memory": hit.content,
+        "type": hit.memory_type,
+        "score": hit.score,
+        "relevance": hit.score,
+        "similarity": hit.similarity,
+        "words": hit.words,
+        "importance": hit.importance,
+        "created_at": hit.created_at.isoformat(),
+        "session_id": hit.session_id,
+        "source_event_ids": list(hit.source_event_ids),
+        "context": hit.context,
+    }
+
+
+def ranked_dict(item: RankedMemory) -> MemoryHitDict:
+    """A retrieval's ranked memory as a search hit; ``score`` is the composite rank score."""
+    return {**hit_dict(item.memory), "score": item.rank_score}
+
+
+def memory_dict(record: MemoryRecord) -> MemoryDict:
+    """A projection record as a plain dict (times as ISO 8601 strings)."""
+    return {
+        "memory_id": record.memory_id,
+        "memory": record.content,
+        "type": record.memory_type,
+        "importance": record.importance,
+        "created_at": record.created_at.isoformat(),
+        "session_id": record.session_id,
+        "source_event_ids": list(record.source_event_ids),
+        "status": record.status,
+        "superseded_by": record.superseded_by,
+        "tier": record.tier,
+        "entities": list(record.entities),
+        "reinforcement_count": record.reinforcement_count,
+        "access_count": record.access_count,
+    }
+
+
+def history_entry(event: Event, memory_id: str, partition: int, offset: int) -> HistoryEntry | None:
+    """The step ``event`` is in the life of ``memory_id``; None if it is not about it.
+
+    A supersession appears in the life of both memories: as ``superseded_by`` in the old
+    one's, as ``supersedes`` in the new one's.
+    """
+    details: dict[str, Any]
+    sources: tuple[str, ...] = ()
+    if isinstance(event, MemorySuperseded) and event.superseded_by == memory_id:
+        details = {
+            "supersedes": event.memory_id,
+            "reason": event.reason,
+            "similarity": event.similarity,
+        }
+    elif getattr(event, "memory_id", None) != memory_id:
+        return None
+    elif isinstance(event, MemoryAdded):
+        details = {
+            "content": event.content,
+            "memory_type": event.memory_type,
+            "importance": event.importance,
+            "tier": event.tier,
+            "extraction_event_id": event.extraction_event_id,
+        }
+        sources = event.source_event_ids
+    elif isinstance(event, MemoryReinforced):
+        details = {"similarity": event.similarity, "extraction_event_id": event.extraction_event_id}
+        sources = event.source_event_ids
+    elif isinstance(event, MemorySuperseded):
+        details = {
+            "superseded_by": event.superseded_by,
+            "reason": event.reason,
+            "similarity": event.similarity,
+        }
+    elif isinstance(event, MemoryDeleted | MemoryPromoted | MemoryExpired):
+        details = {"reason": event.reason}
+    elif isinstance(event, MemoryForgotten):
+        details = {
+            "policy": event.policy,
+            "score": event.score,
+            "threshold": event.threshold,
+            "reason": event.reason,
+        }
+    else:
+        return None
+    return {
+        "event_id": event.event_id,
+        "type": event.type,
+        "occurred_at": event.occurred_at.isoformat(),
+        "memory_id": memory_id,
+        "source_event_ids": list(sources),
+        "details": details,
+        "partition": partition,
+        "offset": offset,
+    }

@@ -1,0 +1,72 @@
+"""A session's working-memory context: the short-term state the worker that owns the
+session holds (its message window, task, tool calls, entities, scratchpad), rendered as a
+prompt within a token budget.
+
+Sessions live in the worker's Faust table, partitioned by user: the request goes to the
+worker's web port, which answers for the users it owns and routes the others to their owner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+from urllib.error import HTTPError
+from urllib.parse import urlencode
+
+from memstream.models.settings import Settings
+from memstream.streams.runtime.worker import fetch_json
+
+__all__ = ["NoSession", "SessionService", "WorkerRefused", "WorkerUnreachable"]
+
+
+class NoSession(LookupError):
+    """The user has no open session of that id."""
+
+
+class WorkerRefused(PermissionError):
+    """The worker wants its web token (``MEMSTREAM_WEB_TOKEN``), or another one."""
+
+
+class WorkerUnreachable(ConnectionError):
+    """No worker answers on the web port of the settings."""
+
+
+class SessionService:
+    """Working-memory reads, answered by the worker that owns the user's sessions."""
+
+    def __init__(self, settings: Settings, *, timeout_s: float = 10.0) -> None:
+        self.settings = settings
+        self.timeout_s = timeout_s
+
+    async def context(
+        self, *, user_id: str, session_id: str, budget: int | None = None
+    ) -> dict[str, Any]:
+        """The session's context: ``{"prompt": str, ...}`` as the worker renders it.
+
+        Raises
+        ------
+        NoSession
+            No open session ``session_id`` for ``user_id``.
+        WorkerRefused
+            The worker wants a token the settings do not carry.
+        WorkerUnreachable
+            No worker answers.
+        """
+        query = {"user": user_id, "session": session_id}
+        if budget is not None:
+            query["budget"] = str(budget)
+        path = f"/session/?{urlencode(query)}"
+        try:
+            reply = await asyncio.to_thread(fetch_json, self.settings, path, self.timeout_s)
+        except HTTPError as exc:
+            with exc:
+                if exc.code == 404:
+                    raise NoSession(f"no open session {session_id!r} for user {user_id!r}") from None
+                if exc.code == 401:
+                    raise WorkerRefused("the worker wants its token: set MEMSTREAM_WEB_TOKEN") from None
+                raise WorkerUnreachable(f"the worker refused the request ({exc})") from None
+        except OSError as exc:
+            raise WorkerUnreachable(
+                f"no worker answers on port {self.settings.web_port} ({exc})"
+            ) from None
+        return dict(reply)
