@@ -12,7 +12,9 @@ from aiokafka import ConsumerRecord, TopicPartition
 
 from memstream.models.settings import Settings
 from memstream.streams import archive
-from memstream.streams.archive import _ArchiveSink, archive_files, archive_positions
+from memstream.streams.archive import archive_files, archive_positions
+from memstream.streams.archive import sink as archive_sink
+from memstream.streams.archive.sink import _ArchiveSink
 
 
 def record(topic: str, offset: int) -> ConsumerRecord:
@@ -27,7 +29,7 @@ def test_a_stop_during_a_flush_writes_the_batch_once_and_the_final_flush_does_no
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings = Settings(data_dir=tmp_path, topic_prefix="t")
-    real_write = archive._write_batch
+    real_write = archive_sink._write_batch
     calls: list[int] = []
 
     def slow_write(*args: Any) -> None:
@@ -35,7 +37,7 @@ def test_a_stop_during_a_flush_writes_the_batch_once_and_the_final_flush_does_no
         time.sleep(0.3)  # the thread goes on after its task is cancelled
         real_write(*args)
 
-    monkeypatch.setattr(archive, "_write_batch", slow_write)
+    monkeypatch.setattr(archive_sink, "_write_batch", slow_write)
     tp = TopicPartition("t.deadletters", 0)
     sink = _ArchiveSink(settings, None, None, [tp], [])  # type: ignore[arg-type]
     sink.name = archive.ARCHIVE

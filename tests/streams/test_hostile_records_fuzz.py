@@ -46,7 +46,7 @@ from memstream.streams.agents.session_table import (
     seal_session_value,
 )
 from memstream.streams.agents.steps import MemoryDecider, decode_opened, record_extraction
-from memstream.streams.archive import _table
+from memstream.streams.archive.rows import _table
 from memstream.streams.projector.memories import _Projector
 from memstream.streams.runtime.deadletters import DeadLetter
 from memstream.streams.runtime.keys import FileKeyStore, keystore_from_settings
