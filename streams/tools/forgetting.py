@@ -34,12 +34,18 @@ import argparse
 import asyncio
 import logging
 import sys
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import TYPE_CHECKING
 
-from memstream.models.events import MemoryForgotten, MemoryType, derived_id
+from memstream.models.events import MemoryForgotten
+from memstream.models.forgetting import (
+    ForgetCandidate,
+    Policy,
+    decay_candidates,
+    forgotten_event,
+    keep_types,
+)
 from memstream.models.settings import Settings
 from memstream.streams.runtime.keys import (
     KeyStore,
@@ -51,33 +57,13 @@ from memstream.streams.runtime.topics import Topics
 # The command module builds its parser (add_forget_command) on every `memstream` call: LanceDB
 # and aiokafka (1.3 s to import) are imported where they are used, as streams/cli.py does.
 if TYPE_CHECKING:
-    from memstream.projections.memories import MemoryProjection, MemoryRecord
+    from memstream.projections.memories import MemoryProjection
     from memstream.streams.service.container import Container
 
 log = logging.getLogger(__name__)
 
-Policy = Literal["decay"]
-#: Every memory type; a kept type must be one of them.
-MEMORY_TYPES: frozenset[str] = frozenset(get_args(MemoryType))
-SECONDS_PER_DAY = 86_400.0
 #: Characters of a memory's content the command prints.
 SNIPPET_CHARS = 60
-
-
-@dataclass(frozen=True)
-class ForgetCandidate:
-    """A memory a policy would forget, with the score and age it was judged on."""
-
-    user_id: str
-    memory: MemoryRecord
-    score: float
-    #: Days from the memory's event time (``created_at``) to the decision time.
-    age_days: float
-
-    @property
-    def memory_id(self) -> str:
-        """The memory's id."""
-        return self.memory.memory_id
 
 
 @dataclass(frozen=True)
@@ -95,62 +81,6 @@ class ForgetReport:
     #: user without a key (erased meanwhile).
     events: tuple[MemoryForgotten, ...]
     topic: str
-
-
-#: Sends events to a topic keyed by their user id and waits for every ack.
-
-
-def keep_types(settings: Settings) -> frozenset[str]:
-    """The memory types no policy forgets (``forget_keep_types``, comma separated).
-
-    Raises
-    ------
-    ValueError
-        A name that is no memory type: a typo would otherwise let that type be forgotten.
-
-    Examples
-    --------
-    >>> sorted(keep_types(Settings(forget_keep_types="correction,preference")))
-    ['correction', 'preference']
-    """
-    names = frozenset(name for name in settings.forget_keep_types.split(",") if name)
-    unknown = sorted(names - MEMORY_TYPES)
-    if unknown:
-        raise ValueError(
-            f"forget_keep_types names unknown memory types {unknown}; known: {sorted(MEMORY_TYPES)}"
-        )
-    return names
-
-
-def decay_candidates(
-    memories: Iterable[tuple[str, MemoryRecord]], settings: Settings, now: datetime
-) -> list[ForgetCandidate]:
-    """The memories of ``(user_id, record)`` pairs the decay policy forgets at ``now``.
-
-    A memory is forgotten when it is active, at least ``forget_min_age_days`` old (event
-    time), not of a type in ``forget_keep_types``, and its decay score is below
-    ``forget_threshold``. Ordered by score, then memory id, so two runs list the same.
-    """
-    from memstream.models.ranking import decay_score
-
-    if now.tzinfo is None:
-        raise ValueError("now must be timezone-aware")
-    kept = keep_types(settings)
-    candidates = []
-    for user_id, memory in memories:
-        age_days = (now - memory.created_at).total_seconds() / SECONDS_PER_DAY
-        if (
-            memory.status != "active"
-            or memory.memory_type in kept
-            or age_days < settings.forget_min_age_days
-        ):
-            continue
-        score = decay_score(
-            memory.importance, memory.created_at, memory.access_count, now, settings
-        )
-        if score < settings.forget_threshold:
-            candidates.append(ForgetCandidate(user_id, memory, score, age_days))
-    return sorted(candidates, key=lambda c: (c.score, c.memory_id))
 
 
 def plan_forgetting(
@@ -174,28 +104,6 @@ def plan_forgetting(
         user_id=user_id,
     )
     return decay_candidates(memories, settings, now)
-
-
-def forgotten_event(
-    candidate: ForgetCandidate, settings: Settings, now: datetime, policy: Policy = "decay"
-) -> MemoryForgotten:
-    """The event forgetting ``candidate``; its id derives from the memory and the policy."""
-    memory = candidate.memory
-    return MemoryForgotten(
-        event_id=derived_id(memory.memory_id, "forget", policy),
-        user_id=candidate.user_id,
-        session_id=memory.session_id,
-        occurred_at=now,
-        memory_id=memory.memory_id,
-        policy=policy,
-        score=candidate.score,
-        threshold=settings.forget_threshold,
-        reason=(
-            f"decay score {candidate.score:.4f} < {settings.forget_threshold:g} after "
-            f"{candidate.age_days:.0f} days, importance {memory.importance:.2f}, "
-            f"{memory.access_count} retrieval(s)"
-        ),
-    )
 
 
 async def forget(

@@ -26,6 +26,7 @@ from memstream.models.events import (
     MemorySuperseded,
     RetrievedMemory,
 )
+from memstream.models.forgetting import decay_candidates
 from memstream.models.ranking import decay_score
 from memstream.models.settings import Settings
 from memstream.projections.analytics import (
@@ -47,7 +48,6 @@ from memstream.projections.analytics import (
 from memstream.projections.embedder import MiniLMOnnxEmbedder
 from memstream.projections.memories import MemoryProjection, SourcePosition
 from memstream.streams.runtime.keys import key_prefix
-from memstream.streams.tools.forgetting import decay_candidates
 
 README = Path(__file__).parents[2] / "README.md"
 NOW = datetime(2026, 11, 20, tzinfo=UTC)

@@ -24,6 +24,7 @@ from memstream.models.events import (
     derived_id,
     json_schemas,
 )
+from memstream.models.forgetting import decay_candidates, forgotten_event, keep_types
 from memstream.models.lifecycle import apply_change
 from memstream.models.ranking import decay_score
 from memstream.models.settings import Settings
@@ -36,12 +37,7 @@ from memstream.projections.memories import (
 )
 from memstream.streams.agents.steps import decode_checked
 from memstream.streams.client import history_entry
-from memstream.streams.tools.forgetting import (
-    decay_candidates,
-    forgotten_event,
-    keep_types,
-    plan_forgetting,
-)
+from memstream.streams.tools.forgetting import plan_forgetting
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 DEFAULTS = Settings()
