@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import doctest
+import importlib
 import json
+import pkgutil
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -117,8 +119,17 @@ def test_the_same_request_always_gives_the_same_extraction() -> None:
 
 
 def test_module_docstring_examples_run() -> None:
-    failures, attempted = doctest.testmod(extraction_module)
-    assert attempted > 0 and failures == 0
+    # The package and each of its modules: testmod does not follow re-exported names.
+    modules = [
+        extraction_module,
+        *(
+            importlib.import_module(f"{extraction_module.__name__}.{info.name}")
+            for info in pkgutil.iter_modules(extraction_module.__path__)
+        ),
+    ]
+    results = [doctest.testmod(module) for module in modules]
+    assert sum(result.attempted for result in results) > 0
+    assert sum(result.failed for result in results) == 0
 
 
 # --- what is kept --------------------------------------------------------------------------

@@ -1,0 +1,261 @@
+"""The offline extractor: a transcript's candidates, assembled from its episodes, statements,
+corrections and summary.
+
+:class:`OfflineExtractor` needs no model and is deterministic: the same request always
+yields the same candidates, in the same order, with the same ``raw_response``.
+
+Conventions of the offline extractor
+------------------------------------
+* **Source roles.** Only what the *user* said becomes an episode, preference, fact or
+  correction. Assistant turns feed the summary alone, labelled as the assistant's, so an
+  assistant's "I recommend ..." is never stored as the user's taste. System and tool messages
+  are ignored: they hold prompts and recalled memories, and extracting recalled memories
+  again is how junk multiplies.
+* **Statements** (preferences, facts, corrections) are third-person sentences with ``User``
+  as the subject and no final full stop: "User prefers dark roast coffee", "User's name is
+  Maria", "User works at Acme". The words after the verb are the user's own, with first-person
+  pronouns rewritten (my → their, I → they); nothing is translated. The patterns are English;
+  other languages still give episodes and summaries.
+* **Corrections** read ``Correction: <statement>``, e.g. "Correction: User lives in Lisbon,
+  not Porto". When the corrected statement is itself a fact or preference it is emitted too,
+  and an earlier candidate of the same request that it contradicts ("User lives in Porto")
+  is dropped. A correction that matches no pattern quotes the user: ``Correction: User said
+  "..."``.
+* **Episodes** are the user's turn verbatim (whitespace collapsed), in its own language.
+  Greetings, thanks and one-word replies are not episodes. Each carries its ``context``
+  (:func:`memstream.models.conversation.turn_context`): the day, the turn before and after,
+  who said each, and relative times resolved to dates ("last Tuesday (10 March 2026)"); its
+  ``source_event_ids`` name the turn first, then every other turn the context shows.
+* **Speakers.** When the user turns carry several names (a group conversation among named
+  people, none of them known to be the user), statements and episodes are written about
+  their speaker by name ("Tom works at Bosch", "Tom: I work at Bosch now"), never as the
+  user's. The summary labels each sentence with its speaker's name (``User:`` and
+  ``Assistant:`` when the messages carry none).
+* **The summary** is extractive: 2-3 sentences from the transcript, each prefixed with its
+  speaker (``User:`` or ``Assistant:`` when the messages carry no name), starting with the
+  user's first request, then the sentences with the highest term-frequency score; sentences
+  that name someone or something or hold a number score three times more (small talk
+  between people is frequent and says nothing). A conversation that opens with small talk
+  starts with its best sentence instead. It needs at least two messages; it names every
+  message it quotes in ``source_event_ids``.
+* **Entities** are capitalised names (people, places, organisations, products) found by a
+  heuristic and listed in each candidate's ``entities``. No ``entity`` candidates are emitted:
+  a bare name is a poor memory that crowds retrieval, while the ``entities`` field already
+  gives a projection what it needs for an entity graph.
+* **Importance:** name 0.9; employer, home, diet and allergies 0.85; standing instructions
+  ("please always ...") 0.85; corrections 0.85; other facts 0.6-0.8; preferences 0.7-0.8;
+  summary 0.55; episodes 0.4 (0.45 with names or numbers). Candidates under
+  :data:`MIN_IMPORTANCE` are dropped; duplicates within a request (same text once case,
+  punctuation and spacing are ignored) are merged, keeping every source. Content is capped at
+  :data:`MAX_CONTENT_CHARS` and the work per message is bounded.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from memstream.models.conversation import speaker, truncate, turn_context
+from memstream.models.events import (
+    ConsolidationRequested,
+    MemoryCandidate,
+    MemoryType,
+    TranscriptMessage,
+)
+from memstream.models.extraction.entities import _entities, _mid_sentence_capitals, _unique
+from memstream.models.extraction.port import (
+    MAX_ANALYSED_CHARS,
+    MAX_CONTENT_CHARS,
+    MAX_ENTITIES,
+    MIN_IMPORTANCE,
+    SUMMARY_IMPORTANCE,
+    Extraction,
+)
+from memstream.models.extraction.sentences import _analyse_sentence
+from memstream.models.extraction.summary import _summary, _Turn
+from memstream.models.extraction.text import _dedup_key, _is_trivial, _sentences, _substance
+
+EPISODE_IMPORTANCE = 0.4
+EPISODE_DETAIL_IMPORTANCE = 0.45
+
+
+class OfflineExtractor:
+    """A deterministic, model-free extractor: patterns, term frequencies, no clock.
+
+    See the module docstring for the conventions it follows.
+
+    Examples
+    --------
+    >>> extractor = OfflineExtractor()
+    >>> (extractor.name, extractor.version)
+    ('offline', '2')
+    """
+
+    name: str = "offline"
+    version: str = "2"
+
+    def extract(self, request: ConsolidationRequested) -> Extraction:
+        """Extract episodes, preferences, facts, corrections and a summary from ``request``."""
+        candidates = extract_candidates(request.messages)
+        return Extraction(candidates=candidates, raw_response=dump_candidates(candidates))
+
+
+def dump_candidates(candidates: Sequence[MemoryCandidate]) -> str:
+    """The JSON an LLM extractor would return for ``candidates``: ``{"candidates": [...]}``.
+
+    Examples
+    --------
+    >>> dump_candidates([MemoryCandidate(memory_type="fact", content="x", importance=0.6)])
+    '{"candidates":[{"memory_type":"fact","content":"x","importance":0.6,"source_event_ids":[],"entities":[],"context":""}]}'
+    """
+    payload = {"candidates": [candidate.model_dump(mode="json") for candidate in candidates]}
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+
+
+def extract_candidates(messages: Sequence[TranscriptMessage]) -> tuple[MemoryCandidate, ...]:
+    """The offline extractor's candidates for a transcript, in transcript order.
+
+    Per turn of the user (or, in a conversation among several named people, of each of
+    them): its episode with the conversation around it, then what its sentences state; the
+    summary comes last.
+    """
+    turns = [
+        _Turn(message, _sentences(message.content))
+        for message in messages
+        if message.role in ("user", "assistant")
+    ]
+    said = [turn.message for turn in turns]
+    attributed = _attributed_speakers(said)
+    known_names = _mid_sentence_capitals(sentence for turn in turns for sentence in turn.sentences)
+    drafts = _Drafts()
+    for index, turn in enumerate(turns):
+        if turn.message.role != "user":
+            continue
+        source = (turn.message.event_id,)
+        subject = speaker(turn.message) if attributed else None
+        entities = [name for s in turn.sentences for name in _entities(s, known_names)]
+        text = " ".join(turn.message.content[:MAX_ANALYSED_CHARS].split())
+        if text:
+            context, shown = turn_context(said, index)
+            drafts.add(
+                "episode",
+                text if subject is None else f"{subject}: {text}",
+                _episode_importance(text, entities),
+                (*source, *(s for s in shown if s not in source)),
+                entities,
+                context,
+            )
+        for sentence in turn.sentences:
+            analysis = _analyse_sentence(sentence)
+            for stale in analysis.stale:
+                drafts.discard(_about(stale, subject), ("fact", "preference"))
+            for finding in analysis.findings:
+                found = _entities(finding.source_text, known_names)
+                drafts.add(
+                    finding.memory_type,
+                    _about(finding.content, subject),
+                    finding.importance,
+                    source,
+                    found,
+                )
+    summary = _summary(turns, known_names)
+    if summary is not None:
+        drafts.add(
+            "summary", summary.content, SUMMARY_IMPORTANCE, summary.sources, summary.entities
+        )
+    return drafts.candidates()
+
+
+def _attributed_speakers(messages: Sequence[TranscriptMessage]) -> bool:
+    """Whether the user turns come from several named people (a group conversation).
+
+    Then no one of them can be told to be the user, and each statement is written about its
+    speaker by name ("Tom works at Bosch"), never as the user's. One name, or none, on every
+    user turn: they are the user's own.
+    """
+    names = {speaker(m).casefold() for m in messages if m.role == "user" and m.name}
+    return len(names) > 1
+
+
+def _about(statement: str, subject: str | None) -> str:
+    """``statement`` ("User works at Acme", "Correction: User ...") about ``subject``."""
+    if subject is None:
+        return statement
+    prefix = "Correction: " if statement.startswith("Correction: ") else ""
+    rest = statement[len(prefix) :]
+    if rest.startswith("User"):
+        rest = subject + rest[len("User") :]
+    return prefix + rest
+
+
+def _episode_importance(text: str, entities: Sequence[str]) -> float:
+    """0.4 for a substantive user turn, 0.45 with names or numbers; trivial turns score 0."""
+    if _is_trivial(text):
+        return 0.0
+    if _substance(text) < 3:
+        return 0.2  # "yes, Lisbon": meaningless without the question, below MIN_IMPORTANCE
+    if entities or any(ch.isdigit() for ch in text):
+        return EPISODE_DETAIL_IMPORTANCE
+    return EPISODE_IMPORTANCE
+
+
+# --- assembling candidates -----------------------------------------------------------------
+
+
+@dataclass
+class _Draft:
+    memory_type: MemoryType
+    content: str
+    importance: float
+    sources: list[str] = field(default_factory=list)
+    entities: list[str] = field(default_factory=list)
+    context: str = ""
+
+
+class _Drafts:
+    """Candidates being collected, merged by normalised content."""
+
+    def __init__(self) -> None:
+        self._by_key: dict[str, _Draft] = {}
+
+    def add(
+        self,
+        memory_type: MemoryType,
+        content: str,
+        importance: float,
+        sources: Iterable[str],
+        entities: Iterable[str],
+        context: str = "",
+    ) -> None:
+        content = truncate(content.strip(), MAX_CONTENT_CHARS)
+        key = _dedup_key(content)
+        if not key:
+            return
+        draft = self._by_key.get(key)
+        if draft is None:
+            draft = self._by_key[key] = _Draft(memory_type, content, importance, context=context)
+        else:
+            draft.importance = max(draft.importance, importance)
+        draft.sources = _unique([*draft.sources, *sources])
+        draft.entities = _unique([*draft.entities, *entities])[:MAX_ENTITIES]
+
+    def discard(self, content: str, memory_types: tuple[MemoryType, ...]) -> None:
+        key = _dedup_key(truncate(content.strip(), MAX_CONTENT_CHARS))
+        draft = self._by_key.get(key)
+        if draft is not None and draft.memory_type in memory_types:
+            del self._by_key[key]
+
+    def candidates(self) -> tuple[MemoryCandidate, ...]:
+        return tuple(
+            MemoryCandidate(
+                memory_type=draft.memory_type,
+                content=draft.content,
+                importance=round(draft.importance, 2),
+                source_event_ids=tuple(draft.sources),
+                entities=tuple(draft.entities),
+                context=draft.context,
+            )
+            for draft in self._by_key.values()
+            if draft.importance >= MIN_IMPORTANCE
+        )
