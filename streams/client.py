@@ -58,6 +58,7 @@ from memstream.models.events import (
 from memstream.models.settings import Settings
 from memstream.projections.memories import (
     MemoryHit,
+    MemoryIndex,
     MemoryProjection,
     MemoryRecord,
     SearchFilters,
@@ -326,8 +327,9 @@ class AsyncMemoryClient:
     settings
         Broker, topics and data directory; read from ``MEMSTREAM_*`` variables when None.
     projection
-        The memory projection to read; by default the one in ``settings.lancedb_dir``,
-        opened (with its embedder) on the first read.
+        The memory index to read (any :class:`~memstream.projections.memories.MemoryIndex`);
+        by default the LanceDB projection in ``settings.lancedb_dir``, opened (with its
+        embedder) on the first read.
     keys
         The per-user content keys; by default ``settings.keys_dir``. It must be the key
         store the workers use (see the module docstring).
@@ -342,7 +344,7 @@ class AsyncMemoryClient:
         self,
         settings: Settings | None = None,
         *,
-        projection: MemoryProjection | None = None,
+        projection: MemoryIndex | None = None,
         keys: KeyStore | None = None,
     ) -> None:
         self.settings = settings or _settings_from_env()
@@ -601,12 +603,12 @@ class AsyncMemoryClient:
             projection.get, _check_id("user_id", user_id), _check_id("memory_id", memory_id)
         )
 
-    async def _projection_ready(self) -> MemoryProjection:
+    async def _projection_ready(self) -> MemoryIndex:
         if self._projection is None:
             self._projection = await asyncio.to_thread(self._open_projection)
         return self._projection
 
-    def _open_projection(self) -> MemoryProjection:
+    def _open_projection(self) -> MemoryIndex:
         from memstream.projections.embedder import embedder_from_settings
 
         with self._projection_lock:
@@ -698,7 +700,7 @@ class MemoryClient:
         self,
         settings: Settings | None = None,
         *,
-        projection: MemoryProjection | None = None,
+        projection: MemoryIndex | None = None,
         keys: KeyStore | None = None,
     ) -> None:
         self._client = AsyncMemoryClient(settings, projection=projection, keys=keys)

@@ -3,8 +3,10 @@ table, a read model rebuilt from the memories topic at will.
 
 Modules, each one part of it:
 
-* :mod:`~memstream.projections.memories.table`: :class:`MemoryProjection`, composed of the
-  parts below.
+* :mod:`~memstream.projections.memories.index`: the ``MemoryIndex`` port, what readers and
+  writers of memories rely on.
+* :mod:`~memstream.projections.memories.table`: :class:`MemoryProjection`, the LanceDB
+  adapter of the port, composed of the parts below.
 * :mod:`~memstream.projections.memories.connection`: opening the table, checking its schema
   version and embedding model, following the live table, lookups by memory key.
 * :mod:`~memstream.projections.memories.writer`: batched, retried, checked ``merge_insert``
@@ -38,6 +40,7 @@ from memstream.projections.memories.hybrid import (
     VECTOR_SHARE,
     fuse,
 )
+from memstream.projections.memories.index import MemoryIndex
 from memstream.projections.memories.records import (
     MemoryHit,
     MemoryRecord,
@@ -71,6 +74,7 @@ __all__ = [
     "EmbeddingModelMismatch",
     "EncryptedContentError",
     "MemoryHit",
+    "MemoryIndex",
     "MemoryProjection",
     "MemoryRecord",
     "ProjectionOutdated",
