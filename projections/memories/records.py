@@ -85,7 +85,6 @@ class MemoryHit(MemoryRecord):
     words: float = 0.0
 
 
-
 def _record_fields(row: dict[str, Any]) -> dict[str, Any]:
     return {
         **row,

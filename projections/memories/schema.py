@@ -83,7 +83,6 @@ _RECORD_COLUMNS = [
 ]
 
 
-
 def _digest(text: str) -> str:
     # surrogatepass: a lone surrogate (legal in a decoded JSON string) still maps to one key.
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
@@ -108,7 +107,6 @@ def user_key(user_id: str) -> str:
     64
     """
     return _digest(user_id)
-
 
 
 def memory_schema(dimensions: int, embedding_model: str) -> pa.Schema:
