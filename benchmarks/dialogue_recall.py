@@ -69,6 +69,7 @@ from memstream.models.settings import Settings
 from memstream.projections.embedder import Embedder, MiniLMOnnxEmbedder, embedder_from_settings
 from memstream.projections.memories import (
     MemoryHit,
+    MemoryIndex,
     MemoryProjection,
     SearchFilters,
     SourcePosition,
@@ -162,7 +163,7 @@ def memory_hits(hits: Sequence[MemoryHit], turn_of: Mapping[str, str]) -> list[H
     ]
 
 
-def projection_search(projection: MemoryProjection, turn_of: Mapping[str, str]) -> Search:
+def projection_search(projection: MemoryIndex, turn_of: Mapping[str, str]) -> Search:
     """``MemoryProjection.search``, the first ``LIMIT`` hits."""
     return lambda dialogue, question: memory_hits(
         projection.search(dialogue.user_id, question, limit=LIMIT), turn_of

@@ -59,7 +59,7 @@ from memstream.models.settings import Settings
 from memstream.projections.memories import (
     MEMORY_TYPES,
     MemoryHit,
-    MemoryProjection,
+    MemoryIndex,
     SearchFilters,
 )
 
@@ -222,7 +222,8 @@ class Retriever:
     Parameters
     ----------
     projection
-        The LanceDB memory projection searched (read-only here).
+        The memory index searched (read-only here): the LanceDB projection, or any
+        :class:`~memstream.projections.memories.index.MemoryIndex`.
     settings
         Quotas (``quota_*``), rank weights (``weight_*``), recency half-life and the default
         token budget (``memory_context_tokens``).
@@ -242,7 +243,7 @@ class Retriever:
 
     def __init__(
         self,
-        projection: MemoryProjection,
+        projection: MemoryIndex,
         settings: Settings,
         *,
         count_tokens: TokenCounter = estimate_tokens,

@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from memstream.models.codec import EventLimits, decode_event
-from memstream.models.events import Event
+from memstream.models.events import Event, MemoryAdded, MemoryChange, MemoryReinforced
+from memstream.models.lifecycle import apply_change
+from memstream.projections.memories import (
+    MAX_SEARCH_LIMIT,
+    MEMORY_TYPES,
+    VECTOR_SHARE,
+    EncryptedContentError,
+    MemoryHit,
+    MemoryRecord,
+    SearchFilters,
+    SourcePosition,
+    search_text,
+)
 from memstream.streams.runtime.keys import KeyStore
 from memstream.streams.runtime.publisher import RawRecord, Sent, prepare
 
@@ -98,3 +113,192 @@ class InMemoryPublisher:
         offset = sum(1 for t, _, _ in self.sent if t == topic)
         self.sent.append((topic, key, value))
         return Sent(topic, 0, offset, stamp, event)
+
+
+_RECORD_FIELDS = tuple(field.name for field in dataclasses.fields(MemoryRecord))
+
+
+class InMemoryMemoryIndex:
+    """Memories in a dict: the fake of the ``MemoryIndex`` port, for unit tests.
+
+    It keeps what the LanceDB projection keeps (``tests/projections/test_memory_index_contract.py``
+    runs the same tests on both): the first add of a memory id wins, changes are folded by
+    :func:`memstream.models.lifecycle.apply_change` unless re-delivered (at or below the
+    offset the memory last took, or a reinforcement already counted), a change names only
+    its own user's memory, and every read is one user's. Search scores every memory the
+    filters let through by the cosine of :class:`FakeEmbedder` vectors and the share of the
+    query's words the memory holds, weighed like the projection's relevance.
+    """
+
+    def __init__(self, embedder: FakeEmbedder | None = None) -> None:
+        self.embedder = embedder or FakeEmbedder()
+        self._rows: dict[str, dict[str, Any]] = {}
+
+    def apply(self, batch: Sequence[tuple[MemoryAdded | MemoryChange, SourcePosition]]) -> int:
+        """Project a batch of memory events; return the number of memories written."""
+        first: dict[str, tuple[MemoryAdded, SourcePosition]] = {}
+        for event, position in batch:
+            if not isinstance(event, MemoryAdded):
+                continue
+            if event.encryption is not None and "content" in event.encryption.fields:
+                raise EncryptedContentError(f"memory {event.memory_id} has encrypted content")
+            first.setdefault(event.memory_id, (event, position))
+        new = {
+            memory_id: self._row(event, position)
+            for memory_id, (event, position) in first.items()
+            if memory_id not in self._rows
+        }
+        changed: dict[str, dict[str, Any]] = {}
+        for event, position in batch:
+            if isinstance(event, MemoryAdded):
+                continue
+            row = changed.get(event.memory_id) or new.get(event.memory_id)
+            if row is None and event.memory_id in self._rows:
+                row = dict(self._rows[event.memory_id])
+            if row is None or row["user_id"] != event.user_id:
+                continue
+            if position.offset <= row["changed_offset"]:
+                continue
+            if isinstance(event, MemoryReinforced) and event.event_id in row["reinforced_by"]:
+                continue
+            apply_change(row, event)
+            row["changed_offset"] = position.offset
+            changed[event.memory_id] = row
+        written = {**new, **changed}
+        self._rows.update(written)
+        return len(written)
+
+    def positions(self) -> dict[tuple[str, int], int]:
+        """The next offset to read per (topic, partition): the highest projected + 1."""
+        found: dict[tuple[str, int], int] = {}
+        for row in self._rows.values():
+            key = (row["source_topic"], row["source_partition"])
+            last = max(row["source_offset"], row["changed_offset"])
+            found[key] = max(found.get(key, 0), last + 1)
+        return found
+
+    def search(
+        self,
+        user_id: str,
+        query: str,
+        *,
+        limit: int = 10,
+        memory_types: Sequence[str] | None = None,
+        filters: SearchFilters | None = None,
+    ) -> list[MemoryHit]:
+        """The user's memories most relevant to ``query``, best first, at most ``limit``."""
+        if not 1 <= limit <= MAX_SEARCH_LIMIT:
+            raise ValueError(f"limit must be between 1 and {MAX_SEARCH_LIMIT}")
+        if memory_types is not None:
+            if isinstance(memory_types, str):
+                raise TypeError("memory_types must be a sequence of memory types, not a string")
+            filters = dataclasses.replace(
+                filters or SearchFilters(), memory_types=tuple(memory_types)
+            )
+        rows = self._visible(user_id, filters or SearchFilters())
+        if not rows or not query.strip():
+            return []
+        vector = self.embedder.embed([query])[0]
+        words = set(_WORD.findall(query.lower()))
+        scored = []
+        for row in rows:
+            similarity = min(max(float(vector @ row["vector"]), 0.0), 1.0)
+            shared = len(words & set(_WORD.findall(row["search_text"].lower())))
+            share = shared / len(words) if words else 0.0
+            score = VECTOR_SHARE * similarity + (1 - VECTOR_SHARE) * share
+            scored.append((score, similarity, share, row))
+        scored.sort(key=lambda item: -item[0])
+        return [
+            MemoryHit(**_record(row), score=score, similarity=similarity, words=share)
+            for score, similarity, share, row in scored[:limit]
+        ]
+
+    def get(self, user_id: str, memory_id: str) -> MemoryRecord | None:
+        """One of the user's memories by id, active or not; None if it is not theirs."""
+        row = self._rows.get(memory_id)
+        if row is None or row["user_id"] != user_id:
+            return None
+        return MemoryRecord(**_record(row))
+
+    def list_memories(self, user_id: str, *, include_inactive: bool = False) -> list[MemoryRecord]:
+        """The user's memories (active ones unless asked otherwise), newest first."""
+        rows = self._visible(user_id, SearchFilters(include_inactive=include_inactive))
+        rows.sort(key=lambda row: row["memory_id"])
+        rows.sort(key=lambda row: row["created_at"], reverse=True)
+        return [MemoryRecord(**_record(row)) for row in rows]
+
+    def _row(self, event: MemoryAdded, position: SourcePosition) -> dict[str, Any]:
+        return {
+            "memory_id": event.memory_id,
+            "user_id": event.user_id,
+            "memory_type": event.memory_type,
+            "content": event.content,
+            "context": event.context,
+            "search_text": search_text(event),
+            "importance": event.importance,
+            "created_at": event.occurred_at.astimezone(UTC),
+            "session_id": event.session_id,
+            "event_id": event.event_id,
+            "source_event_ids": tuple(event.source_event_ids),
+            "source_topic": position.topic,
+            "source_partition": position.partition,
+            "source_offset": position.offset,
+            "tier": event.tier,
+            "status": "active",
+            "superseded_by": None,
+            "ended_at": None,
+            "reinforcement_count": 0,
+            "last_reinforced_at": None,
+            "reinforced_by": [],
+            "changed_offset": -1,
+            "entities": tuple(event.entities),
+            "access_count": 0,
+            "last_accessed_at": None,
+            "learned_at": position.timestamp,
+            "extractor": event.extractor,
+            "vector": self.embedder.embed([search_text(event)])[0],
+        }
+
+    def _visible(self, user_id: str, filters: SearchFilters) -> list[dict[str, Any]]:
+        """The user's rows ``filters`` let through (the projection's SQL filter, in Python)."""
+        if not isinstance(user_id, str):
+            raise TypeError("user_id must be a string")
+        for moment in (filters.as_of, filters.since, filters.until):
+            if moment is not None and (not isinstance(moment, datetime) or moment.tzinfo is None):
+                raise ValueError("time filters need a timezone-aware datetime")
+        types = filters.memory_types
+        if types is not None:
+            if isinstance(types, str):
+                raise TypeError("memory_types must be a sequence of memory types, not a string")
+            unknown = [t for t in types if t not in MEMORY_TYPES]
+            if unknown:
+                raise ValueError(f"unknown memory types {unknown!r}; known: {sorted(MEMORY_TYPES)}")
+
+        def visible(row: dict[str, Any]) -> bool:
+            if row["user_id"] != user_id:
+                return False
+            if filters.as_of is not None:
+                if row["created_at"] > filters.as_of:
+                    return False
+                if not filters.include_inactive and (
+                    row["status"] == "deleted"
+                    or (row["ended_at"] is not None and row["ended_at"] <= filters.as_of)
+                ):
+                    return False
+            elif not filters.include_inactive and row["status"] != "active":
+                return False
+            if types is not None and row["memory_type"] not in types:
+                return False
+            if filters.min_importance is not None and row["importance"] < filters.min_importance:
+                return False
+            if filters.session_id is not None and row["session_id"] != filters.session_id:
+                return False
+            if filters.since is not None and row["created_at"] < filters.since:
+                return False
+            return filters.until is None or row["created_at"] < filters.until
+
+        return [row for row in self._rows.values() if visible(row)]
+
+
+def _record(row: dict[str, Any]) -> dict[str, Any]:
+    return {name: row[name] for name in _RECORD_FIELDS}

@@ -39,7 +39,7 @@ from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from memstream.models.settings import Settings
-from memstream.projections.memories import MemoryProjection, SearchFilters
+from memstream.projections.memories import MemoryIndex, SearchFilters
 from memstream.streams.runtime.keys import KeyStore
 from memstream.streams.runtime.publisher import EventPublisher
 from memstream.streams.service.app import Service
@@ -71,8 +71,9 @@ class AsyncMemoryClient:
     settings
         Broker, topics and data directory; read from ``MEMSTREAM_*`` variables when None.
     projection
-        The memory projection to read; by default the one in ``settings.lancedb_dir``,
-        opened (with its embedder) on the first read.
+        The memory index to read (any :class:`~memstream.projections.memories.MemoryIndex`);
+        by default the LanceDB projection in ``settings.lancedb_dir``, opened (with its
+        embedder) on the first read.
     keys
         The per-user content keys; by default ``settings.keys_dir``. It must be the key
         store the workers use (see the module docstring).
@@ -91,7 +92,7 @@ class AsyncMemoryClient:
         self,
         settings: Settings | None = None,
         *,
-        projection: MemoryProjection | None = None,
+        projection: MemoryIndex | None = None,
         keys: KeyStore | None = None,
         publisher: EventPublisher | None = None,
         service: Service | None = None,
@@ -203,7 +204,7 @@ class MemoryClient:
         self,
         settings: Settings | None = None,
         *,
-        projection: MemoryProjection | None = None,
+        projection: MemoryIndex | None = None,
         keys: KeyStore | None = None,
         publisher: EventPublisher | None = None,
         service: Service | None = None,

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     # Built on first use: a command that needs none of them (``memstream broker``) never
     # loads LanceDB or the model.
     from memstream.projections.embedder import Embedder
-    from memstream.projections.memories import MemoryProjection
+    from memstream.projections.memories import MemoryIndex, MemoryProjection
     from memstream.projections.retrieval import Retriever
 
 __all__ = ["Container"]
@@ -41,7 +41,8 @@ class Container:
         The users' content keys; the key directory of ``settings`` by default. It must be
         the store the workers use.
     projection
-        The memory projection readers use; the live table in ``settings.lancedb_dir`` by
+        The memory index readers use (any
+        :class:`~memstream.projections.memories.MemoryIndex`); the live table in ``settings.lancedb_dir`` by
         default, opened with the embedder on first use.
     publisher
         How events reach the topics; a :class:`KafkaPublisher` that checks what users send
@@ -50,7 +51,7 @@ class Container:
 
     settings: Settings
     keys: KeyStore | None = None
-    projection: MemoryProjection | None = None
+    projection: MemoryIndex | None = None
     publisher: EventPublisher | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -73,7 +74,7 @@ class Container:
 
         return embedder_from_settings(self.settings)
 
-    def memory_projection(self) -> MemoryProjection:
+    def memory_projection(self) -> MemoryIndex:
         """The live memory projection, opened on first use (it loads the embedder)."""
         from memstream.projections.memories import MemoryProjection
 

@@ -24,7 +24,7 @@ from memstream.models.codec import InvalidEvent, decode_event
 from memstream.models.crypto import SealError
 from memstream.models.erasure import ErasureLedger
 from memstream.models.events import Event, MemoriesRetrieved, MemoryDeleted, derived_id
-from memstream.projections.memories import MemoryProjection, MemoryRecord, SearchFilters
+from memstream.projections.memories import MemoryIndex, MemoryRecord, SearchFilters
 from memstream.projections.retrieval import MAX_CANDIDATES, RankedMemory, Retriever
 from memstream.streams.runtime.keys import open_event
 from memstream.streams.runtime.logreader import read_topic
@@ -339,7 +339,7 @@ class MemoryService:
             projection.get, check_id("user_id", user_id), check_id("memory_id", memory_id)
         )
 
-    async def _projection(self) -> MemoryProjection:
+    async def _projection(self) -> MemoryIndex:
         return await asyncio.to_thread(self.container.memory_projection)
 
     async def _send(

@@ -11,7 +11,7 @@ from importlib import resources
 
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
-from memstream.projections.memories import MemoryProjection
+from memstream.projections.memories import MemoryIndex, MemoryProjection
 from memstream.projections.retrieval import Retriever
 from memstream.streams.runtime.broker import EmbeddedBroker, broker_reachable
 from memstream.streams.runtime.worker import WorkerProcess, worker_healthy
@@ -32,7 +32,7 @@ def sample_searches() -> list[dict[str, str]]:
 
 
 def wait_for_sessions(
-    projection: MemoryProjection, sessions: dict[str, set[str]], timeout_s: float
+    projection: MemoryIndex, sessions: dict[str, set[str]], timeout_s: float
 ) -> bool:
     """Wait until every sample session has memories in the projection."""
     deadline = time.monotonic() + timeout_s

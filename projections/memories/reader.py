@@ -1,0 +1,301 @@
+"""Reading the memories table: the positions a consumer resumes from, hybrid search, the
+exact neighbours a decision compares with, one user's memories by id or all of them, and the
+scans of the tier keeper and of forgetting. Every user-facing read is scoped to one user by
+:func:`~memstream.projections.memories.filters._user_filter`."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+
+from memstream.projections.memories.connection import TableConnection
+from memstream.projections.memories.filters import _sql_time, _user_filter
+from memstream.projections.memories.hybrid import (
+    _LEG_POOL,
+    MAX_SEARCH_LIMIT,
+    _search_words,
+    fuse,
+)
+from memstream.projections.memories.records import (
+    MemoryHit,
+    MemoryRecord,
+    SearchFilters,
+    _record_fields,
+)
+from memstream.projections.memories.schema import (
+    _RECORD_COLUMNS,
+    MEMORY_TYPES,
+    memory_key,
+    user_key,
+)
+
+
+class MemoryReader(TableConnection):
+    """The reading part of :class:`~memstream.projections.memories.table.MemoryProjection`."""
+
+    def positions(self) -> dict[tuple[str, int], int]:
+        """The next offset to read per (topic, partition): max projected offset + 1.
+
+        Examples
+        --------
+        >>> projection.positions()  # doctest: +SKIP
+        {('memstream.memories', 0): 42, ('memstream.memories', 3): 7}
+        """
+        table = self._open()
+        if table is None:
+            return {}
+        rows = (
+            table.search()
+            .select(["source_topic", "source_partition", "source_offset", "changed_offset"])
+            .limit(None)
+            .to_arrow()
+        )
+        if rows.num_rows == 0:
+            return {}
+        grouped = rows.group_by(["source_topic", "source_partition"]).aggregate(
+            [("source_offset", "max"), ("changed_offset", "max")]
+        )
+        # A memory's changes come from the same topic and partition as its add (one user's
+        # events share a partition), so the later of the two is this partition's position.
+        return {
+            (row["source_topic"], int(row["source_partition"])): max(
+                int(row["source_offset_max"]), int(row["changed_offset_max"])
+            )
+            + 1
+            for row in grouped.to_pylist()
+        }
+
+    def access_positions(self) -> dict[int, int]:
+        """Next offset of the accesses topic to read, per partition (a user's memories and
+        accesses share the partition number: both topics are keyed by user id)."""
+        table = self._open()
+        if table is None:
+            return {}
+        rows = table.search().select(["source_partition", "access_offset"]).limit(None).to_arrow()
+        if rows.num_rows == 0:
+            return {}
+        grouped = rows.group_by(["source_partition"]).aggregate([("access_offset", "max")])
+        return {
+            int(row["source_partition"]): int(row["access_offset_max"]) + 1
+            for row in grouped.to_pylist()
+            if row["access_offset_max"] >= 0
+        }
+
+    def search(
+        self,
+        user_id: str,
+        query: str,
+        *,
+        limit: int = 10,
+        memory_types: Sequence[str] | None = None,
+        filters: SearchFilters | None = None,
+    ) -> list[MemoryHit]:
+        """The user's memories most relevant to ``query``, best first.
+
+        The ``limit`` nearest memories by meaning (cosine) and the ``limit`` best by words
+        (BM25, LanceDB's full-text index) are each scored by their own relevance
+        (:func:`fuse`) and the best ``limit`` returned. The user filter is applied inside
+        both legs, so other users' rows never take a place in the limit. Until the
+        full-text index exists, the words part of every score is 0 (the same scale).
+
+        Parameters
+        ----------
+        user_id
+            Whose memories; any string, it never reaches a filter as such.
+        query
+            Free text; a blank query finds nothing.
+        limit
+            At most this many hits (1 to 1,000).
+        memory_types
+            Only these types (values of ``MemoryType``); None means all.
+        filters
+            More narrowing (importance, session, time range, inactive memories).
+
+        Raises
+        ------
+        ValueError
+            ``limit`` out of range, or an unknown memory type.
+        """
+        if not 1 <= limit <= MAX_SEARCH_LIMIT:
+            raise ValueError(f"limit must be between 1 and {MAX_SEARCH_LIMIT}")
+        if memory_types is not None:
+            if isinstance(memory_types, str):
+                raise TypeError("memory_types must be a sequence of memory types, not a string")
+            filters = replace(filters or SearchFilters(), memory_types=tuple(memory_types))
+        where = _user_filter(user_id, filters or SearchFilters())
+        table = self._open()
+        if table is None or where is None or not query.strip():
+            return []
+        # The words leg needs no vector: it runs while the query is embedded and the
+        # vector leg searched (LanceDB releases the GIL), so a search costs the slower leg.
+        by_words = (
+            _LEG_POOL.submit(_search_words, table, query, where, limit)
+            if self._has_fts(table)
+            else None
+        )
+        vector = self.embedder.embed([query])[0]
+        by_meaning = (
+            table.search(vector)
+            .distance_type("cosine")
+            .where(where, prefilter=True)
+            .select([*_RECORD_COLUMNS, "_distance"])
+            .limit(limit)
+            .to_arrow()
+        )
+        return fuse(vector, by_meaning, by_words.result() if by_words else None, limit)
+
+    def neighbours(
+        self,
+        user_id: str,
+        vector: np.ndarray,
+        *,
+        limit: int = 5,
+        before: datetime | None = None,
+    ) -> list[tuple[MemoryRecord, np.ndarray]]:
+        """The user's memories nearest to ``vector`` (exact cosine, never the approximate
+        index), with their vectors, nearest first.
+
+        Without ``before``: the active ones. With it: the view just before that event time,
+        memories recorded before it and not ended before it, whatever was written since (a
+        decision made again after a crash sees what the first one saw).
+        """
+        if before is None:
+            filters = SearchFilters()
+        else:
+            filters = SearchFilters(as_of=before - timedelta(microseconds=1))
+        where = _user_filter(user_id, filters)
+        table = self._open()
+        if table is None or where is None:
+            return []
+        rows = (
+            table.search(vector)
+            .distance_type("cosine")
+            .where(where, prefilter=True)
+            .bypass_vector_index()
+            .select([*_RECORD_COLUMNS, "vector", "_distance"])
+            .limit(limit)
+            .to_arrow()
+        )
+        vectors = rows.column("vector").to_pylist()
+        return [
+            (MemoryRecord(**_record_fields(row)), np.asarray(found, dtype=np.float32))
+            for row, found in zip(rows.select(_RECORD_COLUMNS).to_pylist(), vectors, strict=True)
+        ]
+
+    def get(self, user_id: str, memory_id: str) -> MemoryRecord | None:
+        """One of the user's memories by id, active or not; None if it is not theirs."""
+        table = self._open()
+        if table is None:
+            return None
+        row = self._rows_by_key(table, [memory_key(memory_id)], _RECORD_COLUMNS + ["user_key"])
+        found = row.get(memory_id)
+        if found is None or found.pop("user_key") != user_key(user_id):
+            return None
+        return MemoryRecord(**_record_fields(found))
+
+    def list_memories(self, user_id: str, *, include_inactive: bool = False) -> list[MemoryRecord]:
+        """The user's memories (active ones unless asked otherwise), newest first."""
+        where = _user_filter(user_id, SearchFilters(include_inactive=include_inactive))
+        table = self._open()
+        if table is None or where is None:
+            return []
+        rows = table.search().where(where).select(_RECORD_COLUMNS).limit(None).to_arrow()
+        rows = rows.sort_by([("created_at", "descending"), ("memory_id", "ascending")])
+        return [MemoryRecord(**_record_fields(row)) for row in rows.to_pylist()]
+
+    def view_rows(self, columns: Sequence[str]) -> list[dict[str, Any]]:
+        """Every row of the table (every user, every status), ``columns`` only: for
+        fingerprints and exports, never for a user-facing read."""
+        table = self._open()
+        if table is None:
+            return []
+        return list(table.search().select(list(columns)).limit(None).to_arrow().to_pylist())
+
+    def count(self, user_id: str | None = None) -> int:
+        """Rows of one user, or of the whole table: every status (active, superseded,
+        deleted, expired, forgotten), as :meth:`erase_user` removes them all."""
+        table = self._open()
+        if table is None:
+            return 0
+        if user_id is None:
+            return int(table.count_rows())
+        return int(table.count_rows(_user_filter(user_id, SearchFilters(include_inactive=True))))
+
+    def short_term_due(
+        self, now: datetime, ttl: timedelta, limit: int = 10_000
+    ) -> list[tuple[str, MemoryRecord]]:
+        """Active short-term memories (episodes excepted: they are the raw record and stay)
+        learned more than ``ttl`` before ``now``, with their user ids: due to expire."""
+        horizon = (now - ttl).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
+        return self._short_term(
+            f"memory_type != 'episode' AND learned_at < timestamp '{horizon}'", limit
+        )
+
+    def promotion_due(self, min_accesses: int, limit: int = 10_000) -> list[tuple[str, MemoryRecord]]:
+        """Active short-term memories retrieved at least ``min_accesses`` times, with user ids."""
+        return self._short_term(f"access_count >= {int(min_accesses)}", limit)
+
+    def active_memories_created_before(
+        self,
+        created_before: datetime,
+        *,
+        exclude_types: Collection[str] = (),
+        user_id: str | None = None,
+    ) -> list[tuple[str, MemoryRecord]]:
+        """Active memories created (event time) at or before ``created_before``, of any
+        type but ``exclude_types``, with their user ids: every user's, or only ``user_id``'s.
+
+        What a forgetting policy scores (:mod:`memstream.streams.tools.forgetting`). ``user_id``
+        reaches the filter as its digest only, so an id no user has matches nothing.
+
+        Raises
+        ------
+        ValueError
+            An unknown memory type in ``exclude_types``, or a naive ``created_before``.
+        """
+        if isinstance(exclude_types, str):
+            raise TypeError("exclude_types must be a collection of memory types, not a string")
+        unknown = sorted(set(exclude_types) - MEMORY_TYPES)
+        if unknown:
+            raise ValueError(f"unknown memory types {unknown!r}; known: {sorted(MEMORY_TYPES)}")
+        table = self._open()
+        if table is None:
+            return []
+        if user_id is None:
+            clauses = ["status = 'active'"]
+        else:
+            where = _user_filter(user_id, SearchFilters())
+            assert where is not None
+            clauses = [where]
+        clauses.append(f"created_at <= timestamp '{_sql_time(created_before)}'")
+        excluded = sorted(t for t in MEMORY_TYPES if t in exclude_types)
+        if excluded:
+            # Rebuilt from the closed set, never from the caller's strings.
+            clauses.append("memory_type NOT IN (" + ", ".join(f"'{t}'" for t in excluded) + ")")
+        query = (
+            table.search()
+            .where(" AND ".join(clauses))
+            .select([*_RECORD_COLUMNS, "user_id"])
+            .limit(None)
+        )
+        found = []
+        for row in query.to_arrow().to_pylist():
+            owner = row.pop("user_id")
+            found.append((owner, MemoryRecord(**_record_fields(row))))
+        return found
+
+    def _short_term(self, condition: str, limit: int) -> list[tuple[str, MemoryRecord]]:
+        table = self._open()
+        if table is None:
+            return []
+        where = f"status = 'active' AND tier = 'short_term' AND {condition}"
+        query = table.search().where(where).select([*_RECORD_COLUMNS, "user_id"]).limit(limit)
+        due = []
+        for row in query.to_arrow().to_pylist():
+            user_id = row.pop("user_id")
+            due.append((user_id, MemoryRecord(**_record_fields(row))))
+        return due

@@ -1,0 +1,182 @@
+"""What a row of the memories table holds: its Arrow schema and version, the columns a
+reader sees, the text a memory is found by, and the keys (sha256 digests) filters match on.
+
+Isolation by construction: rows are filtered on ``user_key``, the sha256 hex digest of the
+user id computed here; memory types are checked against the closed set of :data:`MemoryType`
+values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import get_args
+
+import pyarrow as pa
+
+from memstream.models.events import MemoryAdded, MemoryType
+
+#: The memory types a filter may name; anything else is refused before a query is built.
+MEMORY_TYPES: frozenset[str] = frozenset(get_args(MemoryType))
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_TABLE_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
+_SCHEMA_MODEL_KEY = b"memstream.embedding_model"
+_SCHEMA_VERSION_KEY = b"memstream.schema_version"
+#: Bumped when the table's columns change; an older table must be rebuilt from the topic.
+SCHEMA_VERSION = "6"
+#: The live memories table, until a replay swaps another in (see memstream.projections.shadow).
+DEFAULT_TABLE = "memories"
+#: The columns that make up the projection's view, fingerprinted by ``memstream verify``:
+#: everything a reader can see except the vector (derived from content by the embedder) and
+#: the source offsets (a restored log may number its records differently).
+VIEW_COLUMNS = (
+    "memory_id",
+    "user_id",
+    "agent_id",
+    "session_id",
+    "memory_type",
+    "content",
+    "context",
+    "importance",
+    "tier",
+    "created_at",
+    "entities",
+    "source_event_ids",
+    "extraction_event_id",
+    "extractor",
+    "event_id",
+    "status",
+    "superseded_by",
+    "ended_at",
+    "reinforcement_count",
+    "last_reinforced_at",
+    "learned_at",
+    "access_count",
+    "last_accessed_at",
+    "embedding_model",
+)
+
+
+_RECORD_COLUMNS = [
+    "memory_id",
+    "memory_type",
+    "content",
+    "importance",
+    "created_at",
+    "session_id",
+    "event_id",
+    "source_event_ids",
+    "source_topic",
+    "source_partition",
+    "source_offset",
+    "tier",
+    "status",
+    "superseded_by",
+    "reinforcement_count",
+    "entities",
+    "access_count",
+    "last_accessed_at",
+    "learned_at",
+    "ended_at",
+    "extractor",
+    "context",
+]
+
+
+def _digest(text: str) -> str:
+    # surrogatepass: a lone surrogate (legal in a decoded JSON string) still maps to one key.
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def memory_key(memory_id: str) -> str:
+    """The filter key of a memory id (sha256 hex): ids come from clients too."""
+    return _digest(memory_id)
+
+
+def session_filter_key(session_id: str) -> str:
+    """The filter key of a session id (sha256 hex)."""
+    return _digest(session_id)
+
+
+def user_key(user_id: str) -> str:
+    """The filter key of a user: sha256 hex of the id, the only form a filter ever holds.
+
+    Examples
+    --------
+    >>> len(user_key("x' OR '1'='1"))
+    64
+    """
+    return _digest(user_id)
+
+
+def memory_schema(dimensions: int, embedding_model: str) -> pa.Schema:
+    """The table's Arrow schema for vectors of ``dimensions`` from ``embedding_model``."""
+
+    def required(name: str, type_: pa.DataType) -> pa.Field:
+        return pa.field(name, type_, nullable=False)
+
+    return pa.schema(
+        [
+            required("memory_id", pa.string()),
+            required("user_id", pa.string()),
+            required("user_key", pa.string()),
+            pa.field("agent_id", pa.string(), nullable=True),
+            required("session_id", pa.string()),
+            required("memory_type", pa.string()),
+            required("content", pa.string()),
+            # The conversation around the memory, returned with it.
+            required("context", pa.string()),
+            # What is embedded and indexed for full text: the context when there is one (it
+            # holds the content), the content otherwise.
+            required("search_text", pa.string()),
+            required("importance", pa.float64()),
+            required("tier", pa.string()),
+            required("created_at", pa.timestamp("us", tz="UTC")),
+            required("entities", pa.list_(pa.string())),
+            required("source_event_ids", pa.list_(pa.string())),
+            required("extraction_event_id", pa.string()),
+            pa.field("extractor", pa.string(), nullable=True),
+            required("event_id", pa.string()),
+            required("source_topic", pa.string()),
+            required("source_partition", pa.int32()),
+            required("source_offset", pa.int64()),
+            required("session_key", pa.string()),
+            required("memory_key", pa.string()),
+            # The current view: active, or superseded / deleted / expired / forgotten (kept for
+            # history).
+            required("status", pa.string()),
+            pa.field("superseded_by", pa.string(), nullable=True),
+            # Event time of the change that took it out of the current view (point-in-time
+            # reads: it was believed from created_at until ended_at).
+            pa.field("ended_at", pa.timestamp("us", tz="UTC"), nullable=True),
+            required("reinforcement_count", pa.int64()),
+            pa.field("last_reinforced_at", pa.timestamp("us", tz="UTC"), nullable=True),
+            # Event ids of the reinforcements counted: a decision re-published after a crash
+            # (same id, later offset) counts once.
+            required("reinforced_by", pa.list_(pa.string())),
+            # Offset (same topic and partition) of the last change event applied to the row:
+            # a re-delivered change at or below it is skipped.
+            required("changed_offset", pa.int64()),
+            # When memstream learned the memory: the broker timestamp of its event (in the log,
+            # so a replay finds the same); short-term TTLs run from it.
+            pa.field("learned_at", pa.timestamp("us", tz="UTC"), nullable=True),
+            # Use: retrievals counted from the accesses topic, off the read path.
+            required("access_count", pa.int64()),
+            pa.field("last_accessed_at", pa.timestamp("us", tz="UTC"), nullable=True),
+            required("access_offset", pa.int64()),
+            required("embedding_model", pa.string()),
+            required("vector", pa.list_(pa.float32(), dimensions)),
+        ],
+        metadata={
+            _SCHEMA_MODEL_KEY: embedding_model.encode(),
+            _SCHEMA_VERSION_KEY: SCHEMA_VERSION.encode(),
+        },
+    )
+
+
+def search_text(event: MemoryAdded) -> str:
+    """What a memory is found by: its context when it has one (which shows the content in
+    its conversation), else its content; both when the context leaves the content out."""
+    if not event.context or event.content in event.context:
+        return event.context or event.content
+    return f"{event.content}\n{event.context}"

@@ -1,0 +1,381 @@
+"""Writing the memories table: memory events folded into rows (new memories, and the
+lifecycle changes of :func:`memstream.models.lifecycle.apply_change`), retrievals counted,
+a user erased. Every write is one batched ``merge_insert`` that records the source offsets
+of its events (the projection's tracking record), is retried on commit conflicts and checks
+the row counts LanceDB reports."""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from collections.abc import Sequence
+from datetime import UTC, timedelta
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from memstream.models.events import (
+    MemoriesRetrieved,
+    MemoryAdded,
+    MemoryChange,
+    MemoryReinforced,
+)
+from memstream.models.lifecycle import apply_change
+from memstream.projections.memories.connection import KEY_LOOKUP_CHUNK, TableConnection
+from memstream.projections.memories.errors import (
+    EmbeddingModelMismatch,
+    EncryptedContentError,
+    ProjectionWriteError,
+)
+from memstream.projections.memories.records import SourcePosition
+from memstream.projections.memories.schema import (
+    _HEX64,
+    memory_key,
+    memory_schema,
+    search_text,
+    session_filter_key,
+    user_key,
+)
+
+log = logging.getLogger(__name__)
+
+
+def _is_commit_conflict(exc: Exception) -> bool:
+    # lancedb surfaces Lance's CommitConflict / RetryableCommitConflict as plain
+    # RuntimeError/OSError with the variant in the message; there is no exception class.
+    text = str(exc).lower()
+    return "commit conflict" in text or "write contention" in text
+
+
+class MemoryWriter(TableConnection):
+    """The writing part of :class:`~memstream.projections.memories.table.MemoryProjection`:
+    the only writer of its table."""
+
+    #: Attempts of one merge when concurrent commits conflict, and the first backoff.
+    write_attempts = 4
+    write_backoff_s = 0.05
+
+    def apply(
+        self, batch: Sequence[tuple[MemoryAdded | MemoryChange, SourcePosition]]
+    ) -> int:
+        """Project a batch of memory events in one write; return the number of rows written.
+
+        New memories become rows; the first event of a ``memory_id`` wins, in a batch as
+        across batches (a worker that crashed after publishing a memory publishes it again,
+        later in the log, and where batches cut must not matter). The changes (reinforced,
+        superseded, deleted, ...) are folded in order into the rows they name, new or not.
+        Everything goes to LanceDB in one upsert, one commit: the projector resumes after the
+        highest offset a row records, so a batch half written would lose the changes of its
+        other half. Applying the same events again leaves the table as it was: a row records
+        the offset of the last change it took. Indexes are not touched: see
+        :meth:`refresh_indexes`.
+
+        Raises
+        ------
+        ProjectionWriteError
+            LanceDB reported fewer (or more) inserted + updated rows than were written.
+        EncryptedContentError
+            An event's content is encrypted; nothing of the batch is written.
+        """
+        added = [(e, p) for e, p in batch if isinstance(e, MemoryAdded)]
+        changes = [(e, p) for e, p in batch if not isinstance(e, MemoryAdded)]
+        new = self._new_rows(added)
+        changed = self._changed_rows(changes, new)
+        if new is None and not changed:
+            return 0
+        if new is None:
+            table = self._open()
+            assert table is not None  # rows were changed, so there is a table
+            schema = table.schema
+            data = pa.Table.from_pylist(list(changed.values()), schema=schema)
+        else:
+            schema = new.schema
+            changed_ids = pa.array(list(changed), pa.string())
+            untouched = new.filter(pc.invert(pc.is_in(new["memory_id"], changed_ids)))
+            data = pa.concat_tables(
+                [untouched, pa.Table.from_pylist(list(changed.values()), schema=schema)]
+            )
+            table = self._writable_table(schema)
+        self._write_checked(table, data, data.num_rows)
+        if self._ids_written is not None and new is not None:
+            self._ids_written.update(new["memory_id"].to_pylist())
+        return data.num_rows
+
+    def _new_rows(self, batch: Sequence[tuple[MemoryAdded, SourcePosition]]) -> pa.Table | None:
+        """Rows (not written) for the batch's memories the table does not hold yet."""
+        first: dict[str, tuple[MemoryAdded, SourcePosition]] = {}
+        for event, position in batch:
+            if event.encryption is not None and "content" in event.encryption.fields:
+                raise EncryptedContentError(
+                    f"memory {event.memory_id} (event {event.event_id}) has encrypted content"
+                )
+            first.setdefault(event.memory_id, (event, position))
+        if not first:
+            return None
+        table = self._open()
+        if table is not None:
+            # A re-delivered add must not undo changes applied since (a supersession, say).
+            if self._ids_written is not None:
+                current: Any = self._ids_written  # every row of the table was written here
+            else:
+                current = self._rows_by_key(table, [memory_key(m) for m in first], ["memory_id"])
+            first = {m: item for m, item in first.items() if m not in current}
+            if not first:
+                return None
+        items = list(first.values())
+        vectors = self._vectors([event for event, _ in items])
+        if vectors.shape[0] != len(items) or not np.isfinite(vectors).all():
+            raise ValueError(f"embedder returned {vectors.shape} / non-finite vectors")
+        return self._rows(items, vectors, memory_schema(vectors.shape[1], self.embedder.model_id))
+
+    def _vectors(self, events: Sequence[MemoryAdded]) -> np.ndarray:
+        """The vectors of the events' contents: taken from ``vector_donor`` where it holds
+        the same memory with the same content from the same model, embedded otherwise."""
+        vectors: list[np.ndarray | None] = [None] * len(events)
+        donor = self.vector_donor
+        donor_table = donor._open() if donor is not None else None
+        if donor is not None and donor_table is not None:
+            found = donor._rows_by_key(
+                donor_table,
+                [memory_key(e.memory_id) for e in events],
+                ["memory_id", "search_text", "embedding_model", "vector"],
+            )
+            for index, event in enumerate(events):
+                row = found.get(event.memory_id)
+                if (
+                    row is not None
+                    and row["search_text"] == search_text(event)
+                    and row["embedding_model"] == self.embedder.model_id
+                ):
+                    vectors[index] = np.asarray(row["vector"], dtype=np.float32)
+        missing = [i for i, vector in enumerate(vectors) if vector is None]
+        if missing:
+            embedded = self.embedder.embed([search_text(events[i]) for i in missing])
+            if embedded.shape[0] != len(missing):
+                raise ValueError(f"embedder returned {embedded.shape} for {len(missing)} texts")
+            for i, vector in zip(missing, embedded, strict=True):
+                vectors[i] = vector
+        return np.stack([v for v in vectors if v is not None]).astype(np.float32, copy=False)
+
+    def _changed_rows(
+        self,
+        changes: Sequence[tuple[MemoryChange, SourcePosition]],
+        new: pa.Table | None,
+    ) -> dict[str, dict[str, Any]]:
+        """The rows ``changes`` change (rows of ``new`` or of the table), changed, by id."""
+        if not changes:
+            return {}
+        named = sorted({e.memory_id for e, _ in changes})
+        rows: dict[str, dict[str, Any]] = {}
+        if new is not None:
+            mine = new.filter(pc.is_in(new["memory_id"], pa.array(named, pa.string())))
+            rows = {row["memory_id"]: row for row in mine.to_pylist()}
+        table = self._open()
+        if table is None and new is None:
+            log.warning("memories: %d change(s) before any memory exists; skipped", len(changes))
+            return {}
+        if table is not None:
+            rest = [memory_key(m) for m in named if m not in rows]
+            rows.update(self._rows_by_key(table, rest) if rest else {})
+        touched: set[str] = set()
+        for event, position in changes:
+            row = rows.get(event.memory_id)
+            if row is None:
+                log.warning("memories: %s names unknown memory %s", event.type, event.memory_id)
+                continue
+            if row["user_key"] != user_key(event.user_id):
+                # Isolation: a change only ever applies to the memory of the same user.
+                log.warning("memories: %s for another user's memory refused", event.type)
+                continue
+            if position.offset <= row["changed_offset"]:
+                continue  # re-delivered
+            if isinstance(event, MemoryReinforced) and event.event_id in row["reinforced_by"]:
+                continue  # the same decision published again (after a crash), later in the log
+            apply_change(row, event)
+            row["changed_offset"] = position.offset
+            touched.add(event.memory_id)
+        return {m: rows[m] for m in sorted(touched)}
+
+    def apply_accesses(self, batch: Sequence[tuple[MemoriesRetrieved, SourcePosition]]) -> int:
+        """Count retrievals (events of the accesses topic); return the rows updated.
+
+        Each row records the offset of the last access event it counted, so a re-delivered
+        event counts once. Only the retrieving user's own memories are touched.
+        """
+        wanted = sorted({memory_key(m.memory_id) for e, _ in batch for m in e.memories})
+        table = self._open()
+        if table is None or not wanted:
+            return 0
+        rows = self._rows_by_key(table, wanted)
+        touched: set[str] = set()
+        for event, position in batch:
+            for memory in event.memories:
+                row = rows.get(memory.memory_id)
+                if row is None or row["user_key"] != user_key(event.user_id):
+                    continue
+                if position.offset <= row["access_offset"]:
+                    continue  # re-delivered (or the same memory twice in one retrieval)
+                row["access_count"] += 1
+                row["last_accessed_at"] = event.occurred_at.astimezone(UTC)
+                row["access_offset"] = position.offset
+                touched.add(memory.memory_id)
+        if not touched:
+            return 0
+        data = pa.Table.from_pylist([rows[m] for m in sorted(touched)], schema=table.schema)
+        self._write_checked(table, data, len(touched))
+        return len(touched)
+
+    def _write_checked(self, table: Any, data: pa.Table, expected: int) -> None:
+        inserted, updated = self._merge_with_retry(table, data)
+        if inserted + updated != expected:
+            # lancedb has had silent merge_insert failures (lancedb#3177, #3515); a short
+            # write must stop the consumer before it moves past these offsets.
+            raise ProjectionWriteError(
+                f"merge_insert wrote {inserted} new + {updated} updated rows for "
+                f"{expected} memories"
+            )
+
+    def _rows(
+        self,
+        items: list[tuple[MemoryAdded, SourcePosition]],
+        vectors: np.ndarray,
+        schema: pa.Schema,
+    ) -> pa.Table:
+        columns: dict[str, list[Any]] = {name: [] for name in schema.names if name != "vector"}
+        for event, position in items:
+            columns["memory_id"].append(event.memory_id)
+            columns["user_id"].append(event.user_id)
+            columns["user_key"].append(user_key(event.user_id))
+            columns["agent_id"].append(event.agent_id)
+            columns["session_id"].append(event.session_id)
+            columns["memory_type"].append(event.memory_type)
+            columns["content"].append(event.content)
+            columns["context"].append(event.context)
+            columns["search_text"].append(search_text(event))
+            columns["importance"].append(event.importance)
+            columns["tier"].append(event.tier)
+            columns["created_at"].append(event.occurred_at.astimezone(UTC))
+            columns["entities"].append(list(event.entities))
+            columns["source_event_ids"].append(list(event.source_event_ids))
+            columns["extraction_event_id"].append(event.extraction_event_id)
+            columns["extractor"].append(event.extractor)
+            columns["event_id"].append(event.event_id)
+            columns["source_topic"].append(position.topic)
+            columns["source_partition"].append(position.partition)
+            columns["source_offset"].append(position.offset)
+            columns["session_key"].append(session_filter_key(event.session_id))
+            columns["memory_key"].append(memory_key(event.memory_id))
+            columns["status"].append("active")
+            columns["superseded_by"].append(None)
+            columns["ended_at"].append(None)
+            columns["reinforcement_count"].append(0)
+            columns["last_reinforced_at"].append(None)
+            columns["reinforced_by"].append([])
+            columns["changed_offset"].append(-1)
+            columns["learned_at"].append(position.timestamp)
+            columns["access_count"].append(0)
+            columns["last_accessed_at"].append(None)
+            columns["access_offset"].append(-1)
+            columns["embedding_model"].append(self.embedder.model_id)
+        arrays = [pa.array(columns[f.name], type=f.type) for f in schema if f.name != "vector"]
+        flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).ravel(), pa.float32())
+        arrays.append(pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1]))
+        return pa.Table.from_arrays(arrays, schema=schema)
+
+    def _merge_with_retry(self, table: Any, data: pa.Table) -> tuple[int, int]:
+        # merge_insert retries conflicts internally for up to 30 s; this outer loop covers
+        # the conflicts it gives up on (lancedb#1597), e.g. against a concurrent optimize().
+        for attempt in range(1, self.write_attempts + 1):
+            try:
+                return self._merge(table, data)
+            except Exception as exc:
+                if attempt == self.write_attempts or not _is_commit_conflict(exc):
+                    raise
+                delay = self.write_backoff_s * 2 ** (attempt - 1)
+                log.warning("memories: commit conflict (attempt %d), retrying: %s", attempt, exc)
+                time.sleep(delay)
+        raise AssertionError("unreachable")
+
+    def _merge(self, table: Any, data: pa.Table) -> tuple[int, int]:
+        """One upsert; returns (inserted, updated) as LanceDB reports them."""
+        result = (
+            table.merge_insert("memory_id")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute(data)
+        )
+        return int(result.num_inserted_rows), int(result.num_updated_rows)
+
+    def _writable_table(self, schema: pa.Schema) -> Any:
+        table = self._open()
+        if table is None:
+            with self._lock:
+                if self._table is None:
+                    # exist_ok: a table created since the check is opened instead; its schema
+                    # is then checked like any other.
+                    self._db.create_table(self.table_name, schema=schema, exist_ok=True)
+            table = self._open()
+            assert table is not None
+            if table.count_rows() == 0:
+                # A table this writer starts (a replay's shadow): the ids it writes are all
+                # the ids it holds, so re-delivery checks need no lookups.
+                self._ids_written = set()
+        dims = table.schema.field("vector").type.list_size
+        if dims != schema.field("vector").type.list_size:
+            raise EmbeddingModelMismatch(
+                f"table {self.table_name!r} holds {dims}-dimensional vectors, the embedder "
+                f"gives {schema.field('vector').type.list_size}: rebuild it from the topic"
+            )
+        return table
+
+    def erase_user(self, user_id: str) -> int:
+        """Remove every row of the user and every copy of them in the table's files; return
+        the rows removed (0 when there are none: erasing twice changes nothing).
+
+        A Lance delete only marks rows deleted: the data files, and every older version of
+        the table, still hold them. So the user's rows are deleted, the other rows that share
+        a data file with them are written again unchanged (an update moves them to new
+        files, which leaves the old files with no live row), and ``optimize`` runs with no
+        version kept (``cleanup_older_than=0``, ``delete_unverified=True``) twice: the first
+        pass compacts and folds the change into the indexes, the second deletes the files of
+        the index versions the first replaced. Afterwards no file of the table holds the
+        user's content, vectors or index entries.
+
+        Readers in other processes that still hold an older version lose it (they reopen on
+        the next read): an erasure outranks them. Only this projection's table is touched.
+        """
+        table = self._open()
+        if table is None:
+            return 0
+        key = user_key(user_id)
+        assert _HEX64.fullmatch(key)
+        placement = (
+            table.search().select(["memory_id", "user_key", "_rowaddr"]).limit(None).to_arrow()
+        ).to_pylist()
+        mine = [row for row in placement if row["user_key"] == key]
+        if not mine:
+            return 0
+        files = {row["_rowaddr"] >> 32 for row in mine}
+        neighbours = sorted(
+            memory_key(row["memory_id"])
+            for row in placement
+            if row["user_key"] != key and row["_rowaddr"] >> 32 in files
+        )
+        table.delete(f"user_key = '{key}'")
+        for start in range(0, len(neighbours), KEY_LOOKUP_CHUNK):
+            rows = self._rows_by_key(table, neighbours[start : start + KEY_LOOKUP_CHUNK])
+            data = pa.Table.from_pylist(list(rows.values()), schema=table.schema)
+            self._write_checked(table, data, len(rows))
+        with warnings.catch_warnings():
+            # The warning is about readers of older versions: cutting them off is the point.
+            warnings.filterwarnings("ignore", message=".*cleanup_older_than.*")
+            for _ in range(2):
+                table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
+        self._refreshed_version = table.version
+        if self._ids_written is not None:
+            self._ids_written.difference_update(row["memory_id"] for row in mine)
+        log.info("memories: erased %d row(s) of one user from %r", len(mine), self.table_name)
+        return len(mine)

@@ -1,0 +1,316 @@
+"""The MemoryIndex port's contract, run against every implementation: the LanceDB projection
+(a real table in tmp_path, the real default embedder) and the in-memory index unit tests may
+use in its place (so it cannot drift from the real one).
+
+Only what both must do is asserted: idempotence by source offset, the lifecycle fold, one
+user per read, and the semantics of get, list, history (inactive memories) and deletion.
+How relevance is computed is each implementation's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes import InMemoryMemoryIndex
+
+from memstream.models.events import (
+    ContentEncryption,
+    MemoryAdded,
+    MemoryDeleted,
+    MemoryReinforced,
+    MemorySuperseded,
+)
+from memstream.projections.embedder import MiniLMOnnxEmbedder
+from memstream.projections.memories import (
+    EncryptedContentError,
+    MemoryIndex,
+    MemoryProjection,
+    SearchFilters,
+    SourcePosition,
+)
+
+TOPIC = "memstream.memories"
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def memory(
+    memory_id: str,
+    content: str,
+    *,
+    user_id: str = "alice",
+    memory_type: str = "fact",
+    minutes: int = 0,
+    importance: float = 0.5,
+    session_id: str = "s1",
+) -> MemoryAdded:
+    return MemoryAdded(
+        event_id=f"evt-{memory_id}-{content[:8]}",
+        user_id=user_id,
+        session_id=session_id,
+        occurred_at=T0 + timedelta(minutes=minutes),
+        memory_id=memory_id,
+        memory_type=memory_type,
+        content=content,
+        importance=importance,
+        extraction_event_id=f"ext-{memory_id}",
+        extractor="test/1",
+        source_event_ids=(f"msg-{memory_id}",),
+    )
+
+
+def change(kind: str, memory_id: str, *, user_id: str = "alice", days: int = 1,
+           event_id: str | None = None, **fields: Any) -> Any:
+    common = {
+        "event_id": event_id or f"{kind}-{memory_id}-{days}",
+        "user_id": user_id,
+        "session_id": "s2",
+        "occurred_at": T0 + timedelta(days=days),
+        "memory_id": memory_id,
+    }
+    if kind == "reinforced":
+        return MemoryReinforced(extraction_event_id="ext-2", similarity=0.97, **common)
+    if kind == "superseded":
+        return MemorySuperseded(reason="new value", similarity=0.8, **common, **fields)
+    return MemoryDeleted(**common)
+
+
+def at(offset: int, partition: int = 0) -> SourcePosition:
+    return SourcePosition(TOPIC, partition, offset)
+
+
+def batch(*events: Any, first_offset: int = 0) -> list[tuple[Any, SourcePosition]]:
+    return [(event, at(first_offset + i)) for i, event in enumerate(events)]
+
+
+ALICE = (
+    memory("a-porto", "Alice lives in Porto", minutes=0),
+    memory("a-tea", "Alice likes green tea", memory_type="preference", minutes=1,
+           importance=0.9),
+    memory("a-acme", "Alice works at Acme as an engineer", minutes=2, session_id="s9"),
+)
+BOB = (memory("b-porto", "Bob lives in Porto too", user_id="bob", minutes=3),)
+
+
+class MemoryIndexContract:
+    """What every :class:`~memstream.projections.memories.index.MemoryIndex` must do."""
+
+    @pytest.fixture
+    def index(self, tmp_path: Path) -> Iterator[MemoryIndex]:
+        raise NotImplementedError
+
+    # --- writes: idempotent by source offset ---------------------------------------------
+
+    def test_an_empty_index_has_no_positions_and_nothing_to_read(self, index: MemoryIndex) -> None:
+        assert index.positions() == {}
+        assert index.search("alice", "Porto") == []
+        assert index.get("alice", "a-porto") is None
+        assert index.list_memories("alice", include_inactive=True) == []
+        assert index.apply([]) == 0
+
+    def test_applying_the_same_events_again_writes_nothing(self, index: MemoryIndex) -> None:
+        assert index.apply(batch(*ALICE)) == 3
+        assert index.positions() == {(TOPIC, 0): 3}
+        before = index.list_memories("alice", include_inactive=True)
+        assert index.apply(batch(*ALICE)) == 0
+        assert index.list_memories("alice", include_inactive=True) == before
+        assert index.positions() == {(TOPIC, 0): 3}
+
+    def test_positions_are_kept_per_topic_and_partition(self, index: MemoryIndex) -> None:
+        index.apply([(ALICE[0], at(7, partition=0)), (BOB[0], at(4, partition=2))])
+        assert index.positions() == {(TOPIC, 0): 8, (TOPIC, 2): 5}
+
+    def test_the_first_add_of_a_memory_wins(self, index: MemoryIndex) -> None:
+        again = memory("a-porto", "Alice lives in Lisbon", minutes=9)
+        assert index.apply(batch(ALICE[0], again)) == 1
+        assert index.apply([(again, at(5))]) == 0  # re-published later in the log
+        record = index.get("alice", "a-porto")
+        assert record is not None and record.content == "Alice lives in Porto"
+        assert (record.source_topic, record.source_partition, record.source_offset) == (TOPIC, 0, 0)
+
+    def test_a_memory_is_recorded_as_added(self, index: MemoryIndex) -> None:
+        index.apply(batch(ALICE[1]))
+        record = index.get("alice", "a-tea")
+        assert record is not None
+        assert (record.memory_type, record.importance, record.status, record.tier) == (
+            "preference", 0.9, "active", "long_term"
+        )
+        assert record.created_at == T0 + timedelta(minutes=1)
+        assert record.event_id == ALICE[1].event_id
+        assert record.source_event_ids == ("msg-a-tea",)
+        assert record.reinforcement_count == 0 and record.ended_at is None
+
+    def test_changes_are_folded_in_order_and_once(self, index: MemoryIndex) -> None:
+        index.apply(batch(*ALICE))
+        changes = batch(
+            change("superseded", "a-porto", superseded_by="a-acme"),
+            change("reinforced", "a-tea"),
+            first_offset=3,
+        )
+        assert index.apply(changes) == 2
+        assert index.positions() == {(TOPIC, 0): 5}
+        assert index.apply(changes) == 0  # re-delivered
+        old = index.get("alice", "a-porto")
+        assert old is not None
+        assert (old.status, old.superseded_by) == ("superseded", "a-acme")
+        assert old.ended_at == T0 + timedelta(days=1)
+        tea = index.get("alice", "a-tea")
+        assert tea is not None and tea.reinforcement_count == 1
+
+    def test_a_reinforcement_published_again_later_counts_once(self, index: MemoryIndex) -> None:
+        index.apply(batch(ALICE[1]))
+        reinforced = change("reinforced", "a-tea")
+        assert index.apply([(reinforced, at(1))]) == 1
+        assert index.apply([(reinforced, at(2))]) == 0  # the same decision, after a crash
+        assert index.apply([(change("reinforced", "a-tea", days=2), at(3))]) == 1
+        tea = index.get("alice", "a-tea")
+        assert tea is not None and tea.reinforcement_count == 2
+
+    def test_an_add_and_its_change_in_one_batch(self, index: MemoryIndex) -> None:
+        assert index.apply(batch(ALICE[0], change("deleted", "a-porto"))) == 1
+        record = index.get("alice", "a-porto")
+        assert record is not None and record.status == "deleted"
+
+    def test_a_change_applies_only_to_its_own_users_memory(self, index: MemoryIndex) -> None:
+        index.apply(batch(ALICE[0]))
+        assert index.apply([(change("deleted", "a-porto", user_id="bob"), at(1))]) == 0
+        assert index.apply([(change("deleted", "nobody's", user_id="bob"), at(2))]) == 0
+        record = index.get("alice", "a-porto")
+        assert record is not None and record.status == "active"
+
+    def test_encrypted_content_is_refused_before_anything_is_written(
+        self, index: MemoryIndex
+    ) -> None:
+        sealed = memory("a-secret", "base64-ciphertext").model_copy(
+            update={
+                "encryption": ContentEncryption(
+                    scheme="aes-256-gcm", key_id="k1", fields=("content",)
+                )
+            }
+        )
+        with pytest.raises(EncryptedContentError):
+            index.apply(batch(ALICE[0], sealed))
+        assert index.list_memories("alice", include_inactive=True) == []
+
+    # --- reads: one user at a time ----------------------------------------------------------
+
+    def test_every_read_is_one_users(self, index: MemoryIndex) -> None:
+        index.apply(batch(*ALICE, *BOB))
+        assert {h.memory_id for h in index.search("alice", "lives in Porto")} == {
+            "a-porto", "a-tea", "a-acme"
+        }
+        assert [h.memory_id for h in index.search("bob", "lives in Porto")] == ["b-porto"]
+        assert index.search("carol", "lives in Porto") == []
+        assert index.search("alice' OR '1'='1", "Porto") == []
+        assert index.get("bob", "a-porto") is None
+        assert [r.memory_id for r in index.list_memories("bob")] == ["b-porto"]
+        with pytest.raises(TypeError):
+            index.list_memories(None)  # type: ignore[arg-type]
+
+    def test_search_puts_the_matching_memory_first_within_the_limit(
+        self, index: MemoryIndex
+    ) -> None:
+        index.apply(batch(*ALICE))
+        hits = index.search("alice", "Where does Alice live? Porto")
+        assert hits[0].memory_id == "a-porto"
+        assert all(0.0 <= h.score <= 1.0 for h in hits)
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+        assert [h.memory_id for h in index.search("alice", "Porto", limit=1)] == [
+            hits[0].memory_id
+        ]
+        assert index.search("alice", "   ") == []
+
+    def test_search_refuses_what_it_cannot_filter_by(self, index: MemoryIndex) -> None:
+        index.apply(batch(*ALICE))
+        for limit in (0, 1_001):
+            with pytest.raises(ValueError):
+                index.search("alice", "Porto", limit=limit)
+        with pytest.raises(TypeError):
+            index.search("alice", "Porto", memory_types="fact")
+        with pytest.raises(ValueError):
+            index.search("alice", "Porto", memory_types=["fact", "gossip"])
+        with pytest.raises(ValueError):
+            index.search("alice", "Porto", filters=SearchFilters(since=datetime(2026, 1, 1)))
+        assert index.search("alice", "Porto", memory_types=[]) == []
+
+    def test_search_filters_narrow_the_users_memories(self, index: MemoryIndex) -> None:
+        index.apply(batch(*ALICE))
+
+        def found(**narrowing: Any) -> set[str]:
+            hits = index.search("alice", "Alice", filters=SearchFilters(**narrowing))
+            return {h.memory_id for h in hits}
+
+        assert {h.memory_id for h in index.search("alice", "Alice", memory_types=["preference"])} \
+            == {"a-tea"}
+        assert found(memory_types=("fact",)) == {"a-porto", "a-acme"}
+        assert found(min_importance=0.8) == {"a-tea"}
+        assert found(session_id="s9") == {"a-acme"}
+        assert found(since=T0 + timedelta(minutes=1)) == {"a-tea", "a-acme"}
+        assert found(until=T0 + timedelta(minutes=1)) == {"a-porto"}
+
+    def test_list_is_newest_first(self, index: MemoryIndex) -> None:
+        index.apply(batch(*ALICE, memory("a-also", "Alice has a cat", minutes=2)))
+        assert [r.memory_id for r in index.list_memories("alice")] == [
+            "a-acme", "a-also", "a-tea", "a-porto"
+        ]
+
+    # --- history and deletion ---------------------------------------------------------------
+
+    def test_a_deleted_memory_leaves_every_current_read_but_get(self, index: MemoryIndex) -> None:
+        index.apply(batch(*ALICE))
+        assert index.apply([(change("deleted", "a-tea"), at(3))]) == 1
+        assert "a-tea" not in {h.memory_id for h in index.search("alice", "green tea")}
+        assert "a-tea" not in {r.memory_id for r in index.list_memories("alice")}
+        everything = {r.memory_id: r for r in index.list_memories("alice", include_inactive=True)}
+        assert everything["a-tea"].status == "deleted"
+        record = index.get("alice", "a-tea")
+        assert record is not None and record.status == "deleted"
+        assert record.ended_at == T0 + timedelta(days=1)
+        with_inactive = index.search("alice", "green tea", filters=SearchFilters(
+            include_inactive=True
+        ))
+        assert "a-tea" in {h.memory_id for h in with_inactive}
+        # Deletion is the user's request: not even a view of the past shows it.
+        past = SearchFilters(as_of=T0 + timedelta(hours=1))
+        assert "a-tea" not in {h.memory_id for h in index.search("alice", "tea", filters=past)}
+
+    def test_a_superseded_memory_stays_in_history_and_the_past(self, index: MemoryIndex) -> None:
+        index.apply(batch(*ALICE))
+        index.apply([
+            (memory("a-lisbon", "Alice moved to Lisbon", minutes=60 * 24 * 2), at(3)),
+            (change("superseded", "a-porto", superseded_by="a-lisbon", days=2), at(4)),
+        ])
+        now = {r.memory_id for r in index.list_memories("alice")}
+        assert "a-porto" not in now and "a-lisbon" in now
+        history = {r.memory_id: r for r in index.list_memories("alice", include_inactive=True)}
+        assert (history["a-porto"].status, history["a-porto"].superseded_by) == (
+            "superseded", "a-lisbon"
+        )
+
+        def believed(moment: datetime) -> set[str]:
+            hits = index.search("alice", "where Alice lives", filters=SearchFilters(as_of=moment))
+            return {h.memory_id for h in hits}
+
+        assert believed(T0 + timedelta(days=1)) == {"a-porto", "a-tea", "a-acme"}
+        assert believed(T0 + timedelta(days=3)) == {"a-lisbon", "a-tea", "a-acme"}
+        assert believed(T0 - timedelta(days=1)) == set()
+
+
+@pytest.fixture(scope="module")
+def minilm() -> MiniLMOnnxEmbedder:
+    return MiniLMOnnxEmbedder(threads=1)
+
+
+class TestMemoryProjection(MemoryIndexContract):
+    @pytest.fixture
+    def index(self, tmp_path: Path, minilm: MiniLMOnnxEmbedder) -> Iterator[MemoryIndex]:
+        yield MemoryProjection(tmp_path / "lancedb", minilm)
+
+
+class TestInMemoryMemoryIndex(MemoryIndexContract):
+    @pytest.fixture
+    def index(self, tmp_path: Path) -> Iterator[MemoryIndex]:
+        yield InMemoryMemoryIndex()
