@@ -41,10 +41,12 @@ from memstream.models.events import (
 )
 from memstream.models.settings import Settings
 from memstream.projections.memories import MemoryProjection, SearchFilters
+from memstream.streams.cli.command import settings_from_args
 from memstream.streams.client import AsyncMemoryClient
 from memstream.streams.runtime.keys import keystore_from_settings, open_event, seal_event
 from memstream.streams.runtime.logreader import read_topic
 from memstream.streams.runtime.topics import Topics, ensure_topics
+from memstream.streams.service.container import Container
 from memstream.streams.tools.forgetting import add_forget_command, forget
 from memstream.streams.tools.replay import rebuild_memories
 
@@ -143,7 +145,7 @@ def run_command(*argv: str) -> int:
     parser.add_argument("--broker")
     add_forget_command(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["forget", *argv])
-    return int(args.run(args))
+    return int(args.run(args, Container(settings_from_args(args))))
 
 
 @pytest.fixture
