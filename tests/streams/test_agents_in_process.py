@@ -195,6 +195,12 @@ async def put_chat(agent: Any, sessions: SessionRig, events: Sequence[Event]) ->
         await agent.put(key=key, value=value)
 
 
+def folded(sessions: SessionRig, key: str) -> int:
+    """How many messages the open session ``key`` holds (0: none open)."""
+    value = sessions.store.get(key)
+    return value.message_count if isinstance(value, SessionState) else 0
+
+
 TURNS = [
     ("user", "My sister Clara lives in Lisbon."),
     ("assistant", "Lisbon is lovely in spring."),
@@ -208,12 +214,7 @@ async def test_chat_folds_into_a_session_window_and_its_close_requests_consolida
     events = conversation("ann", "s1", TURNS, start=START)
     key = session_key("ann", "s1")
     await put_chat(chat_in, sessions, events[:-1])  # the close comes later
-
-    def folded() -> int:
-        value = sessions.store.get(key)
-        return value.message_count if isinstance(value, SessionState) else 0
-
-    await eventually(lambda: folded() == len(TURNS))
+    await eventually(lambda: folded(sessions, key) == len(TURNS))
     window = sessions.store.get(key)
     assert isinstance(window, SessionState)
     assert [m.content for m in window.messages] == [text for _, text in TURNS]
@@ -236,7 +237,9 @@ async def test_an_idle_session_is_closed_by_the_timer_and_the_close_folds_into_a
 ) -> None:
     await put_chat(chat_in, sessions, conversation("bob", "s2", TURNS[:2], start=START, close=False))
     key = session_key("bob", "s2")
-    await eventually(lambda: isinstance(sessions.store.get(key), SessionState))
+    # Every message folded first: a close requested for an earlier last event is skipped
+    # by the fold (the session went on), as it must be.
+    await eventually(lambda: folded(sessions, key) == 2)
 
     await sessions.agent.close_idle_sessions()
     assert sessions.chat.records == []  # not idle yet
