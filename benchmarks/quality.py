@@ -7,7 +7,7 @@ night"); later sessions correct some facts ("Actually, I moved to Munich").
 The conversations then go through the real pipeline pieces, without a broker:
 
 (a) **extracted**: each closed session becomes a ``ConsolidationRequested``, the
-    ``OfflineExtractor`` runs through ``streams.agents.steps.record_extraction``, the
+    ``OfflineExtractor`` runs through ``streams.agents.consolidation.record_extraction``, the
     ``MemoryDecider`` (real projection, real MiniLM embedder) decides add / reinforce /
     supersede, and the events go to ``MemoryProjection.apply``;
 (b) **raw turns**: every user turn is stored as an episode memory, nothing else.
@@ -58,7 +58,8 @@ from memstream.models.settings import Settings
 from memstream.projections.embedder import MiniLMOnnxEmbedder
 from memstream.projections.memories import MEMORY_TYPES, MemoryProjection, SourcePosition
 from memstream.projections.retrieval import Retrieval, Retriever
-from memstream.streams.agents.steps import MemoryDecider, record_extraction
+from memstream.streams.agents.consolidation import record_extraction
+from memstream.streams.agents.decisions import MemoryDecider
 
 TOPIC = "memstream.memories"
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)

@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from memstream.models.codec import EventLimits, InvalidEvent
-from memstream.streams.agents.steps import decode_opened
+from memstream.streams.agents.decoding import decode_opened
 from memstream.streams.runtime.keys import KeyStore
 
 NOW = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)

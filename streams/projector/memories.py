@@ -56,7 +56,7 @@ from memstream.streams.agents.boundary import (
     RecordBoundary,
     StateReport,
 )
-from memstream.streams.agents.steps import decode_opened
+from memstream.streams.agents.decoding import decode_opened
 from memstream.streams.projector.tiers import run_tier_keeper, scan_interval
 from memstream.streams.runtime.deadletters import DeadLetterSink
 from memstream.streams.runtime.keys import BatchKeys, keystore_from_settings

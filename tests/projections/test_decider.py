@@ -21,7 +21,7 @@ from memstream.models.events import (
 )
 from memstream.projections.embedder import MiniLMOnnxEmbedder
 from memstream.projections.memories import MemoryProjection, SourcePosition
-from memstream.streams.agents.steps import MemoryDecider
+from memstream.streams.agents.decisions import MemoryDecider
 
 T0 = datetime(2026, 11, 2, 9, tzinfo=UTC)
 

@@ -39,13 +39,15 @@ from memstream.models.extraction import OfflineExtractor
 from memstream.models.session import WindowLimits
 from memstream.models.settings import Settings
 from memstream.projections.memories import MemoryProjection
+from memstream.streams.agents.consolidation import record_extraction
+from memstream.streams.agents.decisions import MemoryDecider
+from memstream.streams.agents.decoding import decode_opened
 from memstream.streams.agents.session_table import (
     SessionStore,
     fold_batch,
     open_session_value,
     seal_session_value,
 )
-from memstream.streams.agents.steps import MemoryDecider, decode_opened, record_extraction
 from memstream.streams.archive.rows import _table
 from memstream.streams.projector.memories import _Projector
 from memstream.streams.runtime.deadletters import DeadLetter

@@ -35,7 +35,7 @@ from memstream.projections.memories import (
     SearchFilters,
     SourcePosition,
 )
-from memstream.streams.agents.steps import decode_checked
+from memstream.streams.agents.decoding import decode_checked
 from memstream.streams.client import history_entry
 from memstream.streams.tools.forgetting import plan_forgetting
 

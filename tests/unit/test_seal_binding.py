@@ -3,7 +3,7 @@
 The ``encryption`` block of one sealed event is copied onto events that differ in user,
 session, type and id (one at a time and all together), its key id relabelled, its field list
 changed: none opens, neither through :func:`unseal` nor through the consumers' real path,
-:func:`memstream.streams.agents.steps.decode_opened`. Events sealed by the first scheme (bound to
+:func:`memstream.streams.agents.decoding.decode_opened`. Events sealed by the first scheme (bound to
 their event id only) still open for their own user, never for another, and not at all once
 ``accept_legacy_seals`` is off. Real AES-GCM, a real key store in a temporary directory.
 """
@@ -27,12 +27,12 @@ from memstream.models.events import ContentEncryption, Event, MessageAdded, Scra
 from memstream.models.session import SessionState, dump_session, session_key
 from memstream.models.settings import Settings
 from memstream.models.topics import CHAT_TYPES
+from memstream.streams.agents.decoding import decode_opened
 from memstream.streams.agents.session_table import (
     SessionStore,
     open_session_value,
     seal_session_value,
 )
-from memstream.streams.agents.steps import decode_opened
 from memstream.streams.runtime.keys import (
     BatchKeys,
     FileKeyStore,

@@ -1,22 +1,17 @@
-"""The agents' logic apart from Faust: checking events off a topic, running extraction."""
+"""Memory decisions: an extraction's candidates compared with the user's memories and
+recorded as :class:`MemoryAdded`, :class:`MemorySuperseded` or :class:`MemoryReinforced`."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
-from memstream.models.codec import EventLimits, InvalidEvent, decode_event
-from memstream.models.crypto import SealError
 from memstream.models.decisions import Decision, ExistingMemory, decide
 from memstream.models.events import (
-    ConsolidationRequested,
     Event,
-    ExtractionFailure,
     ExtractionRecorded,
     MemoryAdded,
     MemoryCandidate,
@@ -24,155 +19,11 @@ from memstream.models.events import (
     MemorySuperseded,
     derived_id,
 )
-from memstream.models.extraction import Extractor
 from memstream.projections.embedder import Embedder
 from memstream.projections.memories import MemoryProjection
-from memstream.streams.llm_extractor import ExtractionFailed
-from memstream.streams.runtime.keys import KeyStore, open_event
 
 #: Default importance at or above which a memory goes straight to long-term (seed 2).
 LONG_TERM_IMPORTANCE = 0.8
-
-
-
-def decode_checked(
-    raw: bytes | None,
-    key: bytes | None,
-    allowed: Sequence[str],
-    limits: EventLimits,
-    *,
-    now: datetime | None = None,
-) -> Event:
-    """Decode an event and check it belongs on this topic, under this key, and within
-    ``limits`` at ``now`` (see :func:`memstream.models.codec.worker_now`).
-
-    Raises
-    ------
-    InvalidEvent
-        If the bytes are not a valid event, the type is wrong for the topic, a time is
-        outside the window, or the message key is missing or not the event's user id (keys
-        decide partitions: an unkeyed or wrongly keyed event lands on another partition than
-        the user's other events, and their order, which the session fold and memory
-        decisions rely on, is lost).
-    """
-    if raw is None:
-        raise InvalidEvent("empty message (tombstone) on an event topic")
-    event = decode_event(raw, max_bytes=limits.max_event_bytes)
-    if event.type not in allowed:
-        raise InvalidEvent(f"event type {event.type!r} does not belong on this topic")
-    if key is None:
-        raise InvalidEvent("message has no key: memstream topics are keyed by user_id")
-    if key != event.user_id.encode("utf-8", "surrogatepass"):
-        raise InvalidEvent("message key is not the event's user_id")
-    # The content limit applies to the opened content (decode_opened): not checked here.
-    limits.check_times(event, now=now)
-    return event
-
-
-class Opened(NamedTuple):
-    """An event off a topic with its content readable, and the id of the key it was sealed
-    with (None: it was not sealed). Events derived from it are sealed with the same key."""
-
-    event: Event
-    key_id: str | None
-
-
-def decode_opened(
-    raw: bytes | None,
-    key: bytes | None,
-    allowed: Sequence[str],
-    limits: EventLimits,
-    keys: KeyStore | None,
-    *,
-    now: datetime | None = None,
-    accept_legacy: bool | None = None,
-) -> Opened | None:
-    """:func:`decode_checked`, then the content opened with the user's key: None when that
-    key is destroyed (the user was erased: the event is skipped, it is not an error).
-
-    An event with no ``encryption`` (older events, raw producers) is used as it is; with
-    ``keys`` None nothing is opened. The content limit is checked on the opened content.
-    ``accept_legacy`` decides whether events sealed by the legacy scheme open (None: as
-    the key store says, see :func:`~memstream.streams.runtime.keys.open_event`).
-
-    Raises
-    ------
-    InvalidEvent
-        As :func:`decode_checked`, and for sealed content that does not open with its key
-        (altered in the log), names a key of another user, or is a legacy seal refused; and
-        for content over ``limits.max_content_chars``.
-    """
-    event = decode_checked(raw, key, allowed, limits, now=now)
-    key_id = event.encryption.key_id if event.encryption is not None else None
-    if keys is not None:
-        try:
-            opened = open_event(event, keys, accept_legacy=accept_legacy)
-        except SealError as exc:
-            raise InvalidEvent(str(exc)) from None
-        if opened is None:
-            return None
-        event = opened
-    limits.check_content(event)
-    return Opened(event, key_id)
-
-
-def record_extraction(
-    request: ConsolidationRequested, extractor: Extractor
-) -> ExtractionRecorded:
-    """Run ``extractor`` on a consolidation request and record what it returned.
-
-    The id derives from the request's id and the extractor, so a re-delivered request yields
-    the same event; replay reads this record and never calls the extractor (or an LLM) again.
-    """
-    started = time.perf_counter()
-    extraction = extractor.extract(request)
-    latency_ms = (time.perf_counter() - started) * 1000
-    return ExtractionRecorded(
-        event_id=derived_id(request.event_id, "extraction", extractor.name, extractor.version),
-        user_id=request.user_id,
-        agent_id=request.agent_id,
-        session_id=request.session_id,
-        occurred_at=request.occurred_at,
-        consolidation_event_id=request.event_id,
-        extractor=extractor.name,
-        extractor_version=extractor.version,
-        model=extraction.model,
-        prompt_version=extraction.prompt_version,
-        raw_response=extraction.raw_response,
-        usage=extraction.usage,
-        latency_ms=round(latency_ms, 3),
-        candidates=extraction.candidates,
-    )
-
-
-def extraction_failure(
-    request: ConsolidationRequested,
-    extractor: Extractor,
-    failure: ExtractionFailed,
-    latency_ms: float,
-    *,
-    retry: bool,
-) -> ExtractionFailure:
-    """The record of an extractor giving up on ``request`` (the raw reply kept); its id
-    derives from the request and the attempt, so a re-delivery repeats it."""
-    return ExtractionFailure(
-        event_id=derived_id(request.event_id, "failed", str(request.attempt)),
-        user_id=request.user_id,
-        agent_id=request.agent_id,
-        session_id=request.session_id,
-        occurred_at=request.occurred_at,
-        consolidation_event_id=request.event_id,
-        extractor=extractor.name,
-        extractor_version=extractor.version,
-        model=getattr(extractor, "model", None),
-        prompt_version=getattr(extractor, "prompt_version", None),
-        reason=failure.reason[:5000],
-        raw_response=failure.raw_response,
-        attempts=failure.attempts,
-        usage=failure.usage,
-        latency_ms=round(latency_ms, 3),
-        retry_scheduled=retry,
-    )
 
 
 @dataclass
@@ -192,7 +43,7 @@ class MemoryDecider:
     (never an approximate index), computed here the same way for every source, ties broken by
     id. The memories this decider announced recently fill in for the projector's lag; after
     a start or a rebalance the worker waits until the projector has caught up with the log
-    before deciding (see ``create_app``).
+    before deciding (see ``ExtractionAgent.projection_holds_the_log``).
     """
 
     projection: MemoryProjection
