@@ -27,8 +27,6 @@ import faust
 
 from memstream.models.extraction import Extractor, OfflineExtractor
 from memstream.models.settings import Settings
-from memstream.projections.embedder import embedder_from_settings
-from memstream.projections.memories import MemoryProjection
 from memstream.streams.agents.boundary import (
     BrokerProbe,
     FunctionProbe,
@@ -55,11 +53,11 @@ from memstream.streams.runtime.health import (
     watched_agent,
     watched_task,
 )
-from memstream.streams.runtime.keys import keystore_from_settings
 from memstream.streams.runtime.logid import LogWatch
 from memstream.streams.runtime.tansu import faust_settings_for, prepare_for_broker
 from memstream.streams.runtime.topics import Topics
 from memstream.streams.runtime.web import faust_web_settings, register_pages
+from memstream.streams.service.container import Container
 
 log = logging.getLogger(__name__)
 
@@ -92,11 +90,14 @@ def create_app(
     *,
     extractor: Extractor | None = None,
     components: Components | None = None,
+    container: Container | None = None,
 ) -> faust.App:
     """Build the memstream Faust app for ``settings``; nothing starts until a worker runs it.
 
     ``components`` is the registry the agents and tasks report their state into (the
-    ``/ready/`` page reads it); a new one by default.
+    ``/ready/`` page reads it); a new one by default. ``container`` holds the parts every
+    agent shares (the key store, the embedder, the memory table the decisions read); one
+    built from ``settings`` by default.
 
     Examples
     --------
@@ -140,7 +141,8 @@ def create_app(
     sessions = app.Table(
         "sessions", default=None, partitions=settings.partitions, key_type=str, value_type=bytes
     )
-    keys = keystore_from_settings(settings)
+    container = container if container is not None else Container(settings)
+    keys = container.key_store
     store = SessionStore(sessions, settings.session_cache_size, keys)
     idle = IdleTracker(settings.idle_timeout_s, settings.max_session_age_s)
 
@@ -192,9 +194,9 @@ def create_app(
     @functools.cache
     def memory_decider() -> MemoryDecider:
         # Built on first use, so a worker without the extraction role never loads a model.
-        embedder = embedder_from_settings(settings)
-        projection = MemoryProjection(settings.lancedb_dir, embedder)
-        return MemoryDecider(projection, embedder, settings.long_term_importance)
+        return MemoryDecider(
+            container.memory_table(), container.embedder(), settings.long_term_importance
+        )
 
     def decider_store() -> None:
         memory_decider().projection.probe(writable=False)
@@ -222,7 +224,8 @@ def create_app(
         await supervise(
             "projector",
             lambda: run_memory_projector(
-                settings, progress=progress, log_intact=watch.verifier(), report=report
+                settings, progress=progress, log_intact=watch.verifier(), report=report,
+                keys=keys,
             ),
             report=report,
         )

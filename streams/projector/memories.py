@@ -59,7 +59,7 @@ from memstream.streams.agents.boundary import (
 from memstream.streams.agents.decoding import decode_opened
 from memstream.streams.projector.tiers import run_tier_keeper, scan_interval
 from memstream.streams.runtime.deadletters import DeadLetterSink
-from memstream.streams.runtime.keys import BatchKeys, keystore_from_settings
+from memstream.streams.runtime.keys import BatchKeys, KeyStore, keystore_from_settings
 from memstream.streams.runtime.publisher import EventPublisher, KafkaPublisher, RawRecord
 from memstream.streams.runtime.tansu import true_end_offsets
 from memstream.streams.runtime.topics import Topics
@@ -157,6 +157,7 @@ async def run_memory_projector(
     progress: ProjectorProgress | None = None,
     log_intact: Callable[[], Awaitable[bool]] | None = None,
     report: StateReport | None = None,
+    keys: KeyStore | None = None,
 ) -> None:
     """Project memory and access events into LanceDB until cancelled (or ``stop`` is set).
 
@@ -194,6 +195,7 @@ async def run_memory_projector(
                     progress=progress,
                     log_intact=log_intact,
                     report=report,
+                    keys=keys,
                 )
             finally:
                 watcher.cancel()
@@ -230,8 +232,10 @@ async def _project_table(
     progress: ProjectorProgress | None = None,
     log_intact: Callable[[], Awaitable[bool]] | None = None,
     report: StateReport | None = None,
+    keys: KeyStore | None = None,
 ) -> None:
     """One spell of projecting into ``projection``'s table, until ``stop`` is set."""
+    keys = keys if keys is not None else keystore_from_settings(settings)
     topics = Topics.from_settings(settings)
     consumer = AIOKafkaConsumer(
         bootstrap_servers=settings.broker,
@@ -239,7 +243,7 @@ async def _project_table(
         auto_offset_reset="earliest",
     )
     # Tier changes and dead letters; the worker claimed the log, and neither is a user's.
-    producer = KafkaPublisher(settings, keystore_from_settings(settings), check=False, claim=False)
+    producer = KafkaPublisher(settings, keys, check=False, claim=False)
     keeper: asyncio.Task[None] | None = None
     try:
         await consumer.start()
@@ -279,6 +283,7 @@ async def _project_table(
             progress=progress,
             log_intact=log_intact,
             report=report,
+            keys=keys,
         )
         await projector.run(stop)
     finally:
@@ -395,6 +400,7 @@ class _Projector:
         progress: ProjectorProgress | None = None,
         log_intact: Callable[[], Awaitable[bool]] | None = None,
         report: StateReport | None = None,
+        keys: KeyStore | None = None,
     ) -> None:
         """``producer`` None (a replay): invalid records are counted, not dead-lettered again.
         ``until``: records the log got later than this are read past, not applied.
@@ -408,7 +414,7 @@ class _Projector:
         self.log_intact = log_intact
         #: Records skipped because their user's key is destroyed (erased users' events).
         self.erased = 0
-        self.keys = keystore_from_settings(settings)
+        self.keys = keys if keys is not None else keystore_from_settings(settings)
         #: Memory events derive from spans (bounded by the record size); retrievals come
         #: from clients (bounded like chat events).
         self.memory_limits = EventLimits.from_settings(settings, derived=True)

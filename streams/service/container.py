@@ -76,25 +76,25 @@ class Container:
 
     def memory_projection(self) -> MemoryIndex:
         """The live memory projection, opened on first use (it loads the embedder)."""
-        from memstream.projections.memories import MemoryProjection
 
         with self._lock:
             if self.projection is None:
-                self.projection = MemoryProjection(self.settings.lancedb_dir, self.embedder())
+                self.projection = self.memory_table()
             return self.projection
 
-    def memory_table(self, table: str) -> MemoryProjection:
-        """Another memory table of the data directory (a re-extraction's, by its name).
+    def memory_table(self, table: str | None = None) -> MemoryProjection:
+        """A LanceDB memory table of the data directory: the live one (None), or another by
+        name (a re-extraction's), which must exist.
 
         Raises
         ------
         LookupError
-            No such table.
+            No table of that name.
         """
         from memstream.projections.memories import MemoryProjection
 
         projection = MemoryProjection(self.settings.lancedb_dir, self.embedder(), table)
-        if not projection.exists():
+        if table is not None and not projection.exists():
             raise LookupError(f"no memory table {table!r} in {self.settings.lancedb_dir}")
         return projection
 
