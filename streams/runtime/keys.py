@@ -36,7 +36,7 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Iterable
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -331,17 +331,24 @@ def seal_event(
     return seal(event, found[1], found[0])
 
 
-def seal_with_existing_keys(events: Iterable[E], keys: KeyStore, source: str) -> list[E]:
-    """``events`` (about memories a user already has: deletions, promotions, forgetting
-    decisions) sealed with their users' current keys, never new ones: a user with no key
-    was erased (or is being erased), and a key created now would outlive the erasure. Those
-    events are dropped and logged (as ``source``), never published unsealed."""
+def seal_events(
+    events: Sequence[E],
+    keys: KeyStore,
+    *,
+    key_ids: Sequence[str | None] | None = None,
+    create: bool = True,
+    source: str = "publish",
+) -> list[E]:
+    """``events`` sealed for the durable log (:func:`seal_event`), each with the key id
+    beside it in ``key_ids`` (None, or no ``key_ids``: its user's current key, created on
+    first use unless ``create=False``). An event no key may seal (its user erased, or being
+    erased) is dropped and logged (as ``source``), never published unsealed."""
     looked_up = BatchKeys(keys)  # one look-up per user, not per event
     kept: list[E] = []
-    for event in events:
-        found = seal_event(event, looked_up, create=False)
+    for event, key_id in zip(events, key_ids or [None] * len(events), strict=True):
+        found = seal_event(event, looked_up, key_id=key_id, create=create)
         if found is None:
-            log.info("%s: %s %s dropped: its user has no key", source, event.type, event.event_id)
+            log.info("%s: %s %s dropped: no key may seal it", source, event.type, event.event_id)
             continue
         kept.append(found)
     return kept

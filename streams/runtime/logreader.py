@@ -10,6 +10,16 @@ from memstream.models.settings import Settings
 from memstream.streams.runtime.tansu import true_end_offsets
 
 
+async def topic_partitions(consumer: AIOKafkaConsumer, topic: str) -> list[TopicPartition]:
+    """The partitions of ``topic`` in order, asking the broker again if the consumer's
+    metadata has none yet; empty for a topic that does not exist."""
+    partitions = consumer.partitions_for_topic(topic) or set()
+    if not partitions:
+        await consumer._client.force_metadata_update()
+        partitions = consumer.partitions_for_topic(topic) or set()
+    return [TopicPartition(topic, p) for p in sorted(partitions)]
+
+
 async def read_topic(settings: Settings, topic: str, timeout_s: float = 30.0) -> list[ConsumerRecord]:
     """Every record of ``topic`` up to its current end, ordered by partition then offset.
 
@@ -21,11 +31,7 @@ async def read_topic(settings: Settings, topic: str, timeout_s: float = 30.0) ->
     )
     await consumer.start()
     try:
-        partitions = consumer.partitions_for_topic(topic) or set()
-        if not partitions:
-            await consumer._client.force_metadata_update()
-            partitions = consumer.partitions_for_topic(topic) or set()
-        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        tps = await topic_partitions(consumer, topic)
         if not tps:
             return []
         ends = await true_end_offsets(settings.broker, tps)

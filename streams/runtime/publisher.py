@@ -31,7 +31,7 @@ from typing import Any, Protocol
 from memstream.models.codec import EventLimits, InvalidEvent, encode_event
 from memstream.models.events import Event
 from memstream.models.settings import Settings
-from memstream.streams.runtime.keys import BatchKeys, KeyStore, seal_event
+from memstream.streams.runtime.keys import KeyStore, seal_events
 
 __all__ = [
     "EventPublisher",
@@ -134,17 +134,15 @@ def prepare(
     publisher sends what this returns."""
     if limits is not None:
         check_publishable(events, limits)
-    looked_up = BatchKeys(keys)  # one look-up per user, not per event
+    sealed: list[Event] = seal_events(
+        events, keys, key_ids=[key_id] * len(events), create=create_keys, source="publish"
+    )
     prepared = []
-    for event in events:
-        sealed = seal_event(event, looked_up, key_id=key_id, create=create_keys)
-        if sealed is None:
-            log.info("publish: %s %s dropped: no key may seal it", event.type, event.event_id)
-            continue
-        value = encode_event(sealed)
+    for event in sealed:
+        value = encode_event(event)
         if limits is not None:
-            check_encoded_size(sealed, value, limits)
-        prepared.append((sealed, value))
+            check_encoded_size(event, value, limits)
+        prepared.append((event, value))
     return prepared
 
 

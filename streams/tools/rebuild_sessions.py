@@ -36,6 +36,7 @@ from memstream.models.session import SessionState, SessionValue
 from memstream.models.settings import Settings
 from memstream.streams.agents.session_table import fold_batch, open_session_value, window_limits
 from memstream.streams.runtime.keys import keystore_from_settings
+from memstream.streams.runtime.logreader import topic_partitions
 from memstream.streams.runtime.tansu import true_end_offsets
 from memstream.streams.runtime.topics import Topics
 
@@ -366,11 +367,7 @@ async def _read_partitions(
     )
     await consumer.start()
     try:
-        partitions = consumer.partitions_for_topic(topic) or set()
-        if not partitions:
-            await consumer._client.force_metadata_update()
-            partitions = consumer.partitions_for_topic(topic) or set()
-        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        tps = await topic_partitions(consumer, topic)
         if not tps:
             return
         ends = await true_end_offsets(settings.broker, tps)
