@@ -41,7 +41,6 @@ from memstream.streams.agents.publishing import topic_publisher
 from memstream.streams.agents.session import SessionAgent
 from memstream.streams.agents.session_table import IdleTracker, SessionStore
 from memstream.streams.archive import run_archive_sink
-from memstream.streams.llm_extractor import LLMExtractor
 from memstream.streams.projector.memories import ProjectorProgress, run_memory_projector
 from memstream.streams.runtime.deadletters import DeadLetterSink
 from memstream.streams.runtime.health import (
@@ -53,6 +52,7 @@ from memstream.streams.runtime.health import (
     watched_agent,
     watched_task,
 )
+from memstream.streams.runtime.llm_extractor import LLMExtractor
 from memstream.streams.runtime.logid import LogWatch
 from memstream.streams.runtime.tansu import faust_settings_for, prepare_for_broker
 from memstream.streams.runtime.topics import Topics

@@ -31,10 +31,10 @@ from memstream.streams.agents.decisions import MemoryDecider
 from memstream.streams.agents.decoding import decode_opened
 from memstream.streams.agents.ordering import InOrder
 from memstream.streams.agents.publishing import Publish
-from memstream.streams.llm_extractor import ExtractionFailed
 from memstream.streams.projector.memories import ProjectorProgress
 from memstream.streams.runtime.deadletters import DeadLetterSink
 from memstream.streams.runtime.keys import KeyStore
+from memstream.streams.runtime.llm_extractor import ExtractionFailed
 from memstream.streams.runtime.logid import LogWatch
 
 __all__ = ["ExtractionAgent", "extraction_failure", "record_extraction"]

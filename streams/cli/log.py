@@ -51,7 +51,7 @@ def cmd_replay(args: argparse.Namespace, container: Container) -> int:
 
 def _reextract(settings: Settings, args: argparse.Namespace) -> int:
     from memstream.models.extraction import OfflineExtractor
-    from memstream.streams.llm_extractor import LLMExtractor
+    from memstream.streams.runtime.llm_extractor import LLMExtractor
     from memstream.streams.tools.reextract import LabelInUse, default_label, reextract
 
     if args.extractor is None:

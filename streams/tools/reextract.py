@@ -41,8 +41,8 @@ from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection, SourcePosition
 from memstream.streams.agents.consolidation import extraction_failure, record_extraction
 from memstream.streams.agents.decisions import MemoryDecider
-from memstream.streams.llm_extractor import ExtractionFailed
 from memstream.streams.runtime.keys import KeyStore, keystore_from_settings, open_event
+from memstream.streams.runtime.llm_extractor import ExtractionFailed
 from memstream.streams.runtime.logreader import read_topic
 from memstream.streams.runtime.publisher import KafkaPublisher
 from memstream.streams.runtime.topics import Topics

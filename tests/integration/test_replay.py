@@ -30,8 +30,8 @@ from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection, MemoryRecord
 from memstream.projections.shadow import live_name
 from memstream.streams.client import MemoryClient
-from memstream.streams.llm_extractor import LLMExtractor
 from memstream.streams.runtime.broker import free_port
+from memstream.streams.runtime.llm_extractor import LLMExtractor
 from memstream.streams.runtime.logreader import read_topic
 from memstream.streams.runtime.topics import Topics, ensure_topics
 from memstream.streams.runtime.worker import WorkerProcess

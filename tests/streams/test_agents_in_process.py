@@ -45,7 +45,6 @@ from memstream.streams.agents.ordering import InOrder
 from memstream.streams.agents.publishing import topic_publisher
 from memstream.streams.agents.session import SessionAgent
 from memstream.streams.agents.session_table import IdleTracker, SessionStore
-from memstream.streams.llm_extractor import ExtractionFailed
 from memstream.streams.runtime.deadletters import DeadLetter, DeadLetterSink
 from memstream.streams.runtime.keys import (
     FileKeyStore,
@@ -53,6 +52,7 @@ from memstream.streams.runtime.keys import (
     open_event,
     seal_event,
 )
+from memstream.streams.runtime.llm_extractor import ExtractionFailed
 from memstream.streams.runtime.logid import LogWatch
 
 #: A while ago, so every event time is inside the window the agents accept.
