@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from chat import conversation
-from harness import wait_for
+from harness import wait_for, wait_for_async
 from sealed import topic_events as sealed_topic_events
 
 import memstream.streams.projector.memories as projector_module
@@ -89,12 +89,13 @@ async def replay(settings: Settings, done: Callable[[MemoryProjection], bool]) -
     stop = asyncio.Event()
     projector = asyncio.create_task(run_memory_projector(settings, stop, tiers=False))
     projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
-    deadline = time.monotonic() + 90
+
+    async def caught_up() -> bool:
+        assert not projector.done(), projector
+        return await asyncio.to_thread(done, projection)
+
     try:
-        while not await asyncio.to_thread(done, projection):
-            assert time.monotonic() < deadline, "the replay did not catch up"
-            assert not projector.done(), projector
-            await asyncio.sleep(0.3)
+        await wait_for_async(caught_up, "the replay to catch up", 90)
     finally:
         stop.set()
         await asyncio.wait_for(projector, 30)
