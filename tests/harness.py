@@ -219,3 +219,17 @@ async def committed_offsets(
         return found
     finally:
         await consumer.stop()
+
+
+def group_caught_up(settings: Settings, topics: Iterable[str]) -> bool:
+    """Whether the workers' group has committed every record now in ``topics``: each record
+    there is processed, and what processing it sent (dead letters, the next topic's
+    records) is in the log. The positive marker an absence check waits for."""
+    tps = [TopicPartition(t, p) for t in topics for p in range(settings.partitions)]
+    try:
+        ends = asyncio.run(true_end_offsets(settings.broker, tps))
+    except Exception:  # noqa: BLE001 - a topic may not exist yet
+        return False
+    committed = asyncio.run(committed_offsets(settings, [(tp.topic, tp.partition) for tp in tps]))
+    return all(committed.get((tp.topic, tp.partition), 0) >= end for tp, end in ends.items())
+
