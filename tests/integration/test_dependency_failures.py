@@ -68,10 +68,14 @@ def test_a_frozen_broker_is_waited_out_and_nothing_is_skipped_or_dead_lettered(
     worker = WorkerProcess(settings, log_path=tmp_path / "worker.log").start()
     try:
         pid = worker.pid
-        asyncio.run(publish_events(settings, sessions("before", 10)))
-        # The worker is folding, extracting and projecting now: the first memory is there.
-        wait_for(lambda: any(projection.list_memories(f"before{n}") for n in range(10)),
+        before = sessions("before", 10)
+        first_half = {f"before{n}" for n in range(5)}
+        asyncio.run(publish_events(settings, [e for e in before if e.user_id in first_half]))
+        # The worker is folding, extracting and projecting now (its first memory is there),
+        # and the second half is in flight when the broker freezes.
+        wait_for(lambda: any(projection.list_memories(u) for u in first_half),
                  "the first memory from before", timeout_s=120)
+        asyncio.run(publish_events(settings, [e for e in before if e.user_id not in first_half]))
         assert broker.pid is not None
         os.kill(broker.pid, signal.SIGSTOP)
         time.sleep(15)  # longer than the group session timeout: heartbeats fail too
