@@ -5,9 +5,10 @@ progress, the workers' committed offsets."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 import urllib.error
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 from urllib.parse import urlencode
 
@@ -35,28 +36,62 @@ from memstream.streams.runtime.worker import fetch_json
 T = TypeVar("T")
 
 
-def wait_for(check: Callable[[], T | None], what: str = "a condition", timeout_s: float = 90) -> T:
-    """Poll ``check`` until it returns something truthy, and return that; fail naming
-    ``what`` otherwise."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
+def wait_for(
+    check: Callable[[], T | None],
+    what: str = "a condition",
+    timeout_s: float = 90,
+    *,
+    until: Callable[[Any], object] = bool,
+    interval_s: float = 0.3,
+) -> T:
+    """Call ``check`` until ``until`` accepts its result (by default: until the result is
+    truthy), and return that result; fail naming ``what`` and the last result otherwise.
 
+    The one way the tests wait for something to have happened: ``check`` may raise to give
+    up early (a process that exited), and is called at least once.
 
-def eventually(probe: Callable[[], T], done: Callable[[T], bool], timeout_s: float = 90) -> T:
-    """Call ``probe`` until ``done`` accepts its result; fail with the last result."""
+    >>> wait_for(lambda: [1], "a list")
+    [1]
+    >>> wait_for(lambda: [], "an empty list", until=lambda found: found == [])
+    []
+    """
     deadline = time.monotonic() + timeout_s
     while True:
-        result = probe()
-        if done(result):
-            return result
+        result = check()
+        if until(result):
+            return result  # type: ignore[return-value]
         if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met in {timeout_s:.0f} s; last: {result!r}")
-        time.sleep(0.5)
+            raise _timed_out(what, timeout_s, result)
+        time.sleep(interval_s)
+
+
+async def wait_for_async(
+    check: Callable[[], T | None | Awaitable[T | None]],
+    what: str = "a condition",
+    timeout_s: float = 90,
+    *,
+    until: Callable[[Any], object] = bool,
+    interval_s: float = 0.3,
+) -> T:
+    """:func:`wait_for` for a coroutine: ``check`` may be a coroutine function, and the
+    pauses between calls give the event loop back."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = check()
+        if inspect.isawaitable(result):
+            result = await result
+        if until(result):
+            return result  # type: ignore[return-value]
+        if time.monotonic() > deadline:
+            raise _timed_out(what, timeout_s, result)
+        await asyncio.sleep(interval_s)
+
+
+def _timed_out(what: str, timeout_s: float, last: object) -> AssertionError:
+    shown = repr(last)
+    if len(shown) > 2000:
+        shown = shown[:2000] + " ..."
+    return AssertionError(f"timed out after {timeout_s:g} s waiting for {what}; last: {shown}")
 
 
 def cli(settings: Settings, monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
@@ -70,15 +105,23 @@ def fetch_routed(settings: Settings, path: str, timeout_s: float = 60) -> Any:
     """``fetch_json`` of a page routed to the worker that owns a user, asked again while the
     worker answers 503: it does not know the owner yet (before its first partition
     assignment, during a rebalance)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
+
+    def answered() -> Any:
         try:
             return fetch_json(settings, path, timeout_s=10)
         except urllib.error.HTTPError as exc:
             exc.close()
-            if exc.code != 503 or time.monotonic() > deadline:
+            if exc.code != 503:
                 raise
-        time.sleep(0.2)
+            return exc
+
+    return wait_for(
+        answered,
+        f"a worker that knows who owns {path}",
+        timeout_s,
+        until=lambda reply: not isinstance(reply, urllib.error.HTTPError),
+        interval_s=0.2,
+    )
 
 
 def open_sessions(settings: Settings, users: Iterable[str]) -> dict[str, Any]:
@@ -111,10 +154,9 @@ def wait_until_projected(settings: Settings, projection: MemoryProjection, timeo
     Changes and accesses that name no row never show; so it also returns once the log and
     the projection's offsets have not moved for three polls."""
     topics = Topics.from_settings(settings)
-    deadline = time.monotonic() + timeout_s
-    previous = None
-    still = 0
-    while time.monotonic() < deadline:
+    seen: list[object] = []
+
+    def projected_or_still() -> bool:
         last: dict[int, int] = {}
         for record in asyncio.run(read_topic(settings, topics.memories)):
             try:
@@ -129,13 +171,14 @@ def wait_until_projected(settings: Settings, projection: MemoryProjection, timeo
         if all(positions.get((topics.memories, p), 0) > offset for p, offset in last.items()) and all(
             access_positions.get(p, 0) > offset for p, offset in accessed.items()
         ):
-            return
-        state = (last, positions, accessed, access_positions)
-        still = still + 1 if state == previous else 0
-        if still >= 3:
-            return
-        previous = state
-        time.sleep(0.5)
+            return True
+        seen.append((last, positions, accessed, access_positions))
+        return len(seen) >= 4 and all(state == seen[-1] for state in seen[-4:])
+
+    try:
+        wait_for(projected_or_still, "the projection to apply the log", timeout_s, interval_s=0.5)
+    except AssertionError:
+        return  # as before: the comparison that follows says what differs
 
 
 async def publish_unchecked(settings: Settings, events: list[Event]) -> None:
@@ -176,3 +219,17 @@ async def committed_offsets(
         return found
     finally:
         await consumer.stop()
+
+
+def group_caught_up(settings: Settings, topics: Iterable[str]) -> bool:
+    """Whether the workers' group has committed every record now in ``topics``: each record
+    there is processed, and what processing it sent (dead letters, the next topic's
+    records) is in the log. The positive marker an absence check waits for."""
+    tps = [TopicPartition(t, p) for t in topics for p in range(settings.partitions)]
+    try:
+        ends = asyncio.run(true_end_offsets(settings.broker, tps))
+    except Exception:  # noqa: BLE001 - a topic may not exist yet
+        return False
+    committed = asyncio.run(committed_offsets(settings, [(tp.topic, tp.partition) for tp in tps]))
+    return all(committed.get((tp.topic, tp.partition), 0) >= end for tp, end in ends.items())
+

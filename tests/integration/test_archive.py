@@ -18,7 +18,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.structs import OffsetAndMetadata
 from chat import conversation
-from harness import committed_offsets
+from harness import committed_offsets, wait_for_async
 
 from memstream.models.codec import encode_event
 from memstream.models.events import UserErased
@@ -148,15 +148,20 @@ async def _until_archived(
 ) -> None:
     """Wait until the live archive holds ``wanted`` positions (some partitions may be more)."""
     directory = live_archive_dir(settings)
-    for _ in range(300):
-        positions = archive_positions(directory)
-        if all(positions.get(key, 0) >= end for key, end in wanted.items()):
-            return
+
+    def positions() -> dict[tuple[str, int], int]:
         if sink.done():
             sink.result()  # raises what stopped it
             raise AssertionError("the sink stopped on its own")
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"archive holds {archive_positions(directory)}, wanted {wanted}")
+        return archive_positions(directory)
+
+    await wait_for_async(
+        positions,
+        f"the archive to hold {wanted}",
+        30,
+        until=lambda held: all(held.get(key, 0) >= end for key, end in wanted.items()),
+        interval_s=0.1,
+    )
 
 
 def _archived_rows(directory: Path) -> list[tuple[object, ...]]:
@@ -388,12 +393,15 @@ async def _commit(settings: Settings, offsets: dict[tuple[str, int], int]) -> No
 
 async def _snapshot_of(settings: Settings, wanted: dict[tuple[str, int], int]) -> GroupOffsets:
     """Wait until the live archive's group offsets snapshot equals ``wanted``."""
-    for _ in range(300):
-        snapshot = read_group_offsets(live_archive_dir(settings), worker_group_id(settings))
-        if snapshot is not None and snapshot.offsets == wanted:
-            return snapshot
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"the group offsets snapshot is {snapshot}, wanted {wanted}")
+    snapshot = await wait_for_async(
+        lambda: read_group_offsets(live_archive_dir(settings), worker_group_id(settings)),
+        f"the group offsets snapshot to be {wanted}",
+        30,
+        until=lambda found: found is not None and found.offsets == wanted,
+        interval_s=0.1,
+    )
+    assert snapshot is not None
+    return snapshot
 
 
 async def test_sink_archives_the_changelog_once_it_exists_and_the_group_offsets(
@@ -519,11 +527,13 @@ async def test_restore_refuses_while_a_worker_is_in_the_group(
         )
         await member.start()
         try:
-            for _ in range(60):
-                if member.assignment():
-                    break
-                await member.getmany(timeout_ms=200)
-            assert member.assignment(), "the member never joined"
+
+            async def assigned() -> set[TopicPartition]:
+                if not member.assignment():
+                    await member.getmany(timeout_ms=200)  # the pause between two looks
+                return member.assignment()
+
+            await wait_for_async(assigned, "the member to join", 12, interval_s=0)
             with pytest.raises(RestoreRefused, match="has 1 member"):
                 await restore(restored_settings, archive)
         finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import queue
 import signal
@@ -11,13 +12,13 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
+from harness import wait_for
 
 from memstream.models.settings import Settings
 from memstream.streams.runtime.broker import (
@@ -138,14 +139,20 @@ def test_run_broker_forever_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     reader.start()
     output: list[str] = []
     try:
-        deadline = time.monotonic() + 30
-        while not any("memory-only" in line for line in output):
-            assert time.monotonic() < deadline, f"no start banner in 30 s: {output}"
+
+        def printed() -> list[str]:
             assert runner.poll() is None, f"runner exited early: {output}"
-            try:
-                output.append(lines.get(timeout=0.5))
-            except queue.Empty:
-                pass
+            with contextlib.suppress(queue.Empty):
+                output.append(lines.get(timeout=0.5))  # the pause between two looks
+            return output
+
+        wait_for(
+            printed,
+            "the start banner",
+            30,
+            until=lambda out: any("memory-only" in line for line in out),
+            interval_s=0,
+        )
         address = f"127.0.0.1:{port}"
         assert any(f"listening on {address}" in line for line in output), output
         assert len(_broker_processes(port)) == 1

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer
 from chat import conversation
-from harness import archive_caught_up, cli, eventually, wait_for
+from harness import archive_caught_up, cli, wait_for
 
 from memstream.models.codec import encode_event
 from memstream.models.settings import Settings
@@ -84,7 +84,7 @@ def test_after_a_broker_loss_writes_are_refused_or_kept_and_restored_never_ackno
                  "the worker to notice the loss", timeout_s=60)
         # Readiness tells the truth: blocked, and why, while the process still answers (the
         # archive may name the loss up to a log-watch interval before the watch blocks all).
-        readiness = eventually(lambda: worker_readiness(settings), lambda r: not r["ready"], 10)
+        readiness = wait_for(lambda: worker_readiness(settings), "readiness to say the worker is blocked", 10, until=lambda r: not r["ready"])
         assert {c["state"] for c in readiness["components"].values()} == {"blocked"}, readiness
         assert all("lost its log" in c["reason"] for c in readiness["components"].values())
 

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import eventually
+from harness import wait_for, wait_for_async
 
 from memstream.models.settings import Settings
 from memstream.streams.cli import main
@@ -41,9 +39,10 @@ def test_add_search_get_history_delete_scoped_to_one_user(worker_settings: Setti
         added = memory.add(BERLIN, user_id="ann", agent_id="helper")
         assert added["session_id"].startswith("session-") and len(added["event_ids"]) == 5
 
-        memories = eventually(
+        memories = wait_for(
             lambda: memory.get_all(user_id="ann"),
-            lambda found: any("Berlin" in m["memory"] for m in found),
+            "ann's Berlin memory",
+            until=lambda found: any("Berlin" in m["memory"] for m in found),
         )
         berlin = next(m for m in memories if "Berlin" in m["memory"])
         assert berlin["session_id"] == added["session_id"] and berlin["status"] == "active"
@@ -89,9 +88,10 @@ def test_add_search_get_history_delete_scoped_to_one_user(worker_settings: Setti
             assert memory.history(hostile, user_id="ann") == []
 
         # The search published an access event in the background; the projector counts it.
-        seen = eventually(
+        seen = wait_for(
             lambda: memory.get(berlin["memory_id"], user_id="ann"),
-            lambda found: found is not None and found["access_count"] >= 1,
+            "the access to be counted",
+            until=lambda found: found is not None and found["access_count"] >= 1,
         )
         assert seen == {**berlin, "access_count": seen["access_count"]}  # type: ignore[index]
         (born,) = memory.history(berlin["memory_id"], user_id="ann")
@@ -99,9 +99,10 @@ def test_add_search_get_history_delete_scoped_to_one_user(worker_settings: Setti
         assert born["source_event_ids"] == berlin["source_event_ids"] and born["occurred_at"]
 
         deletion = memory.delete(berlin["memory_id"], user_id="ann", reason="user asked")
-        eventually(
+        wait_for(
             lambda: memory.get_all(user_id="ann"),
-            lambda found: berlin["memory_id"] not in {m["memory_id"] for m in found},
+            "the deleted memory to go",
+            until=lambda found: berlin["memory_id"] not in {m["memory_id"] for m in found},
         )
         assert all(
             hit["memory_id"] != berlin["memory_id"]
@@ -118,7 +119,7 @@ def test_add_search_get_history_delete_scoped_to_one_user(worker_settings: Setti
 
         remaining = memory.get_all(user_id="ann")
         assert len(memory.delete_all(user_id="ann")) == len(remaining)
-        eventually(lambda: memory.get_all(user_id="ann"), lambda found: found == [])
+        wait_for(lambda: memory.get_all(user_id="ann"), "every memory of ann to go", until=lambda found: found == [])
 
 
 async def test_the_async_client_does_the_same(worker_settings: Settings) -> None:
@@ -127,18 +128,20 @@ async def test_the_async_client_does_the_same(worker_settings: Settings) -> None
             BERLIN, user_id="cy", session_id="intro", event_ids=["a", "b", "c"]
         )
         assert added == {"session_id": "intro", "event_ids": ["a", "b", "c", added["event_ids"][3]]}
-        deadline = time.monotonic() + 90
-        while not (memories := await memory.get_all(user_id="cy")):
-            assert time.monotonic() < deadline, "no memories arrived"
-            await asyncio.sleep(0.5)
+        memories = await wait_for_async(
+            lambda: memory.get_all(user_id="cy"), "cy's memories", interval_s=0.5
+        )
         hits = await memory.search("which city", user_id="cy")
         assert any("Berlin" in hit["memory"] for hit in hits)
         assert await memory.search("which city", user_id="dee") == []
         target = memories[0]["memory_id"]
         await memory.delete(target, user_id="cy")
-        while target in {m["memory_id"] for m in await memory.get_all(user_id="cy")}:
-            assert time.monotonic() < deadline, "the delete was not projected"
-            await asyncio.sleep(0.5)
+        await wait_for_async(
+            lambda: memory.get_all(user_id="cy"),
+            "the delete to be projected",
+            until=lambda found: target not in {m["memory_id"] for m in found},
+            interval_s=0.5,
+        )
         life = await memory.history(target, user_id="cy")
         assert [entry["type"] for entry in life] == ["memory_added", "memory_deleted"]
 
@@ -161,9 +164,10 @@ def test_memories_commands_get_history_delete_and_list_all(
 
     with MemoryClient(cli_env) as memory:
         memory.add(BERLIN, user_id="ann")
-        found = eventually(
+        found = wait_for(
             lambda: memory.get_all(user_id="ann"),
-            lambda memories: any("Berlin" in m["memory"] for m in memories),
+            "ann's Berlin memory",
+            until=lambda memories: any("Berlin" in m["memory"] for m in memories),
         )
     berlin = next(m for m in found if "Berlin" in m["memory"])
     memory_id = berlin["memory_id"]
@@ -181,7 +185,7 @@ def test_memories_commands_get_history_delete_and_list_all(
     assert main(["memories", "delete", memory_id, "--user", "ann"]) == 0
     assert "published memory_deleted" in capsys.readouterr().out
 
-    eventually(listing, lambda out: f"memory {memory_id}" not in out)
+    wait_for(listing, "the deleted memory to leave the listing", until=lambda out: f"memory {memory_id}" not in out)
     everything = listing("--all")
     assert f"memory {memory_id}" in everything and "<deleted>" in everything
 
@@ -201,7 +205,7 @@ def test_search_filters_on_the_command_line(
 ) -> None:
     with MemoryClient(cli_env) as memory:
         memory.add(BERLIN, user_id="ann", session_id="work")
-        eventually(lambda: memory.get_all(user_id="ann"), lambda found: len(found) > 0)
+        wait_for(lambda: memory.get_all(user_id="ann"), "ann's memories", until=lambda found: len(found) > 0)
 
     def search(*options: str) -> list[dict[str, Any]]:
         capsys.readouterr()

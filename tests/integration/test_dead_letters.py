@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer
 from chat import conversation
-from harness import wait_for
+from harness import group_caught_up, wait_for, wait_until_projected
 
 from memstream.models.codec import encode_event
 from memstream.models.events import MemoryAdded
@@ -135,7 +134,11 @@ def test_a_thousand_malformed_records_are_dead_lettered_and_valid_events_all_pro
         asyncio.run(publish_mixed(settings, mixed))
         wait_for(lambda: len(asyncio.run(dead_letters(settings))[0]) >= 1_000, "1,000 dead letters", timeout_s=120)
         wait_for(lambda: all(projection.list_memories(u) for u in users), "every user's memories", timeout_s=120)
-        time.sleep(2.0)  # anything still in flight would show up as a 1,001st letter
+        # Anything still in flight would show up as a 1,001st letter: wait until the
+        # worker has processed every record it reads (and sent what that took).
+        wait_for(lambda: group_caught_up(settings, [topics.chat, topics.consolidation]),
+                 "the workers to commit every chat and consolidation record", timeout_s=120)
+        wait_until_projected(settings, projection)
         assert worker._process is not None and worker._process.poll() is None  # never died
         assert worker._process.pid == pid
     finally:

@@ -25,7 +25,7 @@ from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryProjection
 from memstream.streams.runtime.broker import EmbeddedBroker, free_port
-from memstream.streams.runtime.worker import WorkerProcess
+from memstream.streams.runtime.worker import WorkerProcess, worker_readiness
 from memstream.streams.tools.dlq import dead_letters
 from memstream.streams.tools.publish import publish_events
 
@@ -68,8 +68,14 @@ def test_a_frozen_broker_is_waited_out_and_nothing_is_skipped_or_dead_lettered(
     worker = WorkerProcess(settings, log_path=tmp_path / "worker.log").start()
     try:
         pid = worker.pid
-        asyncio.run(publish_events(settings, sessions("before", 10)))
-        time.sleep(1.0)  # the worker is folding, extracting and projecting now
+        before = sessions("before", 10)
+        first_half = {f"before{n}" for n in range(5)}
+        asyncio.run(publish_events(settings, [e for e in before if e.user_id in first_half]))
+        # The worker is folding, extracting and projecting now (its first memory is there),
+        # and the second half is in flight when the broker freezes.
+        wait_for(lambda: any(projection.list_memories(u) for u in first_half),
+                 "the first memory from before", timeout_s=120)
+        asyncio.run(publish_events(settings, [e for e in before if e.user_id not in first_half]))
         assert broker.pid is not None
         os.kill(broker.pid, signal.SIGSTOP)
         time.sleep(15)  # longer than the group session timeout: heartbeats fail too
@@ -99,7 +105,13 @@ def test_a_store_that_refuses_writes_is_retried_until_it_takes_them_and_nothing_
             asyncio.run(publish_events(settings, sessions("during", 10)))
             wait_for(lambda: "retrying until it is back" in log.read_text(errors="replace"),
                      "the projector to retry the store", timeout_s=120)
-            time.sleep(3)
+
+            def projector_retrying() -> bool:
+                assert not worker.exited(), "the worker died while the store refused writes"
+                return worker_readiness(settings)["components"]["projector"]["state"] == "retrying"
+
+            # Alive, and saying so: readiness names the component that waits for the store.
+            wait_for(projector_retrying, "readiness to say the projector retries", 60)
             assert not worker.exited()
         wait_for(lambda: everyone_remembered(projection, "during", 10), "the sessions held up", timeout_s=180)
         assert worker.pid == pid

@@ -13,7 +13,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from chat import conversation
-from harness import eventually
+from harness import wait_for
 
 from memstream.models.codec import encode_event
 from memstream.models.events import UserErased
@@ -120,26 +120,30 @@ def test_content_is_sealed_everywhere_and_an_erased_user_never_comes_back(
             asyncio.run(send(settings, [(topics.chat, b"cy", encode_event(e)) for e in cy]))
 
             # Memories are searchable, decrypted, exactly as before.
-            hits = eventually(
+            hits = wait_for(
                 lambda: memory.search(f"where is {ANN_PLACE}?", user_id="ann"),
-                lambda found: any(ANN_PLACE in h["memory"] for h in found),
+                "ann's memory in a search",
+                until=lambda found: any(ANN_PLACE in h["memory"] for h in found),
             )
             ann_memory = next(h for h in hits if ANN_PLACE in h["memory"])["memory_id"]
-            eventually(
+            wait_for(
                 lambda: memory.get_all(user_id="bob"),
-                lambda found: any(BOB_PLACE in m["memory"] for m in found),
+                "bob's memory",
+                until=lambda found: any(BOB_PLACE in m["memory"] for m in found),
             )
-            eventually(
+            wait_for(
                 lambda: memory.get_all(user_id="cy"),
-                lambda found: any(CY_PLACE in m["memory"] for m in found),
+                "cy's memory",
+                until=lambda found: any(CY_PLACE in m["memory"] for m in found),
             )
             assert any(
                 e["details"].get("content", "").find(ANN_PLACE) >= 0
                 for e in memory.history(ann_memory, user_id="ann")
             )
-            sessions = eventually(
+            sessions = wait_for(
                 lambda: asyncio.run(live_sessions(settings)),
-                lambda values: session_key("ann", "open") in values and session_key("cy", "open") in values,
+                "both open sessions in the table",
+                until=lambda values: session_key("ann", "open") in values and session_key("cy", "open") in values,
             )
             ann_open = sessions[session_key("ann", "open")]
             assert isinstance(ann_open, SessionState)
@@ -169,10 +173,15 @@ def test_content_is_sealed_everywhere_and_an_erased_user_never_comes_back(
             )
         )
 
-        eventually(lambda: projection.count("ann") + projection.count("cy"), lambda n: n == 0)
-        changelog = eventually(
+        wait_for(
+            lambda: projection.count("ann") + projection.count("cy"),
+            "the erased users' memories to go",
+            until=lambda n: n == 0,
+        )
+        changelog = wait_for(
             lambda: last_changelog_values(settings),
-            lambda values: all(
+            "tombstones for the erased users' sessions",
+            until=lambda values: all(
                 value is None for key, value in values.items() if key.startswith(("ann\x1f", "cy\x1f"))
             ),
         )
@@ -203,9 +212,10 @@ def test_content_is_sealed_everywhere_and_an_erased_user_never_comes_back(
         MemoryClient(settings) as memory,
     ):
         memory.add([{"role": "user", "content": "I live in Ostravik now."}], user_id="ann")
-        eventually(
+        wait_for(
             lambda: memory.get_all(user_id="ann"),
-            lambda found: any("Ostravik" in m["memory"] for m in found),
+            "the returning user's memory",
+            until=lambda found: any("Ostravik" in m["memory"] for m in found),
         )
         assert not any(ANN_PLACE in m["memory"] for m in memory.get_all(user_id="ann"))
 

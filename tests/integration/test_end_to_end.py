@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
 from chat import conversation
+from harness import wait_for
 
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
@@ -43,13 +43,14 @@ BOB = [
 def wait_for_memories(
     projection: MemoryProjection, expected: dict[str, set[str]], timeout_s: float = 90
 ) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        seen = {user: {r.session_id for r in projection.list_memories(user)} for user in expected}
-        if all(expected[user] <= seen[user] for user in expected):
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"memories did not arrive: expected sessions {expected}, saw {seen}")
+    """Wait until every user in ``expected`` has memories of each of its sessions."""
+    wait_for(
+        lambda: {user: {r.session_id for r in projection.list_memories(user)} for user in expected},
+        f"memories of the sessions {expected}",
+        timeout_s,
+        until=lambda seen: all(expected[user] <= seen[user] for user in expected),
+        interval_s=0.5,
+    )
 
 
 async def publish_raw(settings: Settings, records: list[tuple[bytes | None, bytes]]) -> None:

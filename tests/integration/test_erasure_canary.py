@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from chat import conversation
-from harness import archive_caught_up, cli, eventually, publish_unchecked, wait_for
+from harness import archive_caught_up, cli, publish_unchecked, wait_for
 
 from memstream.models.codec import InvalidEvent, decode_event
 from memstream.models.events import (
@@ -443,7 +443,7 @@ def test_no_canary_survives_an_erasure_anywhere(
             settings, conversation(USER, "back", [("user", "I live in Freshtown."), ("assistant", "Welcome back.")],
                                    start=START + timedelta(days=30))
         ))
-        back = eventually(lambda: mine(), lambda found: any("Freshtown" in m.content for m in found))
+        back = wait_for(lambda: mine(), "the returning user's memory", until=lambda found: any("Freshtown" in m.content for m in found))
         with MemoryClient(settings) as client:
             assert all(client.history(m.memory_id, user_id=USER) for m in back)
         wait_for(lambda: archive_caught_up(settings), "the archive to hold the returning user")

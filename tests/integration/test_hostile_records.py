@@ -22,7 +22,7 @@ from aiokafka.producer import message_accumulator
 from aiokafka.producer import producer as aiokafka_producer
 from aiokafka.record.default_records import _DefaultRecordBatchBuilderPy
 from fuzz import RawHeaderKey, draw_many, is_rejected, record_of
-from harness import eventually, wait_for
+from harness import wait_for
 from hypothesis import strategies as st
 
 from memstream.models.codec import EventLimits, encode_event
@@ -144,7 +144,7 @@ def test_generated_hostile_records_between_valid_sessions_never_stop_a_partition
                  f"{len(expected_dead)} dead letters", timeout_s=120)
         assert worker_healthy(settings_)
         # Every agent and task still runs: none crashed, none restarting or retrying.
-        readiness = eventually(lambda: worker_readiness(settings_), lambda r: r["ready"], 60)
+        readiness = wait_for(lambda: worker_readiness(settings_), "the worker to be ready", 60, until=lambda r: r["ready"])
         assert all(c["restarts"] == 0 for c in readiness["components"].values()), readiness
         assert not worker.exited() and worker.pid == pid, "the worker restarted"
     finally:

@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 
 import pytest
 from chat import conversation
-from harness import open_sessions
+from harness import open_sessions, wait_for
 
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
@@ -87,14 +87,10 @@ def world(tmp_path_factory: pytest.TempPathFactory, broker_address: str, broker_
     for user, turns in VICTIMS.items():
         asyncio.run(publish_events(settings, conversation(user, "trip", turns)))
         asyncio.run(publish_events(settings, conversation(user, "open", turns[:1], close=False)))
-    deadline = time.monotonic() + 90
-    while not all(projection.list_memories(u) for u in VICTIMS):
-        assert time.monotonic() < deadline, "no memories"
-        time.sleep(0.5)
-    deadline = time.monotonic() + 60
-    while len(open_sessions(settings, VICTIMS)) < len(VICTIMS):
-        assert time.monotonic() < deadline, "no open sessions"
-        time.sleep(0.5)
+    wait_for(lambda: all(projection.list_memories(u) for u in VICTIMS), "the victims' memories", 90)
+    wait_for(
+        lambda: len(open_sessions(settings, VICTIMS)) >= len(VICTIMS), "the victims' open sessions", 60
+    )
     yield settings, projection
     worker.stop()
 
@@ -184,10 +180,7 @@ def test_reports_and_sql_hold_nothing_of_other_users_for_hostile_ids(world: Any)
         return int(run_sql(settings, query, Scope(user_id=user)).column("n")[0].as_py())
 
     # The worker's archive sink flushes every couple of seconds.
-    deadline = time.monotonic() + 60
-    while not (archived("ann") and archived("bob")):
-        assert time.monotonic() < deadline, "the archive holds nothing of the victims"
-        time.sleep(0.5)
+    wait_for(lambda: archived("ann") and archived("bob"), "the archive to hold the victims' events", 60)
     assert run_report(settings, "growth", Scope(user_id="ann")).table.num_rows > 0
     # Every third id (each kind of the list is there): 17 DuckDB connections per id, and the
     # id only ever reaches the SQL as a bound parameter; the client and the CLI get all 100.

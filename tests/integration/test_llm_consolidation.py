@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from chat import conversation
-from harness import wait_for
+from harness import group_caught_up, wait_for
 from llm_server import Reply, ScriptedServer, completion
 from sealed import topic_events
 
@@ -85,7 +85,17 @@ def test_a_reply_that_never_validates_is_recorded_dead_lettered_and_retried(
         with WorkerProcess(settings, log_path=tmp_path / "worker.log"):
             asyncio.run(publish_events(settings, conversation("ann", "s", TURNS)))
             wait_for(lambda: sum(isinstance(e, ExtractionFailure) for e in memory_events(settings)) == 2)
-            time.sleep(1.5)  # no third attempt: the span has used its two
+            # No third attempt: the span has used its two. A retry goes out from a timer
+            # llm_retry_delay_s (0.5 s) after a failure, so give a third one that long three
+            # times over, then wait until the workers have committed everything in the log:
+            # a retry sent by then would have been extracted (and failed) already.
+            second_failure = time.monotonic()
+            topics = Topics.from_settings(settings)
+            wait_for(
+                lambda: time.monotonic() - second_failure > 3 * settings.llm_retry_delay_s
+                and group_caught_up(settings, [topics.chat, topics.consolidation]),
+                "the workers to commit every chat and consolidation record",
+            )
             failures = [e for e in memory_events(settings) if isinstance(e, ExtractionFailure)]
     finally:
         server.stop()

@@ -125,7 +125,16 @@ def workload(settings: Settings, users: list[str], tmp_path: Path) -> MemoryProj
                  "the deletion")
         wait_for(lambda: any(m.access_count for m in projection.list_memories(users[1])),
                  "the client's access event")
-        time.sleep(2.0)  # let the keeper's last scans publish what they found
+
+        def nothing_left_to_decide() -> bool:
+            # Every short-term memory but the episodes expires (a 4 s TTL): once none is
+            # active, and none is due a promotion, the keeper publishes nothing more.
+            return not [
+                m for m in everything(projection, users)
+                if m.tier == "short_term" and m.memory_type != "episode" and m.status == "active"
+            ] and not projection.promotion_due(settings.promote_after_retrievals)
+
+        wait_for(nothing_left_to_decide, "the keeper to have expired or promoted every memory")
         wait_until_projected(settings, projection)
     return projection
 
@@ -168,16 +177,22 @@ def test_a_replay_swaps_in_while_the_worker_runs_and_the_projector_follows(
     settings_factory: SettingsFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    settings = settings_factory(web_port=free_port())
+    settings = settings_factory(web_port=free_port(), log_level="info")  # logs the swap
     projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
-    with WorkerProcess(settings, log_path=tmp_path / "worker.log"):
+    log = tmp_path / "worker.log"
+    with WorkerProcess(settings, log_path=log):
         asyncio.run(publish_events(settings, conversation("ann", "trip", TRIP)))
         wait_for(lambda: projection.list_memories("ann"), "memories")
-        time.sleep(1.0)
+        wait_until_projected(settings, projection)
         assert cli(settings, monkeypatch, "replay", "--projection", "memories") == 0
         assert "swapped in" in capsys.readouterr().out
         new_table = live_name(settings.lancedb_dir, "memories", "memories")
-        time.sleep(1.5)  # the projector looks at the pointer every second
+        # The projector looks at the pointer every second and says when it follows it.
+        wait_for(
+            lambda: f"a replay swapped in table {new_table!r}" in log.read_text(errors="replace"),
+            "the projector to follow the pointer",
+            30,
+        )
         asyncio.run(publish_events(settings, conversation("bob", "trip", TRIP)))
         follower = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings), new_table)
         wait_for(lambda: follower.list_memories("bob"), "bob's memories in the swapped-in table")
@@ -213,7 +228,7 @@ def test_reextract_writes_a_versioned_table_and_leaves_the_live_one_alone(
     with WorkerProcess(settings, log_path=tmp_path / "worker.log"):
         asyncio.run(publish_events(settings, events))
         wait_for(lambda: projection.list_memories("ann"), "memories")
-        time.sleep(1.0)
+        wait_until_projected(settings, projection)
     before = memories_fingerprint(projection)
     body = {
         "preferences": [{"content": "Prefers walking tours to bus tours", "importance": 0.85,

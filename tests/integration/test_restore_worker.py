@@ -9,7 +9,6 @@ extract the old transcripts again, and must hold the open sessions it held befor
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any
 from aiokafka import TopicPartition
 from aiokafka.partitioner import DefaultPartitioner
 from chat import conversation
-from harness import committed_offsets, wait_for
+from harness import committed_offsets, group_caught_up, wait_for
 from harness import open_sessions as open_sessions_of
 
 from memstream.models.codec import decode_event
@@ -179,11 +178,14 @@ def test_a_worker_on_a_restored_broker_carries_on_from_its_committed_offsets(
             wait_for(
                 lambda: open_sessions(restored) == sessions_before, "the open session's state"
             )
-            time.sleep(3)  # ...and a few seconds of running consolidate nothing again.
-            assert log_ends(restored) == ends_before
+            assert log_ends(restored) == ends_before  # ...and recovering wrote nothing.
 
             asyncio.run(publish_events(restored, closing))
             wait_for(lambda: memories_of({(OPEN, "open")}), "the open session's memories")
+            # The closing is the marker: once the group has committed it and what it led
+            # to, whatever the restored worker consolidated again is in the log as well.
+            wait_for(lambda: group_caught_up(restored, [topics.chat, topics.consolidation]),
+                     "the restored worker to commit the whole log")
             new_requests = events_since(restored, topics.consolidation, ends_before)
             new_memory_events = events_since(restored, topics.memories, ends_before)
             wait_for(

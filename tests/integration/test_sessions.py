@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -199,12 +198,13 @@ def test_state_after_kill_9_mid_stream_equals_the_crash_free_fold(settings_facto
             publisher.start()
             # Killed as soon as it folds this round's first events; before that it recovered
             # its table from the changelog while this loop read its sessions.
-            deadline = time.monotonic() + 90
-            seen: list[int] = []
-            while not any(n >= r * 1000 for n in seen):
-                assert time.monotonic() < deadline, f"the worker never folded round {r}"
-                time.sleep(0.02)
-                seen = folded_up_to(settings, users) or []
+            seen: list[int] = wait_for(
+                lambda: folded_up_to(settings, users) or [],
+                f"the worker to fold round {r}",
+                90,
+                until=lambda folded, r=r: any(n >= r * 1000 for n in folded),
+                interval_s=0.02,
+            )
             worker.kill()
             mid_stream.append(publisher.is_alive() or len(seen) < len(users) or min(seen) < r * 1000 + 149)
             publisher.join()

@@ -24,6 +24,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
+from harness import wait_for, wait_for_async
 
 from memstream.models.settings import Settings
 from memstream.streams.runtime import tansu
@@ -135,11 +136,17 @@ async def _join(bootstrap: str, topic: str, group: str) -> tuple[float, AIOKafka
     )
     started = time.monotonic()
     await consumer.start()
-    while not consumer.assignment():
-        if time.monotonic() - started > 30:
-            await consumer.stop()
-            pytest.fail("the member got no partitions within 30 s")
-        await consumer.getmany(timeout_ms=100)
+
+    async def assigned() -> set[TopicPartition]:
+        if not consumer.assignment():
+            await consumer.getmany(timeout_ms=100)  # the pause between two looks
+        return consumer.assignment()
+
+    try:
+        await wait_for_async(assigned, "the member to get partitions", 30, interval_s=0)
+    except AssertionError:
+        await consumer.stop()
+        pytest.fail("the member got no partitions within 30 s")
     return time.monotonic() - started, consumer
 
 
@@ -265,18 +272,24 @@ def _wait_for_state(
     timeout: float,
 ) -> dict[str, int]:
     """Poll the worker's state file until ``ok(state)`` holds; fail with the log if not."""
-    deadline = time.monotonic() + timeout
-    counts: dict[str, int] = {}
-    while time.monotonic() < deadline:
+    last: dict[str, int] = {}
+
+    def counts() -> dict[str, int] | None:
+        nonlocal last
         if worker.poll() is not None:
-            break
-        if state.exists():
-            counts = json.loads(state.read_text())
-            if ok(counts):
-                return counts
-        time.sleep(0.1)
-    tail = log.read_text(errors="replace")[-3000:]
-    pytest.fail(f"worker never {done} (last state {counts}, exit {worker.poll()}):\n{tail}")
+            raise AssertionError(f"the worker exited with {worker.poll()}")
+        if not state.exists():
+            return None
+        last = json.loads(state.read_text())
+        return last
+
+    try:
+        return wait_for(
+            counts, f"the worker to have {done}", timeout, until=lambda c: c is not None and ok(c), interval_s=0.1
+        )
+    except AssertionError:
+        tail = log.read_text(errors="replace")[-3000:]
+        pytest.fail(f"worker never {done} (last state {last}, exit {worker.poll()}):\n{tail}")
 
 
 async def _produce_events(bootstrap: str, topic: str, keys: list[bytes]) -> None:

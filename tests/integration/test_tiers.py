@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import shutil
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,7 +12,7 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from chat import conversation
-from harness import wait_for
+from harness import wait_for, wait_for_async
 from sealed import topic_events as sealed_topic_events
 
 import memstream.streams.projector.memories as projector_module
@@ -89,12 +88,13 @@ async def replay(settings: Settings, done: Callable[[MemoryProjection], bool]) -
     stop = asyncio.Event()
     projector = asyncio.create_task(run_memory_projector(settings, stop, tiers=False))
     projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
-    deadline = time.monotonic() + 90
+
+    async def caught_up() -> bool:
+        assert not projector.done(), projector
+        return await asyncio.to_thread(done, projection)
+
     try:
-        while not await asyncio.to_thread(done, projection):
-            assert time.monotonic() < deadline, "the replay did not catch up"
-            assert not projector.done(), projector
-            await asyncio.sleep(0.3)
+        await wait_for_async(caught_up, "the replay to catch up", 90)
     finally:
         stop.set()
         await asyncio.wait_for(projector, 30)
@@ -132,10 +132,24 @@ def test_a_memory_retrieved_three_times_is_promoted(
         assert promoted.access_count == 3 and promoted.status == "active"
         assert promoted.learned_at is not None
         assert abs(promoted.learned_at - datetime.now(UTC)) < timedelta(minutes=5)
-        time.sleep(1.0)  # the worker keeps running: nothing is published twice
+        # The worker keeps running: nothing is published twice. A promotion of bob's,
+        # retrieved after ann's promotion was projected, proves a later scan of the keeper.
+        asyncio.run(publish_events(settings, conversation("bob", "trip", TRIP)))
+        marker = wait_for(
+            lambda: [m for m in projection.list_memories("bob") if m.tier == "short_term"],
+            "bob's short-term memories",
+        )[0].memory_id
+        asyncio.run(publish_to(
+            settings, Topics.from_settings(settings).accesses, [retrieval(i, "bob", marker) for i in range(3)]
+        ))
+        wait_for(
+            lambda: (projection.get("bob", marker) or short[0]).tier == "long_term",
+            "the marker's promotion",
+        )
         before = state(projection.list_memories("ann", include_inactive=True))
     events = topic_events(settings)
-    promotions = [e for e in events if isinstance(e, MemoryPromoted)]
+    promotions = [e for e in events if isinstance(e, MemoryPromoted) and e.user_id == "ann"]
+    assert [e.memory_id for e in events if isinstance(e, MemoryPromoted) and e.user_id != "ann"] == [marker]
     assert [(e.memory_id, e.event_id) for e in promotions] == [
         (target, derived_id(target, "promote"))
     ]
@@ -176,7 +190,13 @@ def test_the_ttl_expires_short_term_memories_but_never_episodes(
             return [m for m in listed if m.status == "expired"]
 
         wait_for(expired, "an expiry")
-        time.sleep(3.0)  # several TTLs and scans more: episodes must still be there
+        # Several TTLs and scans more, episodes must still be there: bob's session, sent
+        # now, is the marker; once his memories expire the keeper has scanned past that.
+        asyncio.run(publish_events(settings, conversation("bob", "trip", TRIP)))
+        wait_for(
+            lambda: [m for m in projection.list_memories("bob", include_inactive=True) if m.status == "expired"],
+            "the marker session's expiry",
+        )
         memories = projection.list_memories("ann", include_inactive=True)
     episodes = [m for m in memories if m.memory_type == "episode"]
     assert episodes and all(m.status == "active" and m.tier == "short_term" for m in episodes)
@@ -184,7 +204,7 @@ def test_the_ttl_expires_short_term_memories_but_never_episodes(
     assert short and all(m.status == "expired" for m in short)
     long_term = [m for m in memories if m.tier == "long_term"]
     assert long_term and all(m.status == "active" for m in long_term)
-    expiries = [e for e in topic_events(settings) if isinstance(e, MemoryExpired)]
+    expiries = [e for e in topic_events(settings) if isinstance(e, MemoryExpired) and e.user_id == "ann"]
     assert sorted(e.memory_id for e in expiries) == sorted(m.memory_id for m in short)
     assert all(e.event_id == derived_id(e.memory_id, "expire") for e in expiries)
     # Expired memories leave the current view; the episodes answer instead.

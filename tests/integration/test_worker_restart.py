@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 from typing import Any
 
 from chat import conversation
 from harness import open_sessions as open_sessions_of
+from harness import wait_for
 
 from memstream.models.settings import Settings
 from memstream.streams.runtime.broker import free_port
@@ -35,16 +35,16 @@ def sessions(settings: Settings) -> dict[str, Any]:
     return {f"{s['user_id']}/{s['session_id']}": s for s in found}
 
 
-def wait_for(
+def wait_for_counts(
     settings: Settings, message_counts: dict[str, int], timeout_s: float = 60
 ) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        state = sessions(settings)
-        if {k: s["message_count"] for k, s in state.items()} == message_counts:
-            return state
-        time.sleep(0.3)
-    raise AssertionError(f"sessions did not reach {message_counts}: {sessions(settings)}")
+    """The sessions once their message counts are ``message_counts``."""
+    return wait_for(
+        lambda: sessions(settings),
+        f"the sessions to reach {message_counts}",
+        timeout_s,
+        until=lambda state: {k: s["message_count"] for k, s in state.items()} == message_counts,
+    )
 
 
 def test_session_table_comes_back_exactly_after_restarts(settings_factory, tmp_path: Path) -> None:
@@ -58,14 +58,14 @@ def test_session_table_comes_back_exactly_after_restarts(settings_factory, tmp_p
             for u, user in enumerate(USERS):
                 key = f"{user}/s{u % 3}"
                 counts[key] = counts.get(key, 0) + 20 + 7 * u
-            before = wait_for(settings, counts)
+            before = wait_for_counts(settings, counts)
             if stop == "sigterm":
                 assert worker.stop() == 0
             else:
                 worker.kill()
             worker.start()
             # Lost or doubled updates show up as counts that never match; then compare it all.
-            after = wait_for(settings, counts)
+            after = wait_for_counts(settings, counts)
             assert after == before, f"round {round_}: state changed across a {stop} restart"
     finally:
         worker.stop()

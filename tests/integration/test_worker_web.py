@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -15,7 +14,7 @@ from urllib.parse import urlencode
 
 import pytest
 from chat import conversation
-from harness import cli, eventually, fetch_routed, wait_for
+from harness import cli, fetch_routed, wait_for
 from pydantic import SecretStr
 
 from memstream.models.settings import Settings
@@ -114,7 +113,9 @@ def test_a_routed_request_carries_the_token_to_the_worker_that_owns_the_user(
         assert "MEMSTREAM_WEB_TOKEN" in capsys.readouterr().err
         # Both workers run everything they were given: each is ready.
         for worker in (one, two):
-            readiness = eventually(lambda w=worker: worker_readiness(w), lambda r: r["ready"])
+            readiness = wait_for(
+                lambda w=worker: worker_readiness(w), "the worker to be ready", until=lambda r: r["ready"]
+            )
             assert {n: c["state"] for n, c in readiness["components"].items()} == {
                 "app": "running", "sessions": "running", "idle-scan": "running"
             }
@@ -124,14 +125,16 @@ def test_ready_names_a_projector_that_cannot_work_while_health_still_answers(
     settings_factory: Any, tmp_path: Path
 ) -> None:
     settings = settings_factory(
-        web_port=free_port(), web_token=TOKEN, roles="sessions,projector", session_scan_interval_s=0.5
+        web_port=free_port(), web_token=TOKEN, roles="sessions,projector", session_scan_interval_s=0.5,
+        log_level="info",  # the projector logs each attempt at the lock
     )
+    log = tmp_path / "worker.log"
     # Another process holds the projector's writer lock on this data directory: the
     # worker's projector waits for it and projects nothing.
     lock = WriterLock(settings.lancedb_dir / ".projector.lock")
     assert lock.try_acquire()
     try:
-        with WorkerProcess(settings, log_path=tmp_path / "worker.log"):
+        with WorkerProcess(settings, log_path=log):
 
             def the_rest_runs() -> dict[str, Any] | None:
                 found = worker_readiness(settings)
@@ -139,18 +142,24 @@ def test_ready_names_a_projector_that_cannot_work_while_health_still_answers(
                 others = {n: s for n, s in states.items() if n != "projector"}
                 return found if set(others.values()) == {"running"} else None
 
-            found = wait_for(the_rest_runs, "the worker's other components to run")
-            deadline = time.monotonic() + 6  # longer than the projector's 5 s lock retry
-            while time.monotonic() < deadline:
+            wait_for(the_rest_runs, "the worker's other components to run")
+
+            def waited_twice_for_the_lock() -> bool:
+                # Not ready at any point until the projector has tried the lock again (it
+                # retries every 5 s) and found it still held.
                 status, found = get(settings, "/ready/")
                 assert status == 503 and found["ready"] is False, found
                 projector = found["components"]["projector"]
                 assert projector["state"] == "starting", projector
                 assert projector["reason"] == "has not caught up with the log since it started"
                 assert worker_healthy(settings)  # the process answers all the same
-                time.sleep(0.5)
+                return log.read_text(errors="replace").count("another process writes") >= 2
+
+            wait_for(waited_twice_for_the_lock, "the projector to find the lock held twice", 60, interval_s=0.5)
             lock.release()
-            ready = eventually(lambda: worker_readiness(settings), lambda r: r["ready"], 90)
+            ready = wait_for(
+                lambda: worker_readiness(settings), "the projector to run", 90, until=lambda r: r["ready"]
+            )
             assert ready["components"]["projector"]["state"] == "running"
             assert get(settings, "/ready/")[0] == 200
     finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -31,10 +32,12 @@ def test_a_stop_during_a_flush_writes_the_batch_once_and_the_final_flush_does_no
     settings = Settings(data_dir=tmp_path, topic_prefix="t")
     real_write = archive_sink._write_batch
     calls: list[int] = []
+    writing = threading.Event()
 
     def slow_write(*args: Any) -> None:
         calls.append(1)
-        time.sleep(0.3)  # the thread goes on after its task is cancelled
+        writing.set()
+        time.sleep(0.3)  # a slow write: the thread goes on after its task is cancelled
         real_write(*args)
 
     monkeypatch.setattr(archive_sink, "_write_batch", slow_write)
@@ -46,8 +49,8 @@ def test_a_stop_during_a_flush_writes_the_batch_once_and_the_final_flush_does_no
 
     async def stop_mid_flush() -> None:
         flush = asyncio.create_task(sink._flush())
-        await asyncio.sleep(0.05)
-        flush.cancel()
+        assert await asyncio.to_thread(writing.wait, 10), "the flush never started writing"
+        flush.cancel()  # mid-write
         with pytest.raises(asyncio.CancelledError):
             await flush
         # What run_archive_sink does on a cancellation: flush what is left.
