@@ -204,8 +204,12 @@ def _unit_back(today: date, unit: str, count: int) -> tuple[date, str]:
     return first, str(first.year)
 
 
-def truncate(text: str, limit: int) -> str:
-    """``text`` cut to at most ``limit`` characters, at a word boundary when one is near.
+def truncate(
+    text: str, limit: int, *, keep_share: float = 0.6, trailing: str | None = " ,;:"
+) -> str:
+    """``text`` cut to at most ``limit`` characters, ending with an ellipsis: at the last
+    word boundary if that keeps more than ``keep_share`` of the limit, with ``trailing``
+    characters (None: whitespace) stripped before the ellipsis.
 
     Examples
     --------
@@ -216,6 +220,6 @@ def truncate(text: str, limit: int) -> str:
         return text
     cut = text[: limit - 1]
     space = cut.rfind(" ")
-    if space > limit * 0.6:
+    if space > limit * keep_share:
         cut = cut[:space]
-    return cut.rstrip(" ,;:") + "…"
+    return cut.rstrip(trailing) + "…"

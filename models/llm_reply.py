@@ -24,6 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from memstream.models.conversation import truncate
 from memstream.models.events import MemoryCandidate, MemoryType, TranscriptMessage
 from memstream.models.extraction import (
     MAX_ANALYSED_CHARS,
@@ -326,14 +327,8 @@ def _content_limit(memory_type: MemoryType) -> int:
 
 
 def _cut(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters at a word boundary, ending with an ellipsis."""
-    if len(text) <= limit:
-        return text
-    cut = text[: limit - 1]
-    space = cut.rfind(" ")
-    if space > limit // 2:
-        cut = cut[:space]
-    return cut.rstrip() + "…"
+    """``text`` cut to ``limit`` characters at a word boundary past half of it."""
+    return truncate(text, limit, keep_share=0.5, trailing=None)
 
 
 def shorten(text: str) -> str:
