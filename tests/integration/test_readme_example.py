@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from harness import eventually
+from harness import wait_for
 
 from memstream.models.settings import Settings
 from memstream.streams.client import MemoryClient
@@ -73,7 +73,8 @@ def test_the_readme_client_example_runs_as_written(
 
         # The example ends by deleting its best hit: the worker projects the deletion.
         with MemoryClient(settings) as memory:
-            eventually(
+            wait_for(
                 lambda: memory.get_all(user_id="ann", include_inactive=True),
-                lambda found: any(m["status"] == "deleted" for m in found),
+                "the example's deletion projected",
+                until=lambda found: any(m["status"] == "deleted" for m in found),
             )
