@@ -56,15 +56,6 @@ class Settings(BaseSettings):
     #: <token>`` (at least 16 printable ASCII characters); clients send it from here.
     web_token: SecretStr | None = None
     log_level: str = "warning"
-
-    # --- HTTP API (memstream serve) --------------------------------------------------------
-    #: ``memstream serve`` listens here.
-    api_host: str = "127.0.0.1"
-    api_port: int = Field(8080, ge=1, le=65535)
-    #: The API keys (TOML, or JSON when the name ends in ``.json``): each key's sha256, the
-    #: tenant it is bound to, optionally its users and read-only. None: ``api_keys.toml`` in
-    #: the data directory (see :attr:`api_keys_path`).
-    api_keys_file: Path | None = None
     max_event_bytes: int = Field(1_000_000, ge=1024)
     #: The largest record the worker's producer sends (a session's state in the changelog,
     #: a consolidation request, an extraction); a Kafka broker must accept records this
@@ -84,6 +75,15 @@ class Settings(BaseSettings):
     #: Tune glibc for a long-running worker (2 arenas, a fixed 128 KiB mmap threshold) and
     #: make pyarrow allocate with malloc (see memstream.projections.allocator).
     tune_malloc: bool = True
+
+    # --- HTTP API (memstream serve) -----------------------------------------------------
+    #: ``memstream serve`` listens here.
+    api_host: str = "127.0.0.1"
+    api_port: int = Field(8080, ge=1, le=65535)
+    #: The API keys (TOML, or JSON when the name ends in ``.json``): each key's sha256, the
+    #: tenant it is bound to, optionally its users and read-only. None: ``api_keys.toml`` in
+    #: the data directory (see :attr:`api_keys_path`).
+    api_keys_file: Path | None = None
 
     # --- short-term memory --------------------------------------------------------------
     max_messages: int = Field(50, ge=2)
