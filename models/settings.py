@@ -76,6 +76,15 @@ class Settings(BaseSettings):
     #: make pyarrow allocate with malloc (see memstream.projections.allocator).
     tune_malloc: bool = True
 
+    # --- HTTP API (memstream serve) -----------------------------------------------------
+    #: ``memstream serve`` listens here.
+    api_host: str = "127.0.0.1"
+    api_port: int = Field(8080, ge=1, le=65535)
+    #: The API keys (TOML, or JSON when the name ends in ``.json``): each key's sha256, the
+    #: tenant it is bound to, optionally its users and read-only. None: ``api_keys.toml`` in
+    #: the data directory (see :attr:`api_keys_path`).
+    api_keys_file: Path | None = None
+
     # --- short-term memory --------------------------------------------------------------
     max_messages: int = Field(50, ge=2)
     max_tokens: int = Field(100_000, ge=1)
@@ -231,6 +240,11 @@ class Settings(BaseSettings):
         """Directory of the per-user content keys (one file per key; see
         :class:`memstream.streams.runtime.keys.FileKeyStore`). Clients and workers must share it."""
         return self.data_dir / "keys"
+
+    @property
+    def api_keys_path(self) -> Path:
+        """The API key file of ``memstream serve`` and ``memstream api-key add``."""
+        return self.api_keys_file or self.data_dir / "api_keys.toml"
 
     @property
     def faust_dir(self) -> Path:

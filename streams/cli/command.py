@@ -23,6 +23,7 @@ from memstream.streams.cli.memories import (
 )
 from memstream.streams.cli.reports import cmd_report, cmd_sql
 from memstream.streams.cli.running import cmd_broker, cmd_demo, cmd_publish, cmd_schema, cmd_worker
+from memstream.streams.cli.serving import add_serve_commands
 from memstream.streams.service.container import Container
 
 #: What a command runs: its arguments and the process's container; the exit status.
@@ -216,6 +217,8 @@ def build_parser() -> argparse.ArgumentParser:
     sql.add_argument("query", help="one SELECT (or WITH ... SELECT) statement")
     analytics_options(sql)
     sql.set_defaults(run=cmd_sql)
+
+    add_serve_commands(commands)
 
     commands.add_parser("demo", help=cmd_demo.__doc__).set_defaults(run=cmd_demo)
     return parser
