@@ -31,3 +31,10 @@ def test_wheel_installs_only_the_memstream_package_with_its_assets(tmp_path: Pat
     assert sources - set(names) == set(), "modules missing from the wheel (pyproject packages)"
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "memstream = memstream.streams.cli.command:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+
+
+def test_no_two_test_modules_share_a_name() -> None:
+    """pytest imports test modules by their base name (the folders have no __init__): a
+    second ``test_x.py`` elsewhere fails the whole run at collection."""
+    names = [path.name for path in (ROOT / "tests").rglob("test_*.py")]
+    assert sorted({name for name in names if names.count(name) > 1}) == []
