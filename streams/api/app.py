@@ -29,15 +29,13 @@ from memstream.streams.api.schemas import (
     DeleteAllResponse,
     DeleteResponse,
     Health,
-    HistoryEntryOut,
     HistoryResponse,
-    MemoryHitOut,
     MemoryListResponse,
-    MemoryOut,
     SearchRequest,
     SearchResponse,
 )
 from memstream.streams.service.app import Service
+from memstream.streams.service.results import MemoryDict
 
 __all__ = ["create_api"]
 
@@ -202,8 +200,7 @@ def create_api(service: Service, keys: KeyFile) -> FastAPI:
             )
         except (ValueError, TypeError) as exc:
             raise _unprocessable(exc, user_id, body.user_id) from None
-        results = [MemoryHitOut.model_validate(hit) for hit in hits]
-        return SearchResponse(user_id=body.user_id, results=results)
+        return SearchResponse(user_id=body.user_id, results=list(hits))
 
     @api.get("/v1/memories", tags=["memories"], responses=_ERRORS)
     async def get_all(
@@ -213,8 +210,7 @@ def create_api(service: Service, keys: KeyFile) -> FastAPI:
         found = await memories.get_all(
             user_id=_user(key, user_id), include_inactive=include_inactive
         )
-        results = [MemoryOut.model_validate(memory) for memory in found]
-        return MemoryListResponse(user_id=user_id, results=results)
+        return MemoryListResponse(user_id=user_id, results=list(found))
 
     @api.delete("/v1/memories", status_code=202, tags=["memories"], responses=_ERRORS)
     async def delete_all(key: Caller, user_id: UserQuery) -> DeleteAllResponse:
@@ -235,16 +231,15 @@ def create_api(service: Service, keys: KeyFile) -> FastAPI:
         if not entries:
             # Every memory has its memory_added: none means unknown, or not this user's.
             raise HTTPException(404, _NO_MEMORY["detail"])
-        results = [HistoryEntryOut.model_validate(entry) for entry in entries]
-        return HistoryResponse(user_id=user_id, memory_id=memory_id, results=results)
+        return HistoryResponse(user_id=user_id, memory_id=memory_id, results=list(entries))
 
     @api.get("/v1/memories/{memory_id:path}", tags=["memories"], responses=not_found)
-    async def get(memory_id: MemoryIdPath, key: Caller, user_id: UserQuery) -> MemoryOut:
+    async def get(memory_id: MemoryIdPath, key: Caller, user_id: UserQuery) -> MemoryDict:
         """One of the user's memories, whatever its status."""
         memory = await memories.get(memory_id, user_id=_user(key, user_id))
         if memory is None:
             raise HTTPException(404, _NO_MEMORY["detail"])
-        return MemoryOut.model_validate(memory)
+        return memory
 
     @api.delete(
         "/v1/memories/{memory_id:path}", status_code=202, tags=["memories"], responses=not_found

@@ -3,12 +3,13 @@ service's plain shapes (:mod:`memstream.streams.service.results`) with the calle
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from memstream.models.events import Identifier, MemoryType, Role
 from memstream.projections.retrieval import MAX_CANDIDATES
+from memstream.streams.service.results import HistoryEntry, MemoryDict, MemoryHitDict
 
 __all__ = [
     "AddRequest",
@@ -16,11 +17,8 @@ __all__ = [
     "DeleteAllResponse",
     "DeleteResponse",
     "Health",
-    "HistoryEntryOut",
     "HistoryResponse",
-    "MemoryHitOut",
     "MemoryListResponse",
-    "MemoryOut",
     "MessageIn",
     "SearchFiltersIn",
     "SearchRequest",
@@ -90,67 +88,18 @@ class SearchRequest(_Request):
     as_of: AwareDatetime | None = None
 
 
-class MemoryHitOut(BaseModel):
-    """A search hit: ``score`` (0..1) is the rank score, ``relevance``, ``similarity`` and
-    ``words`` its parts; ``context`` the conversation an episode came from."""
-
-    memory_id: str
-    memory: str
-    type: str
-    score: float
-    relevance: float
-    similarity: float
-    words: float
-    importance: float
-    created_at: str
-    session_id: str
-    source_event_ids: list[str]
-    context: str
-
-
 class SearchResponse(BaseModel):
     """The hits, best first."""
 
     user_id: str
-    results: list[MemoryHitOut]
-
-
-class MemoryOut(BaseModel):
-    """One memory as the projection holds it."""
-
-    memory_id: str
-    memory: str
-    type: str
-    importance: float
-    created_at: str
-    session_id: str
-    source_event_ids: list[str]
-    status: str
-    superseded_by: str | None
-    tier: str
-    entities: list[str]
-    reinforcement_count: int
-    access_count: int
+    results: list[MemoryHitDict]
 
 
 class MemoryListResponse(BaseModel):
     """A user's memories, newest first."""
 
     user_id: str
-    results: list[MemoryOut]
-
-
-class HistoryEntryOut(BaseModel):
-    """One step in a memory's life: an event of the memories topic and its place in the log."""
-
-    event_id: str
-    type: str
-    occurred_at: str
-    memory_id: str
-    source_event_ids: list[str]
-    details: dict[str, Any]
-    partition: int
-    offset: int
+    results: list[MemoryDict]
 
 
 class HistoryResponse(BaseModel):
@@ -158,7 +107,7 @@ class HistoryResponse(BaseModel):
 
     user_id: str
     memory_id: str
-    results: list[HistoryEntryOut]
+    results: list[HistoryEntry]
 
 
 class DeleteResponse(BaseModel):

@@ -7,7 +7,10 @@ entry is one event of the memories topic with its place in the log.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypedDict, cast, get_args
+from typing import Any, cast, get_args
+
+# pydantic (the HTTP API's answers) takes typing_extensions' TypedDict before Python 3.12.
+from typing_extensions import TypedDict
 
 from memstream.models.events import (
     Event,
