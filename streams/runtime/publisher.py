@@ -246,8 +246,9 @@ class KafkaPublisher:
         sent = []
         for future, (_, _, _, event) in zip(futures, records, strict=True):
             metadata = await future
-            stamp = metadata.timestamp if metadata.timestamp is not None else None
-            sent.append(Sent(metadata.topic, metadata.partition, metadata.offset, stamp, event))
+            sent.append(
+                Sent(metadata.topic, metadata.partition, metadata.offset, metadata.timestamp, event)
+            )
         return sent
 
     async def _started(self) -> Any:

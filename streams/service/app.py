@@ -4,13 +4,18 @@
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 from memstream.models.settings import Settings
+from memstream.streams.runtime.keys import KeyStore
+from memstream.streams.runtime.publisher import EventPublisher
 from memstream.streams.service.container import Container
 from memstream.streams.service.memories import MemoryService
 from memstream.streams.service.reports import ReportService
 from memstream.streams.service.sessions import SessionService
+
+if TYPE_CHECKING:
+    from memstream.projections.memories import MemoryIndex
 
 __all__ = ["Service"]
 
@@ -34,10 +39,16 @@ class Service:
         self.reports = ReportService(container.settings)
 
     @classmethod
-    def from_settings(cls, settings: Settings, **parts: object) -> Service:
-        """A service over a new container of ``settings`` (``parts``: see
-        :class:`Container`)."""
-        return cls(Container(settings, **parts))  # type: ignore[arg-type]
+    def from_settings(
+        cls,
+        settings: Settings,
+        *,
+        keys: KeyStore | None = None,
+        projection: MemoryIndex | None = None,
+        publisher: EventPublisher | None = None,
+    ) -> Service:
+        """A service over a new container of ``settings`` (the parts: see :class:`Container`)."""
+        return cls(Container(settings, keys=keys, projection=projection, publisher=publisher))
 
     async def __aenter__(self) -> Self:
         return self

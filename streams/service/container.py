@@ -9,10 +9,8 @@ and shared by every call after.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from memstream.models.settings import Settings
 from memstream.models.topics import Topics
@@ -24,7 +22,6 @@ if TYPE_CHECKING:
     # loads LanceDB or the model.
     from memstream.projections.embedder import Embedder
     from memstream.projections.memories import MemoryIndex, MemoryProjection
-    from memstream.projections.retrieval import Retriever
 
 __all__ = ["Container"]
 
@@ -97,14 +94,6 @@ class Container:
         if table is not None and not projection.exists():
             raise LookupError(f"no memory table {table!r} in {self.settings.lancedb_dir}")
         return projection
-
-    def retriever(self, clock: Callable[[], datetime] | None = None, **options: Any) -> Retriever:
-        """A retriever over the live projection (``clock``: the moment it ranks recency at)."""
-        from memstream.projections.retrieval import Retriever
-
-        if clock is not None:
-            options["clock"] = clock
-        return Retriever(self.memory_projection(), self.settings, **options)
 
     def event_publisher(self) -> EventPublisher:
         """The publisher every write of this process goes through."""
