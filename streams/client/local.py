@@ -44,7 +44,13 @@ from memstream.streams.runtime.keys import KeyStore
 from memstream.streams.runtime.publisher import EventPublisher
 from memstream.streams.service.app import Service
 from memstream.streams.service.container import Container
-from memstream.streams.service.results import AddResult, HistoryEntry, MemoryDict, MemoryHitDict
+from memstream.streams.service.results import (
+    AddResult,
+    ContextResult,
+    HistoryEntry,
+    MemoryDict,
+    MemoryHitDict,
+)
 from memstream.streams.tools.erasure import ErasureReceipt
 from memstream.streams.tools.publish import Message
 
@@ -148,12 +154,44 @@ class AsyncMemoryClient:
         limit: int = 5,
         filters: SearchFilters | None = None,
         as_of: datetime | None = None,
+        explain: bool = False,
     ) -> list[MemoryHitDict]:
-        """The user's most relevant memories, now or ``as_of`` a past time
+        """The user's most relevant memories, now or ``as_of`` a past time, with every part
+        of each score when ``explain``
         (:meth:`MemoryService.search <memstream.streams.service.memories.MemoryService.search>`)."""
         return await self.service.memories.search(
-            query, user_id=user_id, limit=limit, filters=filters, as_of=as_of
+            query, user_id=user_id, limit=limit, filters=filters, as_of=as_of, explain=explain
         )
+
+    async def context(
+        self,
+        message: str,
+        *,
+        user_id: str,
+        recent_turns: Sequence[str] = (),
+        session_id: str | None = None,
+        token_budget: int | None = None,
+    ) -> ContextResult:
+        """The long-term memory context of one turn, for an agent's prompt
+        (:meth:`MemoryService.context <memstream.streams.service.memories.MemoryService.context>`)."""
+        return await self.service.memories.context(
+            message, user_id=user_id, recent_turns=recent_turns, session_id=session_id,
+            token_budget=token_budget,
+        )
+
+    async def session_context(
+        self, session_id: str, *, user_id: str, budget: int | None = None
+    ) -> dict[str, Any]:
+        """An open session's working memory (window, task, tool calls, entities, scratchpad)
+        and its prompt within ``budget`` tokens, from the worker that owns it
+        (:meth:`SessionService.context <memstream.streams.service.sessions.SessionService.context>`)."""
+        return await self.service.sessions.context(
+            user_id=user_id, session_id=session_id, budget=budget
+        )
+
+    async def close_session(self, session_id: str, *, user_id: str) -> str:
+        """End a session now, so the worker consolidates it; returns the close's event id."""
+        return await self.service.sessions.close(user_id=user_id, session_id=session_id)
 
     async def get(self, memory_id: str, *, user_id: str) -> MemoryDict | None:
         """One of the user's memories (active or not); None if unknown or another user's."""
@@ -281,12 +319,42 @@ class MemoryClient:
         limit: int = 5,
         filters: SearchFilters | None = None,
         as_of: datetime | None = None,
+        explain: bool = False,
     ) -> list[MemoryHitDict]:
         """The user's most relevant memories, now or ``as_of`` a past time (see
         :meth:`AsyncMemoryClient.search`)."""
         return self._run(
-            self._client.search(query, user_id=user_id, limit=limit, filters=filters, as_of=as_of)
+            self._client.search(
+                query, user_id=user_id, limit=limit, filters=filters, as_of=as_of, explain=explain
+            )
         )
+
+    def context(
+        self,
+        message: str,
+        *,
+        user_id: str,
+        recent_turns: Sequence[str] = (),
+        session_id: str | None = None,
+        token_budget: int | None = None,
+    ) -> ContextResult:
+        """The long-term memory context of one turn (see :meth:`AsyncMemoryClient.context`)."""
+        return self._run(
+            self._client.context(
+                message, user_id=user_id, recent_turns=recent_turns, session_id=session_id,
+                token_budget=token_budget,
+            )
+        )
+
+    def session_context(
+        self, session_id: str, *, user_id: str, budget: int | None = None
+    ) -> dict[str, Any]:
+        """An open session's working memory (see :meth:`AsyncMemoryClient.session_context`)."""
+        return self._run(self._client.session_context(session_id, user_id=user_id, budget=budget))
+
+    def close_session(self, session_id: str, *, user_id: str) -> str:
+        """End a session now, so the worker consolidates it; returns the close's event id."""
+        return self._run(self._client.close_session(session_id, user_id=user_id))
 
     def get(self, memory_id: str, *, user_id: str) -> MemoryDict | None:
         """One of the user's memories; None if unknown or another user's."""

@@ -35,7 +35,7 @@ class Service:
         self.container = container
         self.settings = container.settings
         self.memories = MemoryService(container)
-        self.sessions = SessionService(container.settings)
+        self.sessions = SessionService(container)
         self.reports = ReportService(container.settings)
 
     @classmethod

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -31,6 +31,7 @@ from memstream.streams.runtime.logreader import read_topic
 from memstream.streams.service.container import Container
 from memstream.streams.service.results import (
     AddResult,
+    ContextResult,
     HistoryEntry,
     MemoryDict,
     MemoryHitDict,
@@ -38,6 +39,7 @@ from memstream.streams.service.results import (
     memory_dict,
     normalise_messages,
     ranked_dict,
+    retrieval_dict,
 )
 from memstream.streams.tools.erasure import ErasureReceipt
 from memstream.streams.tools.publish import Message, chat_events_for_add
@@ -177,6 +179,7 @@ class MemoryService:
         limit: int = 5,
         filters: SearchFilters | None = None,
         as_of: datetime | None = None,
+        explain: bool = False,
     ) -> list[MemoryHitDict]:
         """The user's active memories most relevant to ``query``, best first, as plain dicts.
 
@@ -191,7 +194,7 @@ class MemoryService:
         ``as_of`` answers from what memstream believed at that time: memories recorded by
         then (event time) and not superseded or expired by then, ranked with recency as of
         then. Deleted memories stay out. A point-in-time search is not counted as use (it
-        publishes no access event).
+        publishes no access event). ``explain`` adds every part of each score (``explain``).
 
         Raises
         ------
@@ -202,7 +205,51 @@ class MemoryService:
         event = retriever.access_event(user_id, query, items)
         if event is not None and as_of is None:
             self._publish_in_background(event)
-        return [ranked_dict(item) for item in items]
+        return [ranked_dict(item, explain=explain) for item in items]
+
+    async def context(
+        self,
+        message: str,
+        *,
+        user_id: str,
+        recent_turns: Sequence[str] = (),
+        session_id: str | None = None,
+        token_budget: int | None = None,
+        quotas: Mapping[str, int] | None = None,
+        filters: SearchFilters | None = None,
+        explain: bool = False,
+    ) -> ContextResult:
+        """The long-term memory context of one turn, for an agent's prompt (the seed's
+        "3 preferences, 5 facts, 2 summaries", plus episodes and corrections).
+
+        The query is ``message`` with the last of ``recent_turns`` (oldest first); each
+        memory type fills its quota (``quotas`` over the settings' ``quota_*``) from the
+        ranked candidates, and the text is cut to ``token_budget`` tokens
+        (``memory_context_tokens`` by default). The memories placed in the text are counted as
+        used: their access event goes out in the background, naming ``session_id``.
+
+        Raises
+        ------
+        ValueError
+            A negative budget or quota.
+        """
+        check_id("user_id", user_id)
+        if isinstance(recent_turns, str):
+            raise TypeError("recent_turns must be a list of turns, not a string")
+        projection = await self._projection()
+        retrieval = await asyncio.to_thread(
+            Retriever(projection, self.settings).retrieve,
+            user_id,
+            message,
+            recent_turns=recent_turns,
+            filters=filters,
+            token_budget=token_budget,
+            quotas=quotas,
+            session_id=session_id,
+        )
+        if retrieval.access_event is not None:
+            self._publish_in_background(retrieval.access_event)
+        return retrieval_dict(retrieval, explain=explain)
 
     async def ranked(
         self,

@@ -7,7 +7,7 @@ entry is one event of the memories topic with its place in the log.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, cast, get_args
+from typing import Any, NotRequired, cast, get_args
 
 # pydantic (the HTTP API's answers) takes typing_extensions' TypedDict before Python 3.12.
 from typing_extensions import TypedDict
@@ -24,19 +24,22 @@ from memstream.models.events import (
     Role,
 )
 from memstream.projections.memories import MemoryHit, MemoryRecord
-from memstream.projections.retrieval import RankedMemory
+from memstream.projections.retrieval import RankedMemory, Retrieval
 from memstream.streams.tools.publish import Message
 
 __all__ = [
     "AddResult",
+    "ContextResult",
     "HistoryEntry",
     "MemoryDict",
     "MemoryHitDict",
+    "ScoreExplanation",
     "history_entry",
     "hit_dict",
     "memory_dict",
     "normalise_messages",
     "ranked_dict",
+    "retrieval_dict",
 ]
 
 _ROLES: frozenset[str] = frozenset(get_args(Role))
@@ -47,6 +50,21 @@ class AddResult(TypedDict):
 
     session_id: str
     event_ids: list[str]
+
+
+class ScoreExplanation(TypedDict):
+    """Every part of a hit's rank score: ``score = (relevance x w_relevance + importance x
+    w_importance + recency x w_recency + use x w_use) / sum of the weights``, each part on
+    0..1, and ``text``, the same as one line."""
+
+    relevance: float
+    similarity: float
+    words: float
+    importance: float
+    recency: float
+    use: float
+    weights: dict[str, float]
+    text: str
 
 
 class MemoryHitDict(TypedDict):
@@ -71,6 +89,24 @@ class MemoryHitDict(TypedDict):
     session_id: str
     source_event_ids: list[str]
     context: str
+    #: Only when asked for (``explain=True``): how ``score`` was made.
+    explain: NotRequired[ScoreExplanation]
+    #: Only in a prompt context's memories: whether the memory made it into the text.
+    in_context: NotRequired[bool]
+
+
+class ContextResult(TypedDict):
+    """The long-term memory context of one turn, for an agent's prompt.
+
+    ``context`` is the prompt text (one section per memory type, within the token budget),
+    ``tokens`` its size, ``query`` what was searched, ``memories`` the memories that won a slot
+    of their type, best first, each marked ``in_context`` if the budget let it into the text.
+    """
+
+    context: str
+    tokens: int
+    query: str
+    memories: list[MemoryHitDict]
 
 
 class MemoryDict(TypedDict):
@@ -164,9 +200,43 @@ def hit_dict(hit: MemoryHit) -> MemoryHitDict:
     }
 
 
-def ranked_dict(item: RankedMemory) -> MemoryHitDict:
-    """A retrieval's ranked memory as a search hit; ``score`` is the composite rank score."""
-    return {**hit_dict(item.memory), "score": item.rank_score}
+def ranked_dict(item: RankedMemory, *, explain: bool = False) -> MemoryHitDict:
+    """A retrieval's ranked memory as a search hit; ``score`` is the composite rank score,
+    and ``explain`` adds every part of it."""
+    hit: MemoryHitDict = {**hit_dict(item.memory), "score": item.rank_score}
+    if explain:
+        weights = item.weights
+        hit["explain"] = {
+            "relevance": item.relevance,
+            "similarity": item.memory.similarity,
+            "words": item.memory.words,
+            "importance": item.importance,
+            "recency": item.recency,
+            "use": item.use,
+            "weights": {
+                "relevance": weights.relevance,
+                "importance": weights.importance,
+                "recency": weights.recency,
+                "use": weights.use,
+            },
+            "text": item.explain(),
+        }
+    return hit
+
+
+def retrieval_dict(retrieval: Retrieval, *, explain: bool = False) -> ContextResult:
+    """A retrieval (the memory context of a turn) as a plain dict."""
+    memories = []
+    for item in retrieval.items:
+        hit = ranked_dict(item, explain=explain)
+        hit["in_context"] = item.in_context
+        memories.append(hit)
+    return {
+        "context": retrieval.context,
+        "tokens": retrieval.tokens,
+        "query": retrieval.query,
+        "memories": memories,
+    }
 
 
 def memory_dict(record: MemoryRecord) -> MemoryDict:

@@ -4,17 +4,23 @@ prompt within a token budget.
 
 Sessions live in the worker's Faust table, partitioned by user: the request goes to the
 worker's web port, which answers for the users it owns and routes the others to their owner.
+Ending a session is an event (``session_closed``) on the chat topic, like every write.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import uuid
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 from urllib.error import HTTPError
 from urllib.parse import urlencode
 
-from memstream.models.settings import Settings
+from memstream.models.events import SessionClosed, derived_id
 from memstream.streams.runtime.worker import fetch_json
+
+if TYPE_CHECKING:
+    from memstream.streams.service.container import Container
 
 __all__ = ["NoSession", "SessionService", "WorkerRefused", "WorkerUnreachable"]
 
@@ -32,11 +38,39 @@ class WorkerUnreachable(ConnectionError):
 
 
 class SessionService:
-    """Working-memory reads, answered by the worker that owns the user's sessions."""
+    """Working-memory reads, answered by the worker that owns the user's sessions, and
+    session closes, published as events."""
 
-    def __init__(self, settings: Settings, *, timeout_s: float = 10.0) -> None:
-        self.settings = settings
+    def __init__(self, container: Container, *, timeout_s: float = 10.0) -> None:
+        self.container = container
+        self.settings = container.settings
         self.timeout_s = timeout_s
+
+    async def close(
+        self, *, user_id: str, session_id: str, event_id: str | None = None
+    ) -> str:
+        """End a session now: publish its ``session_closed`` (reason ``explicit``); the
+        worker consolidates what the session still holds. Returns the event id: ``event_id``
+        when given (a retried call repeats the same event), else a new one. Closing a session
+        that is not open is harmless (the worker reports and ignores it).
+
+        Raises
+        ------
+        ValueError
+            An id no event can carry.
+        """
+        if not isinstance(user_id, str) or not isinstance(session_id, str):
+            raise TypeError("user_id and session_id must be strings")
+        event = SessionClosed(
+            event_id=event_id or derived_id("client-close", user_id, session_id, str(uuid.uuid4())),
+            user_id=user_id,
+            session_id=session_id,
+            occurred_at=datetime.now(UTC),
+            reason="explicit",
+        )
+        publisher = self.container.event_publisher()
+        await publisher.publish(self.container.topics.chat, [event])
+        return event.event_id
 
     async def context(
         self, *, user_id: str, session_id: str, budget: int | None = None

@@ -268,3 +268,58 @@ async def test_search_publishes_the_access_event_of_what_it_returned(
     assert await client.search("lives", user_id="bob", limit=200)
     with pytest.raises(ValueError):
         await client.search("lives", user_id="ann", limit=0)
+
+
+async def test_explain_gives_every_part_of_the_score_and_they_add_up(
+    projection: MemoryProjection, tmp_path: Path
+) -> None:
+    client, _ = client_with(projection, tmp_path)
+    plain = await client.search("where does Ann live", user_id="ann", limit=2)
+    explained = await client.search("where does Ann live", user_id="ann", limit=2, explain=True)
+    await client.close()
+    assert [h["memory_id"] for h in explained] == [h["memory_id"] for h in plain]
+    assert all("explain" not in hit for hit in plain)
+    for hit in explained:
+        parts = hit["explain"]
+        weights = parts["weights"]
+        total = (
+            weights["relevance"] * parts["relevance"]
+            + weights["importance"] * parts["importance"]
+            + weights["recency"] * parts["recency"]
+            + weights["use"] * parts["use"]
+        ) / sum(weights.values())
+        assert hit["score"] == pytest.approx(total)
+        assert parts["text"].startswith(f"{hit['score']:.3f} = ")
+
+
+async def test_context_places_only_that_users_memories_and_counts_them_as_used(
+    projection: MemoryProjection, tmp_path: Path
+) -> None:
+    client, producer = client_with(projection, tmp_path)
+    found = await client.context(
+        "Do you remember where I live?", user_id="ann", recent_turns=["Hi"], session_id="s9"
+    )
+    await client.close()
+    assert "Ann lives in Oslo" in found["context"] and "Berlin" not in found["context"]
+    placed = [m["memory_id"] for m in found["memories"] if m["in_context"]]
+    assert "ann-1" in placed and not any(m.startswith("bob") for m in placed)
+    assert found["tokens"] > 0 and found["query"].startswith("Do you remember")
+    ((topic, _key, value),) = producer.sent
+    event = decode_event(value)
+    assert topic == "t.accesses" and isinstance(event, MemoriesRetrieved)
+    assert event.session_id == "s9" and {m.memory_id for m in event.memories} == set(placed)
+    with pytest.raises(TypeError):
+        await client.context("x", user_id="ann", recent_turns="not a list")  # type: ignore[arg-type]
+
+
+async def test_close_session_publishes_an_explicit_close_of_that_users_session(
+    projection: MemoryProjection, tmp_path: Path
+) -> None:
+    client, producer = client_with(projection, tmp_path)
+    event_id = await client.close_session("trip", user_id="ann")
+    await client.close()
+    ((topic, key, value),) = producer.sent
+    closed = decode_event(value)
+    assert topic == "t.chat" and key == b"ann"
+    assert isinstance(closed, SessionClosed) and closed.event_id == event_id
+    assert (closed.user_id, closed.session_id, closed.reason) == ("ann", "trip", "explicit")
