@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from aiokafka.partitioner import DefaultPartitioner
 
 from memstream.models.settings import Settings
 from memstream.streams.runtime.tansu import true_end_offsets
@@ -20,8 +22,29 @@ async def topic_partitions(consumer: AIOKafkaConsumer, topic: str) -> list[Topic
     return [TopicPartition(topic, p) for p in sorted(partitions)]
 
 
-async def read_topic(settings: Settings, topic: str, timeout_s: float = 30.0) -> list[ConsumerRecord]:
-    """Every record of ``topic`` up to its current end, ordered by partition then offset.
+def key_partition(key: bytes, partitions: Sequence[int]) -> int:
+    """The partition Kafka's default partitioner (murmur2, as every memstream producer and
+    the Java clients use) puts records keyed ``key`` on, out of ``partitions``."""
+    listed = list(partitions)
+    return int(DefaultPartitioner()(key, listed, listed))
+
+
+async def key_topic_partition(
+    consumer: AIOKafkaConsumer, topic: str, key: bytes
+) -> TopicPartition | None:
+    """The partition of ``topic`` that records keyed ``key`` land on; None if no topic."""
+    partitions = [tp.partition for tp in await topic_partitions(consumer, topic)]
+    if not partitions:
+        return None
+    return TopicPartition(topic, key_partition(key, partitions))
+
+
+async def read_topic(
+    settings: Settings, topic: str, timeout_s: float = 30.0, *, key: bytes | None = None
+) -> list[ConsumerRecord]:
+    """Every record of ``topic`` up to its current end, ordered by partition then offset;
+    with ``key``, of the one partition records with that key land on (every record of one
+    user, for a topic keyed by user id), so the read costs that partition only.
 
     The end comes from a Fetch high watermark (exact on Tansu too), so the read stops once
     it has everything that was in the log when it began.
@@ -31,7 +54,11 @@ async def read_topic(settings: Settings, topic: str, timeout_s: float = 30.0) ->
     )
     await consumer.start()
     try:
-        tps = await topic_partitions(consumer, topic)
+        if key is None:
+            tps = await topic_partitions(consumer, topic)
+        else:
+            one = await key_topic_partition(consumer, topic, key)
+            tps = [one] if one is not None else []
         if not tps:
             return []
         ends = await true_end_offsets(settings.broker, tps)

@@ -33,23 +33,30 @@ from memstream.streams.service.results import (
     AddResult,
     ContextResult,
     HistoryEntry,
+    MadeMemoryDict,
     MemoryDict,
     MemoryHitDict,
+    SourceEventDict,
     history_entry,
     memory_dict,
     normalise_messages,
     ranked_dict,
     retrieval_dict,
+    source_event,
 )
+from memstream.streams.service.waiting import ConsolidationWatch
 from memstream.streams.tools.erasure import ErasureReceipt
 from memstream.streams.tools.publish import Message, chat_events_for_add
 
-__all__ = ["ACCESS_FLUSH_TIMEOUT_S", "MemoryService", "check_id"]
+__all__ = ["ACCESS_FLUSH_TIMEOUT_S", "DEFAULT_WAIT_S", "MAX_WAIT_S", "MemoryService", "check_id"]
 
 log = logging.getLogger(__name__)
 
 #: How long ``close()`` waits for access events still being published in the background.
 ACCESS_FLUSH_TIMEOUT_S = 10.0
+#: How long ``add(wait=True)`` follows a session by default, and at most.
+DEFAULT_WAIT_S = 30.0
+MAX_WAIT_S = 300.0
 
 
 def check_id(name: str, value: object) -> str:
@@ -94,6 +101,8 @@ class MemoryService:
         close: bool = True,
         event_ids: Sequence[str] | None = None,
         occurred_at: datetime | None = None,
+        wait: bool = False,
+        timeout_s: float = DEFAULT_WAIT_S,
     ) -> AddResult:
         """Publish a conversation as chat events; the worker turns it into memories.
 
@@ -104,15 +113,26 @@ class MemoryService:
         Returns after the broker acknowledged every event; memories appear once the worker
         has consolidated and projected them.
 
+        With ``wait`` (which needs ``close``) it then follows the session through the log
+        (:mod:`memstream.streams.service.waiting`) for up to ``timeout_s`` seconds and
+        answers with what it made: ``status``, the memories added and reinforced as the
+        projection holds them (searchable when ``status`` is ``searchable``), the ids of
+        those superseded, and why an extraction failed.
+
         Raises
         ------
         ValueError
-            Malformed messages or ids, or an event over ``settings.max_event_bytes``
-            (checked before anything is published).
+            Malformed messages or ids, an event over ``settings.max_event_bytes`` (checked
+            before anything is published), ``wait`` without ``close``, or a timeout outside
+            0 to ``MAX_WAIT_S``.
         TypeError
             Content that is not text.
         """
         check_id("user_id", user_id)
+        if wait and not close:
+            raise ValueError("wait=True needs close=True: an open session makes no memories yet")
+        if not 0 < timeout_s <= MAX_WAIT_S:
+            raise ValueError(f"timeout_s must be more than 0 and at most {MAX_WAIT_S:.0f}")
         session_id, events = chat_events_for_add(
             normalise_messages(messages),
             user_id=user_id,
@@ -122,8 +142,31 @@ class MemoryService:
             event_ids=event_ids,
             occurred_at=occurred_at,
         )
-        await self._send(self.topics.chat, events)
-        return {"session_id": session_id, "event_ids": [event.event_id for event in events]}
+        published: AddResult = {
+            "session_id": session_id, "event_ids": [event.event_id for event in events]
+        }
+        if not wait:
+            await self._send(self.topics.chat, events)
+            return published
+        projection = await self._projection()
+        async with ConsolidationWatch(
+            self.settings, self.container.key_store, projection, user_id
+        ) as watch:
+            await self._send(self.topics.chat, events)
+            outcome = await watch.wait(session_id, timeout_s)
+        made: list[MadeMemoryDict] = []
+        for decision, ids in (("added", outcome.added), ("reinforced", outcome.reinforced)):
+            for memory_id in dict.fromkeys(ids):
+                record = await asyncio.to_thread(projection.get, user_id, memory_id)
+                if record is not None:
+                    made.append({**memory_dict(record), "decision": decision})
+        return {
+            **published,
+            "status": outcome.status,
+            "memories": made,
+            "superseded": outcome.superseded,
+            "failures": outcome.failures,
+        }
 
     async def delete(self, memory_id: str, *, user_id: str, reason: str = "requested") -> str:
         """Publish a ``MemoryDeleted`` for one of the user's memories; return its event id.
@@ -325,29 +368,63 @@ class MemoryService:
         they are left out: every event of the user before the user's latest ``user_erased``
         event (by offset on its partition, by broker time elsewhere; see
         :mod:`memstream.models.erasure`), sealed or not, so the history of an erased user is
-        empty while a returning user's new memories have theirs. Reads the whole topic: cost
-        grows with the log.
+        empty while a returning user's new memories have theirs. Reads the user's partition
+        of the topic: cost grows with the log.
         """
         check_id("memory_id", memory_id)
+        entries: list[HistoryEntry] = []
+        for partition, offset, event in await self._user_events(self.topics.memories, user_id):
+            entry = history_entry(event, memory_id, partition, offset)
+            if entry is not None:
+                entries.append(entry)
+        return entries
+
+    async def sources(self, event_ids: Sequence[str], *, user_id: str) -> list[SourceEventDict]:
+        """The user's chat events among ``event_ids`` (a memory's ``source_event_ids``), in
+        log order: the words a memory came from, with who said them and when.
+
+        Read from the user's partition of the chat topic, under the same rules as
+        :meth:`history` (only the user's own events, opened with the user's key, nothing from
+        before an erasure). An id of another user's event, or of one no longer in the log,
+        is simply not in the answer.
+        """
+        wanted = {check_id("event_id", event_id) for event_id in event_ids}
+        if not wanted:
+            return []
+        return [
+            source_event(event, partition, offset)
+            for partition, offset, event in await self._user_events(self.topics.chat, user_id)
+            if event.event_id in wanted
+        ]
+
+    async def _user_events(self, topic: str, user_id: str) -> list[tuple[int, int, Event]]:
+        """The user's events on ``topic`` (its partition of it), opened, in log order:
+        ``(partition, offset, event)``.
+
+        Only records keyed by the user whose event carries the user's id count. Every event
+        of the user before the user's latest ``user_erased`` (by offset on its partition, by
+        broker time elsewhere; see :mod:`memstream.models.erasure`) is left out, sealed or
+        not; records that do not decode or open (dead-lettered by the workers) too.
+        """
         try:
             key = check_id("user_id", user_id).encode()
         except UnicodeEncodeError:
             return []  # no event can carry such a user id: nothing was ever published for it
         records = [
             r
-            for r in await read_topic(self.settings, self.topics.memories)
+            for r in await read_topic(self.settings, topic, key=key)
             if r.key == key and r.value is not None
         ]
         # Unsealed events (reinforcements, supersessions, deletions, events of producers
         # that do not seal) still open after the key is destroyed: the erasure itself must
         # end them.
-        erasures = ErasureLedger([self.topics.memories], max_bytes=self.settings.max_event_bytes)
+        erasures = ErasureLedger([topic], max_bytes=self.settings.max_event_bytes)
         for record in records:
             erasures.note(
                 record.topic, record.partition, record.offset, _broker_ms(record.timestamp),
                 record.key, record.value,
             )
-        entries: list[HistoryEntry] = []
+        found: list[tuple[int, int, Event]] = []
         for record in records:
             if erasures.covers(
                 (user_id,), record.topic, record.partition, record.offset,
@@ -357,19 +434,17 @@ class MemoryService:
             try:
                 event = decode_event(record.value, max_bytes=self.settings.max_event_bytes)
             except InvalidEvent:
-                continue  # dead-lettered by the projector; not part of any memory's life
+                continue  # dead-lettered by the workers; part of nothing
             if event.user_id != user_id:
                 continue
             try:
                 opened = open_event(event, self.container.key_store)
             except SealError:
-                continue  # altered in the log: dead-lettered by the projector
+                continue  # altered in the log: dead-lettered by the workers
             if opened is None:
                 continue  # the user was erased: nothing of it can be read
-            entry = history_entry(opened, memory_id, record.partition, record.offset)
-            if entry is not None:
-                entries.append(entry)
-        return entries
+            found.append((record.partition, record.offset, opened))
+        return found
 
     async def erase(
         self, user_id: str, *, reason: str = "requested", wait_s: float = 60.0

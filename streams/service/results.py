@@ -21,7 +21,10 @@ from memstream.models.events import (
     MemoryPromoted,
     MemoryReinforced,
     MemorySuperseded,
+    MessageAdded,
     Role,
+    TaskSet,
+    ToolCalled,
 )
 from memstream.projections.memories import MemoryHit, MemoryRecord
 from memstream.projections.retrieval import RankedMemory, Retrieval
@@ -31,25 +34,41 @@ __all__ = [
     "AddResult",
     "ContextResult",
     "HistoryEntry",
+    "MadeMemoryDict",
     "MemoryDict",
     "MemoryHitDict",
     "ScoreExplanation",
+    "SourceEventDict",
     "history_entry",
     "hit_dict",
     "memory_dict",
     "normalise_messages",
     "ranked_dict",
     "retrieval_dict",
+    "source_event",
 ]
 
 _ROLES: frozenset[str] = frozenset(get_args(Role))
 
 
 class AddResult(TypedDict):
-    """What :meth:`~memstream.streams.service.memories.MemoryService.add` published."""
+    """What :meth:`~memstream.streams.service.memories.MemoryService.add` published and,
+    when it waited (``wait=True``), what the session became.
+
+    ``status`` (waited only): ``searchable`` (every memory listed is searchable now),
+    ``failed`` (an extractor gave up on a span for good: ``failures`` says why; what the
+    other spans made is still listed) or ``pending`` (the timeout came first: the memories
+    will follow; ``memories`` holds what was projected by then). ``memories`` are the
+    memories the session added and those it reinforced (``decision``), as projected;
+    ``superseded`` the ids of memories it replaced.
+    """
 
     session_id: str
     event_ids: list[str]
+    status: NotRequired[str]
+    memories: NotRequired[list[MadeMemoryDict]]
+    superseded: NotRequired[list[str]]
+    failures: NotRequired[list[str]]
 
 
 class ScoreExplanation(TypedDict):
@@ -127,6 +146,12 @@ class MemoryDict(TypedDict):
     access_count: int
 
 
+class MadeMemoryDict(MemoryDict):
+    """A memory an ``add`` made: ``decision`` is ``added`` or ``reinforced``."""
+
+    decision: str
+
+
 class HistoryEntry(TypedDict):
     """One step in a memory's life: an event of the memories topic."""
 
@@ -137,6 +162,24 @@ class HistoryEntry(TypedDict):
     source_event_ids: list[str]
     #: Type-specific fields: content, reason, superseded_by, supersedes, similarity...
     details: dict[str, Any]
+    partition: int
+    offset: int
+
+
+class SourceEventDict(TypedDict):
+    """One event a memory came from (a chat message, usually), as the log holds it, opened.
+
+    ``role``, ``content`` and ``name`` are the message's; for other chat events ``role`` and
+    ``name`` are None and ``content`` a short description (a tool call's name, a task).
+    """
+
+    event_id: str
+    type: str
+    occurred_at: str
+    session_id: str
+    role: str | None
+    name: str | None
+    content: str
     partition: int
     offset: int
 
@@ -255,6 +298,31 @@ def memory_dict(record: MemoryRecord) -> MemoryDict:
         "entities": list(record.entities),
         "reinforcement_count": record.reinforcement_count,
         "access_count": record.access_count,
+    }
+
+
+def source_event(event: Event, partition: int, offset: int) -> SourceEventDict:
+    """A chat event as a memory's source: a message with its role and words; another event
+    with what it was about."""
+    role = name = None
+    if isinstance(event, MessageAdded):
+        role, name, content = event.role, event.name, event.content
+    elif isinstance(event, ToolCalled):
+        content = f"tool {event.name}"
+    elif isinstance(event, TaskSet):
+        content = f"task: {event.task}"
+    else:
+        content = event.type.replace("_", " ")
+    return {
+        "event_id": event.event_id,
+        "type": event.type,
+        "occurred_at": event.occurred_at.isoformat(),
+        "session_id": event.session_id,
+        "role": role,
+        "name": name,
+        "content": content,
+        "partition": partition,
+        "offset": offset,
     }
 
 

@@ -104,8 +104,11 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
         # As the worker does: the memories topic holds it sealed with its user's key.
         asyncio.run(publisher.publish("t.memories", [event]))
 
-    async def read_topic(settings: Settings, topic: str, timeout_s: float = 30.0) -> list[Any]:
-        sent = [(key, value) for t, key, value in publisher.sent if t == topic]
+    async def read_topic(
+        settings: Settings, topic: str, timeout_s: float = 30.0, *, key: bytes | None = None
+    ) -> list[Any]:
+        # One partition: with ``key``, the partition holds other users' records too.
+        sent = [(k, value) for t, k, value in publisher.sent if t == topic]
         return [
             SimpleNamespace(
                 topic=topic, partition=0, offset=n, timestamp=1, key=key, value=value
