@@ -30,7 +30,7 @@ The modules:
 * ``connection``: :func:`open_views`, one connection with the views defined and scoped;
 * ``guard``: the SQL guard, :func:`check_read_only` and :class:`NotReadOnly`;
 * ``running``: :func:`run_report`, :func:`run_sql` and :class:`ReportResult`;
-* ``output``: :func:`write_output` and :func:`render_table` (text, CSV, JSON, Parquet);
+* ``output``: :func:`write_output`, :func:`render_table` and :func:`json_rows` (text, CSV, JSON, Parquet);
 * ``plots``: :func:`render_plot`, a report's default chart as a PNG.
 
 The public names are re-exported here; the modules import each other directly.
@@ -46,7 +46,7 @@ Examples
 
 from memstream.projections.analytics.connection import open_views
 from memstream.projections.analytics.guard import NotReadOnly, check_read_only
-from memstream.projections.analytics.output import FORMATS, render_table, write_output
+from memstream.projections.analytics.output import FORMATS, json_rows, render_table, write_output
 from memstream.projections.analytics.plots import render_plot
 from memstream.projections.analytics.reports import REPORTS, PlotSpec, Report
 from memstream.projections.analytics.running import ReportResult, run_report, run_sql
@@ -65,6 +65,7 @@ __all__ = [
     "Scope",
     "View",
     "check_read_only",
+    "json_rows",
     "open_views",
     "render_plot",
     "render_table",

@@ -161,16 +161,20 @@ def write_output(
         _write_text(table, fmt, handle)
 
 
+def json_rows(table: pa.Table) -> list[dict[str, Any]]:
+    """The rows as JSON-ready objects: times in ISO 8601, NaN and infinity as null, and a
+    repeated column name made unique (``n``, ``n_2``)."""
+    names = _unique_names(table.column_names)
+    return [
+        {name: _json_value(v) for name, v in zip(names, row, strict=True)} for row in _rows(table)
+    ]
+
+
 def _write_text(table: pa.Table, fmt: OutputFormat, target: IO[str]) -> None:
     if fmt == "table":
         target.write(render_table(table) + "\n")
     elif fmt == "json":
-        names = _unique_names(table.column_names)
-        rows = [
-            {name: _json_value(v) for name, v in zip(names, row, strict=True)}
-            for row in _rows(table)
-        ]
-        json.dump(rows, target, ensure_ascii=False, indent=1)
+        json.dump(json_rows(table), target, ensure_ascii=False, indent=1)
         target.write("\n")
     else:
         writer = csv.writer(target, lineterminator="\n")

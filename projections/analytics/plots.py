@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from memstream.projections.analytics.output import _cell
 from memstream.projections.analytics.running import ReportResult
@@ -14,8 +14,12 @@ def _label(value: Any) -> str:
     return _cell(value).replace("$", r"\$")[:40]
 
 
-def render_plot(result: ReportResult, path: Path) -> None:
-    """Draw the report's default chart (matplotlib, Agg backend) into the PNG ``path``."""
+def render_plot(
+    result: ReportResult, path: Path | IO[bytes], *, user_label: str | None = None
+) -> None:
+    """Draw the report's default chart (matplotlib, Agg backend) into the PNG ``path`` (a
+    file, or a binary stream). The title names the scope's user, or ``user_label`` (the id
+    the reader knows the user by) when given."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -25,7 +29,7 @@ def render_plot(result: ReportResult, path: Path) -> None:
     axes = figure.add_subplot()
     title = spec.title
     if result.scope.user_id is not None:
-        title += f" - user {_label(result.scope.user_id)}"
+        title += f" - user {_label(user_label or result.scope.user_id)}"
     axes.set_title(title)
     axes.set_ylabel(spec.ylabel)
     if chart.num_rows == 0:

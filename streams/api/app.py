@@ -1,62 +1,43 @@
-"""The FastAPI app of ``memstream serve`` (create_api): the memory endpoints under ``/v1``,
-behind API keys, each call a thin adapter over :class:`~memstream.streams.service.app.Service`.
+"""The FastAPI app of ``memstream serve`` (create_api): the memory service under ``/v1``,
+behind API keys, each route a thin adapter over :class:`~memstream.streams.service.app.Service`.
 
-Every ``/v1`` path but ``/v1/health`` wants ``Authorization: Bearer <key>``; the key is checked
-before the request is read any further, so no key or an unknown one gets 401 whatever the
-body. The key's tenant namespaces the user id (:func:`~memstream.streams.api.auth.tenant_user_id`);
-responses name the caller's own user id, never the namespaced one. Status codes: 200 for
-reads, 202 for writes (events published; the projection follows), 401, 403 (a user the key
-may not act for, a write with a read-only key), 404 (an unknown memory, or another user's:
-the two are not told apart), 422 (bad input). Error bodies say what was wrong, never whose
-data exists.
+Every ``/v1`` path but ``/v1/health`` and ``/v1/ready`` wants ``Authorization: Bearer
+<key>``; the key is checked before the request is read any further, so no key or an unknown
+one gets 401 whatever the body. The key's tenant namespaces the user id
+(:func:`~memstream.streams.api.auth.tenant_user_id`); responses name the caller's own user id,
+never the namespaced one. Status codes: 200 for reads, 202 for writes (events published; the
+projection follows), 401, 403 (a user the key may not act for, a write with a read-only key),
+404 (an unknown memory, or another user's: the two are not told apart), 422 (bad input), 503
+(what the answer needs is not reachable now). Error bodies say what was wrong, never whose
+data exists. The routes are in :mod:`~memstream.streams.api.memories`,
+:mod:`~memstream.streams.api.sessions` and :mod:`~memstream.streams.api.reports`.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import asyncio
+import time
 
-from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request, Security
+from aiokafka import AIOKafkaConsumer
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from memstream.projections.memories import SearchFilters
-from memstream.streams.api.auth import ApiKey, KeyFile, Refused
-from memstream.streams.api.schemas import (
-    AddRequest,
-    AddResponse,
-    DeleteAllResponse,
-    DeleteResponse,
-    Health,
-    HistoryResponse,
-    MemoryListResponse,
-    SearchRequest,
-    SearchResponse,
-)
+from memstream.streams.api import memories, reports, sessions
+from memstream.streams.api.auth import ApiKey, KeyFile
+from memstream.streams.api.schemas import Health, Readiness
+from memstream.streams.runtime.worker import worker_readiness
 from memstream.streams.service.app import Service
-from memstream.streams.service.results import MemoryDict
 
 __all__ = ["create_api"]
 
 #: Paths under /v1 that need no key.
-OPEN_PATHS = frozenset({"/v1/health"})
+OPEN_PATHS = frozenset({"/v1/health", "/v1/ready"})
+#: How long a readiness answer is reused: probes from many balancers cost one check.
+READY_CACHE_S = 2.0
 #: A presented key longer than this is not looked up (none is; memstream's are 47 characters).
 MAX_KEY_BYTES = 1024
-
-_bearer = HTTPBearer(
-    auto_error=False,
-    description="An API key from the key file (`memstream api-key add`), bound to a tenant.",
-)
-UserQuery = Annotated[str, Query(max_length=1024, description="Your user id (within your tenant).")]
-MemoryIdPath = Annotated[str, Path(min_length=1, max_length=1024)]
-_NO_MEMORY = {"detail": "no such memory"}
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"description": "No API key, or an unknown one."},
-    403: {"description": "A user the key may not act for, or a write with a read-only key."},
-    422: {"description": "Bad input."},
-}
-
 
 class _Authenticate:
     """Refuses every ``/v1`` request without a known key (401) before the app reads it,
@@ -95,31 +76,6 @@ class _Authenticate:
         return self.keys.authenticate(token)
 
 
-def _caller(
-    request: Request,
-    _credentials: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
-) -> ApiKey:
-    """The key the request was authenticated with (the security scheme is declared here, for
-    the OpenAPI document; :class:`_Authenticate` did the checking)."""
-    key: ApiKey = request.state.api_key
-    return key
-
-
-Caller = Annotated[ApiKey, Depends(_caller)]
-
-
-def _user(key: ApiKey, user_id: str, *, write: bool = False) -> str:
-    try:
-        return key.user_id(user_id, write=write)
-    except Refused as refused:
-        raise HTTPException(refused.status, refused.reason) from None
-
-
-def _unprocessable(exc: ValueError | TypeError, namespaced: str, user_id: str) -> HTTPException:
-    """422 with the service's reason, naming the caller's user id, not the namespaced one."""
-    return HTTPException(422, str(exc).replace(namespaced, user_id))
-
-
 def create_api(service: Service, keys: KeyFile) -> FastAPI:
     """The HTTP API over ``service``, open to the holders of ``keys``.
 
@@ -141,7 +97,8 @@ def create_api(service: Service, keys: KeyFile) -> FastAPI:
         redoc_url=None,
     )
     api.add_middleware(_Authenticate, keys=keys)
-    memories = service.memories
+    api.state.service = service
+    readiness = _Readiness(service)
 
     @api.exception_handler(RequestValidationError)
     async def bad_input(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -154,111 +111,69 @@ def create_api(service: Service, keys: KeyFile) -> FastAPI:
 
     @api.get("/v1/health", tags=["health"])
     async def health() -> Health:
-        """The service answers (no key needed)."""
+        """Liveness: the service answers (no key needed)."""
         return Health(ok=True)
 
-    @api.post("/v1/memories", status_code=202, tags=["memories"], responses=_ERRORS)
-    async def add(body: AddRequest, key: Caller) -> AddResponse:
-        """Publish a conversation as chat events; the worker turns it into memories."""
-        user_id = _user(key, body.user_id, write=True)
-        messages = (
-            body.messages
-            if isinstance(body.messages, str)
-            else [m.model_dump(exclude_none=True) for m in body.messages]
-        )
-        try:
-            result = await memories.add(
-                messages,
-                user_id=user_id,
-                session_id=body.session_id,
-                agent_id=body.agent_id,
-                close=body.close,
-                event_ids=body.event_ids,
-                occurred_at=body.occurred_at,
-            )
-        except (ValueError, TypeError) as exc:
-            raise _unprocessable(exc, user_id, body.user_id) from None
-        return AddResponse(user_id=body.user_id, **result)
-
-    @api.post("/v1/memories/search", tags=["memories"], responses=_ERRORS)
-    async def search(body: SearchRequest, key: Caller) -> SearchResponse:
-        """The user's memories most relevant to the query, best first."""
-        user_id = _user(key, body.user_id)
-        filters = None
-        if body.filters is not None:
-            types = body.filters.memory_types
-            filters = SearchFilters(
-                memory_types=tuple(types) if types is not None else None,
-                session_id=body.filters.session_id,
-                min_importance=body.filters.min_importance,
-                since=body.filters.since,
-                until=body.filters.until,
-            )
-        try:
-            hits = await memories.search(
-                body.query, user_id=user_id, limit=body.limit, filters=filters, as_of=body.as_of
-            )
-        except (ValueError, TypeError) as exc:
-            raise _unprocessable(exc, user_id, body.user_id) from None
-        return SearchResponse(user_id=body.user_id, results=list(hits))
-
-    @api.get("/v1/memories", tags=["memories"], responses=_ERRORS)
-    async def get_all(
-        key: Caller, user_id: UserQuery, include_inactive: bool = False
-    ) -> MemoryListResponse:
-        """The user's memories, newest first: active ones, or every status."""
-        found = await memories.get_all(
-            user_id=_user(key, user_id), include_inactive=include_inactive
-        )
-        return MemoryListResponse(user_id=user_id, results=list(found))
-
-    @api.delete("/v1/memories", status_code=202, tags=["memories"], responses=_ERRORS)
-    async def delete_all(key: Caller, user_id: UserQuery) -> DeleteAllResponse:
-        """Delete every active memory of the user (one ``memory_deleted`` event each)."""
-        event_ids = await memories.delete_all(user_id=_user(key, user_id, write=True))
-        return DeleteAllResponse(user_id=user_id, event_ids=event_ids)
-
-    not_found: dict[int | str, dict[str, Any]] = {
-        **_ERRORS,
-        404: {"description": "No such memory of this user."},
-    }
-
-    # Declared before the memory's own path, whose ``path`` parameter would take it in.
-    @api.get("/v1/memories/{memory_id:path}/history", tags=["memories"], responses=not_found)
-    async def history(memory_id: MemoryIdPath, key: Caller, user_id: UserQuery) -> HistoryResponse:
-        """The life of one of the user's memories, from the memories topic, in log order."""
-        entries = await memories.history(memory_id, user_id=_user(key, user_id))
-        if not entries:
-            # Every memory has its memory_added: none means unknown, or not this user's.
-            raise HTTPException(404, _NO_MEMORY["detail"])
-        return HistoryResponse(user_id=user_id, memory_id=memory_id, results=list(entries))
-
-    @api.get("/v1/memories/{memory_id:path}", tags=["memories"], responses=not_found)
-    async def get(memory_id: MemoryIdPath, key: Caller, user_id: UserQuery) -> MemoryDict:
-        """One of the user's memories, whatever its status."""
-        memory = await memories.get(memory_id, user_id=_user(key, user_id))
-        if memory is None:
-            raise HTTPException(404, _NO_MEMORY["detail"])
-        return memory
-
-    @api.delete(
-        "/v1/memories/{memory_id:path}", status_code=202, tags=["memories"], responses=not_found
+    @api.get(
+        "/v1/ready",
+        tags=["health"],
+        responses={503: {"model": Readiness, "description": "Not ready: see the checks."}},
     )
-    async def delete(
-        memory_id: MemoryIdPath,
-        key: Caller,
-        user_id: UserQuery,
-        reason: Annotated[str, Query(min_length=1, max_length=500)] = "requested",
-    ) -> DeleteResponse:
-        """Delete one of the user's memories (a ``memory_deleted`` event, sealed with the
-        user's key); it leaves search once projected."""
-        namespaced = _user(key, user_id, write=True)
-        try:
-            event_id = await memories.delete(memory_id, user_id=namespaced, reason=reason)
-        except KeyError:
-            raise HTTPException(404, _NO_MEMORY["detail"]) from None
-        except (ValueError, TypeError) as exc:
-            raise _unprocessable(exc, namespaced, user_id) from None
-        return DeleteResponse(user_id=user_id, memory_id=memory_id, event_id=event_id)
+    async def ready() -> JSONResponse:
+        """Readiness (no key needed): the broker answers and the memory table opens. A
+        worker's own readiness is reported too (sessions need one) but does not decide."""
+        answer = await readiness.check()
+        return JSONResponse(answer.model_dump(), status_code=200 if answer.ready else 503)
 
+    for router in (memories.router, sessions.router, reports.router):
+        api.include_router(router)
     return api
+
+
+class _Readiness:
+    """The service's readiness checks, each bounded in time, the answer reused briefly."""
+
+    def __init__(self, service: Service) -> None:
+        self.service = service
+        self._answer: tuple[float, Readiness] | None = None
+        self._lock = asyncio.Lock()
+
+    async def check(self) -> Readiness:
+        async with self._lock:
+            if self._answer is not None and time.monotonic() - self._answer[0] < READY_CACHE_S:
+                return self._answer[1]
+            broker, table, worker = await asyncio.gather(
+                self._broker(), self._memories(), self._worker()
+            )
+            answer = Readiness(
+                ready=broker == "ok" and table == "ok",
+                checks={"broker": broker, "memories": table, "worker": worker},
+            )
+            self._answer = (time.monotonic(), answer)
+            return answer
+
+    async def _broker(self) -> str:
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.service.settings.broker, request_timeout_ms=2000
+        )
+        try:
+            await asyncio.wait_for(consumer.start(), 3.0)
+        except Exception:  # noqa: BLE001 - whatever the failure, the answer is "not ready"
+            return "unreachable"
+        finally:
+            await consumer.stop()
+        return "ok"
+
+    async def _memories(self) -> str:
+        try:
+            await asyncio.to_thread(self.service.container.memory_projection)
+        except Exception:  # noqa: BLE001 - whatever the failure, the answer is "not ready"
+            return "the memory table does not open"
+        return "ok"
+
+    async def _worker(self) -> str:
+        try:
+            state = await asyncio.to_thread(worker_readiness, self.service.settings, 2.0)
+        except OSError:
+            return "no worker answers"
+        return "ok" if state.get("ready") else "not ready"

@@ -3,26 +3,45 @@ service's plain shapes (:mod:`memstream.streams.service.results`) with the calle
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from memstream.models.events import Identifier, MemoryType, Role
+from memstream.models.events import CODE_PATTERN, Identifier, MemoryType, Role
 from memstream.projections.retrieval import MAX_CANDIDATES
-from memstream.streams.service.results import HistoryEntry, MemoryDict, MemoryHitDict
+from memstream.streams.service.memories import DEFAULT_WAIT_S, MAX_WAIT_S
+from memstream.streams.service.results import (
+    HistoryEntry,
+    MadeMemoryDict,
+    MemoryDict,
+    MemoryHitDict,
+    SourceEventDict,
+)
 
 __all__ = [
     "AddRequest",
     "AddResponse",
+    "CloseSessionRequest",
+    "CloseSessionResponse",
+    "ContextRequest",
+    "ContextResponse",
     "DeleteAllResponse",
     "DeleteResponse",
+    "EraseRequest",
+    "EraseResponse",
     "Health",
     "HistoryResponse",
     "MemoryListResponse",
     "MessageIn",
+    "Readiness",
+    "ReportInfo",
+    "ReportResponse",
     "SearchFiltersIn",
     "SearchRequest",
     "SearchResponse",
+    "SessionContextResponse",
+    "TenantUser",
+    "UsersResponse",
 ]
 
 #: A user id as a caller names it; the API checks it against the key and namespaces it.
@@ -57,14 +76,27 @@ class AddRequest(_Request):
     close: bool = True
     event_ids: Annotated[list[Identifier], Field(max_length=1000)] | None = None
     occurred_at: AwareDatetime | None = None
+    wait: bool = Field(
+        False,
+        description="Answer only once the session's memories are searchable (needs close), "
+        "or the timeout passed; the answer then lists what the session made.",
+    )
+    timeout_s: Annotated[float, Field(gt=0, le=MAX_WAIT_S)] = DEFAULT_WAIT_S
 
 
 class AddResponse(BaseModel):
-    """What was published; the memories appear once the worker has consolidated them."""
+    """What was published and, with ``wait``, what the session made: ``status`` is
+    ``searchable``, ``failed`` (an extractor gave up on a span: ``failures``) or ``pending``
+    (the timeout came first); ``memories`` the memories added or reinforced (``decision``),
+    ``superseded`` the ids of those replaced."""
 
     user_id: str
     session_id: str
     event_ids: list[str]
+    status: Literal["published", "searchable", "failed", "pending"] = "published"
+    memories: list[MadeMemoryDict] = []
+    superseded: list[str] = []
+    failures: list[str] = []
 
 
 class SearchFiltersIn(_Request):
@@ -86,6 +118,7 @@ class SearchRequest(_Request):
     limit: Annotated[int, Field(ge=1, le=MAX_CANDIDATES)] = 5
     filters: SearchFiltersIn | None = None
     as_of: AwareDatetime | None = None
+    explain: bool = Field(False, description="Add every part of each hit's score.")
 
 
 class SearchResponse(BaseModel):
@@ -93,6 +126,30 @@ class SearchResponse(BaseModel):
 
     user_id: str
     results: list[MemoryHitDict]
+
+
+class ContextRequest(_Request):
+    """The long-term memory context of one turn: ``message`` (the user's current message)
+    with the last of ``recent_turns`` (oldest first) is the query; ``session_id`` names the
+    session it serves (recorded with the access)."""
+
+    message: Annotated[str, Field(max_length=20_000)]
+    user_id: UserId
+    recent_turns: Annotated[list[Annotated[str, Field(max_length=20_000)]], Field(max_length=50)] = []
+    session_id: Identifier | None = None
+    token_budget: Annotated[int, Field(ge=0, le=100_000)] | None = None
+    explain: bool = False
+
+
+class ContextResponse(BaseModel):
+    """The prompt text (``context``, ``tokens`` of it), the query, and the memories that
+    won a slot, each marked ``in_context`` if the budget let it into the text."""
+
+    user_id: str
+    context: str
+    tokens: int
+    query: str
+    memories: list[MemoryHitDict]
 
 
 class MemoryListResponse(BaseModel):
@@ -103,11 +160,90 @@ class MemoryListResponse(BaseModel):
 
 
 class HistoryResponse(BaseModel):
-    """A memory's life, in log order."""
+    """A memory's life, in log order; with ``sources``, the chat events it came from."""
 
     user_id: str
     memory_id: str
     results: list[HistoryEntry]
+    sources: list[SourceEventDict] | None = None
+
+
+class CloseSessionRequest(_Request):
+    """End one of the user's sessions now, so the worker consolidates it."""
+
+    user_id: UserId
+
+
+class CloseSessionResponse(BaseModel):
+    """The ``session_closed`` event published."""
+
+    user_id: str
+    session_id: str
+    event_id: str
+
+
+class SessionContextResponse(BaseModel):
+    """An open session's working memory, from the worker that owns it: ``prompt`` (the
+    context as prompt text within the budget) and ``context`` (its parts: messages, task,
+    progress, scratchpad, entities, tool calls, turn count)."""
+
+    user_id: str
+    session_id: str
+    prompt: str
+    context: dict[str, Any]
+    served_by: str | None = None
+
+
+class EraseRequest(_Request):
+    """Erase a user from every store (crypto-shredding); ``reason`` is a short code."""
+
+    user_id: UserId
+    reason: Annotated[str, Field(pattern=CODE_PATTERN)] = "requested"
+
+
+class EraseResponse(BaseModel):
+    """The erasure's receipt: what each store held of the user and removed; ``complete``
+    is false when a store still held something (``notes`` say which)."""
+
+    user_id: str
+    erasure_id: str
+    user_key: str
+    started_at: str
+    removed: dict[str, int]
+    notes: list[str]
+    complete: bool
+
+
+class ReportInfo(BaseModel):
+    """A named report: what it shows and the options it takes."""
+
+    name: str
+    description: str
+    options: list[str]
+
+
+class ReportResponse(BaseModel):
+    """A report's rows (JSON); ``format=csv`` or ``png`` answers with the file instead."""
+
+    report: str
+    user_id: str
+    columns: list[str]
+    rows: list[dict[str, Any]]
+
+
+class TenantUser(BaseModel):
+    """A user of the caller's tenant with memories, and how many."""
+
+    user_id: str
+    memories: int
+    active: int
+    last_memory_at: str | None
+
+
+class UsersResponse(BaseModel):
+    """The tenant's users with memories (those the key may act for), by id."""
+
+    results: list[TenantUser]
 
 
 class DeleteResponse(BaseModel):
@@ -129,3 +265,10 @@ class Health(BaseModel):
     """The service answers."""
 
     ok: bool
+
+
+class Readiness(BaseModel):
+    """Whether the service can do its work: each check with its state (``ok`` or why not)."""
+
+    ready: bool
+    checks: dict[str, str]

@@ -188,5 +188,4 @@ def cmd_erase(args: argparse.Namespace, container: Container) -> int:
         Service(container).memories.erase(args.user, reason=args.reason, wait_s=args.wait)
     )
     print(receipt.render())
-    failed = ("not applied", "still holds", "has not archived")
-    return 0 if not any(word in note for note in receipt.notes for word in failed) else 1
+    return 0 if receipt.complete else 1

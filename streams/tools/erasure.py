@@ -62,6 +62,18 @@ class ErasureReceipt:
     started_at: datetime
     removed: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: The notes that say a store still holds something of the user (also in ``notes``).
+    left: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        """Whether every store was checked clean (no note says something is left)."""
+        return not self.left
+
+    def still_held(self, note: str) -> None:
+        """Note that a store still holds something of the user: the erasure is incomplete."""
+        self.notes.append(note)
+        self.left.append(note)
 
     def render(self) -> str:
         """The receipt as printed by ``memstream erase``."""
@@ -275,7 +287,7 @@ async def _wait_for_sessions(
         await asyncio.sleep(0.5)
         left = held & await sessions_held(settings, user_id)
     if left:
-        receipt.notes.append(f"the session agent still holds {len(left)} session(s) of the user")
+        receipt.still_held(f"the session agent still holds {len(left)} session(s) of the user")
     else:
         receipt.removed["sessions (tombstoned by the session agent)"] = len(held)
 
@@ -350,7 +362,7 @@ async def erase(
             if await asyncio.to_thread(_wait, lambda: projection.count(user_id) == 0, wait_s):
                 receipt.removed[f"memory rows ({live}, by the projector)"] = rows_before
             else:
-                receipt.notes.append(
+                receipt.still_held(
                     f"the projector has not applied the erasure to {live} yet "
                     f"({projection.count(user_id)} of {rows_before} rows left)"
                 )
@@ -394,7 +406,7 @@ async def _erase_archive(
         if sink_running and not await asyncio.to_thread(
             _wait, lambda: _archive_sink_has(settings, mark), wait_s
         ):
-            receipt.notes.append(
+            receipt.still_held(
                 "the archive sink has not archived the erasure event yet: the files written "
                 "so far are blanked here, and the sink blanks the user's records it still "
                 "writes once it reads the event"
@@ -407,7 +419,7 @@ async def _erase_archive(
         receipt.removed[f"archive records blanked ({name})"] = records
         receipt.removed[f"archive files rewritten ({name})"] = files
     for name, count in readable.items():
-        receipt.notes.append(f"{count} archive record(s) of the user in {name} were not applied")
+        receipt.still_held(f"{count} archive record(s) of the user in {name} were not applied")
 
 
 def add_erase_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -1,13 +1,16 @@
-"""``memstream serve`` on the real broker, beside a worker: a conversation added over HTTP
-becomes searchable over HTTP, another tenant's key sees none of it, and it is deleted over HTTP."""
+"""``memstream serve`` on the real broker, beside a real worker (one of each for the module):
+conversations added over HTTP become searchable over HTTP, ``wait`` answers once they are,
+another tenant's key sees none of it, an open session's working memory is routed to the
+worker that holds it, the reports and the tenant's users are served, and a user is erased."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
-from pathlib import Path
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -25,39 +28,54 @@ BERLIN = [
 ]
 
 
-@pytest.fixture
-def worker_settings(
-    settings_factory: Callable[..., Settings], tmp_path: Path
-) -> Iterator[Settings]:
-    """Settings of a running worker, with a port for the API."""
-    settings = settings_factory(web_port=free_port(), api_port=free_port())
-    with WorkerProcess(settings, log_path=tmp_path / "worker.log"):
-        yield settings
+@dataclass
+class Stack:
+    settings: Settings
+    url: str
+    acme: str
+    beta: str
+
+    def call(self, key: str | None, method: str, path: str, **options: Any) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return httpx.request(method, f"{self.url}{path}", headers=headers, timeout=60, **options)
 
 
-@pytest.fixture
-def served(worker_settings: Settings, tmp_path: Path) -> Iterator[str]:
-    """``memstream serve`` in a child process, with the worker's settings; its /v1 URL."""
-    env = {**os.environ, **worker_settings.to_env(), "PYTHONUNBUFFERED": "1"}
-    with (tmp_path / "serve.log").open("ab") as log:
+@pytest.fixture(scope="module")
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, broker_address: str, broker_kind: str
+) -> Iterator[Stack]:
+    """A worker and ``memstream serve`` in child processes, on one settings; two tenants."""
+    tmp = tmp_path_factory.mktemp("serve")
+    settings = Settings(
+        broker=broker_address, broker_kind=broker_kind, data_dir=tmp / "data",  # type: ignore[arg-type]
+        topic_prefix=f"srv{int(time.time() * 1000) % 10**9}", partitions=4,
+        web_port=free_port(), api_port=free_port(), session_timeout_s=10.0,
+        heartbeat_interval_s=2.0,
+    )
+    acme = add_key(settings.api_keys_path, "acme")
+    beta = add_key(settings.api_keys_path, "beta")
+    env = {**os.environ, **settings.to_env(), "PYTHONUNBUFFERED": "1"}
+    with (
+        WorkerProcess(settings, log_path=tmp / "worker.log"),
+        (tmp / "serve.log").open("ab") as log,
+    ):
         process = subprocess.Popen(
             [sys.executable, "-m", "memstream.streams.cli", "serve"],
             env=env, stdout=log, stderr=subprocess.STDOUT,
         )
         try:
-            url = f"http://127.0.0.1:{worker_settings.api_port}/v1"
+            url = f"http://127.0.0.1:{settings.api_port}/v1"
 
             def healthy() -> bool:
                 if process.poll() is not None:
-                    output = (tmp_path / "serve.log").read_text()
-                    raise RuntimeError(f"memstream serve exited: {output}")
+                    raise RuntimeError(f"memstream serve exited: {(tmp / 'serve.log').read_text()}")
                 try:
                     return httpx.get(f"{url}/health", timeout=2).status_code == 200
                 except httpx.TransportError:
                     return False
 
             wait_for(healthy, "memstream serve to answer", timeout_s=60)
-            yield url
+            yield Stack(settings, url, acme, beta)
         finally:
             process.terminate()
             try:
@@ -67,14 +85,8 @@ def served(worker_settings: Settings, tmp_path: Path) -> Iterator[str]:
                 process.wait()
 
 
-def test_add_search_isolate_and_delete_over_http(worker_settings: Settings, served: str) -> None:
-    acme = add_key(worker_settings.api_keys_path, "acme")
-    beta = add_key(worker_settings.api_keys_path, "beta")
-
-    def call(key: str | None, method: str, path: str, **options: Any) -> httpx.Response:
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        return httpx.request(method, f"{served}{path}", headers=headers, timeout=30, **options)
-
+def test_add_search_isolate_and_delete_over_http(stack: Stack) -> None:
+    acme, beta, call = stack.acme, stack.beta, stack.call
     assert call(None, "GET", "/memories", params={"user_id": "ann"}).status_code == 401
     added = call(acme, "POST", "/memories", json={"messages": BERLIN, "user_id": "ann"})
     assert added.status_code == 202, added.text
@@ -95,8 +107,12 @@ def test_add_search_isolate_and_delete_over_http(worker_settings: Settings, serv
     assert berlin["session_id"] == added.json()["session_id"]
     memory_id = berlin["memory_id"]
     assert call(acme, "GET", f"/memories/{memory_id}", params={"user_id": "ann"}).status_code == 200
-    life = call(acme, "GET", f"/memories/{memory_id}/history", params={"user_id": "ann"})
+    life = call(
+        acme, "GET", f"/memories/{memory_id}/history", params={"user_id": "ann", "sources": "true"}
+    )
     assert life.status_code == 200 and life.json()["results"][0]["type"] == "memory_added"
+    # The memory's source events, opened from the chat topic: the user's own words.
+    assert any("Siemens" in source["content"] for source in life.json()["sources"])
 
     # Tenant beta's "ann" is another user: nothing of acme's ann reaches beta's key.
     assert search(beta) == []
@@ -119,3 +135,97 @@ def test_add_search_isolate_and_delete_over_http(worker_settings: Settings, serv
         "the deleted memory to go",
         until=lambda found: memory_id not in {m["memory_id"] for m in found},
     )
+
+
+def test_add_with_wait_answers_once_what_it_made_is_searchable(stack: Stack) -> None:
+    acme, call = stack.acme, stack.call
+    first = call(
+        acme, "POST", "/memories",
+        json={"messages": BERLIN, "user_id": "bo", "wait": True, "timeout_s": 60},
+    )
+    assert first.status_code == 200, first.text
+    made = first.json()
+    assert made["status"] == "searchable" and made["failures"] == []
+    facts = {m["memory"]: m for m in made["memories"] if m["type"] == "fact"}
+    lives = next(m for text, m in facts.items() if "Berlin" in text)
+    assert lives["decision"] == "added" and lives["status"] == "active"
+    assert {m["session_id"] for m in made["memories"]} == {made["session_id"]}
+    # Searchable the moment the answer came: no polling.
+    hits = call(
+        acme, "POST", "/memories/search", json={"query": "where does bo live", "user_id": "bo"}
+    ).json()["results"]
+    assert lives["memory_id"] in {hit["memory_id"] for hit in hits}
+
+    # The same fact again reinforces the memory; a move supersedes it.
+    again = call(
+        acme, "POST", "/memories",
+        json={"messages": "I live in Berlin.", "user_id": "bo", "wait": True, "timeout_s": 60},
+    ).json()
+    assert again["status"] == "searchable"
+    assert {
+        (m["memory_id"], m["decision"]) for m in again["memories"] if m["type"] == "fact"
+    } == {(lives["memory_id"], "reinforced")}
+    moved = call(
+        acme, "POST", "/memories",
+        json={"messages": "I live in Munich now.", "user_id": "bo", "wait": True, "timeout_s": 60},
+    ).json()
+    assert moved["status"] == "searchable" and moved["superseded"] == [lives["memory_id"]]
+    old = call(acme, "GET", f"/memories/{lives['memory_id']}", params={"user_id": "bo"}).json()
+    assert old["status"] == "superseded"
+
+
+def test_an_open_sessions_working_memory_is_routed_to_its_worker(stack: Stack) -> None:
+    acme, beta, call = stack.acme, stack.beta, stack.call
+    opened = call(
+        acme, "POST", "/memories",
+        json={"messages": "Plan my trip to Kyoto in May.", "user_id": "cy", "session_id": "kyoto",
+              "close": False},
+    )
+    assert opened.status_code == 202, opened.text
+
+    def context() -> httpx.Response:
+        return call(acme, "GET", "/sessions/kyoto/context", params={"user_id": "cy"})
+
+    found = wait_for(context, "the open session", until=lambda r: r.status_code == 200)
+    body = found.json()
+    assert "Kyoto" in body["prompt"] and body["user_id"] == "cy" and "acme:" not in found.text
+    assert body["context"]["turn_count"] == 1 and body["served_by"]
+    other = call(beta, "GET", "/sessions/kyoto/context", params={"user_id": "cy"})
+    assert other.status_code == 404 and "Kyoto" not in other.text
+    closed = call(acme, "POST", "/sessions/kyoto/close", json={"user_id": "cy"})
+    assert closed.status_code == 202
+    wait_for(context, "the session to close", until=lambda r: r.status_code == 404)
+
+
+def test_reports_users_readiness_and_erasure(stack: Stack) -> None:
+    acme, beta, call = stack.acme, stack.beta, stack.call
+    made = call(
+        acme, "POST", "/memories",
+        json={"messages": "I prefer green tea and I live in Oslo.", "user_id": "di", "wait": True,
+              "timeout_s": 60},
+    ).json()
+    assert made["status"] == "searchable", made
+    call(beta, "POST", "/memories", json={"messages": "I live in Rome.", "user_id": "eve",
+                                          "wait": True, "timeout_s": 60})
+
+    users = call(acme, "GET", "/users").json()["results"]
+    assert "di" in {u["user_id"] for u in users} and "eve" not in {u["user_id"] for u in users}
+    assert next(u for u in users if u["user_id"] == "di")["active"] == len(made["memories"])
+    growth = call(acme, "GET", "/reports/growth", params={"user_id": "di"})
+    assert growth.status_code == 200 and growth.json()["rows"], growth.text
+    assert "acme:" not in growth.text and "Rome" not in growth.text
+    png = call(acme, "GET", "/reports/growth", params={"user_id": "di", "format": "png"})
+    assert png.status_code == 200 and png.content.startswith(b"\x89PNG")
+    ready = call(None, "GET", "/ready")
+    assert ready.status_code == 200 and ready.json()["checks"]["worker"] == "ok", ready.text
+
+    erased = call(acme, "POST", "/erasures", json={"user_id": "di", "reason": "gdpr.art17"})
+    assert erased.status_code == 200, erased.text
+    receipt = erased.json()
+    live_rows = [n for name, n in receipt["removed"].items() if name.startswith("memory rows")]
+    assert receipt["complete"] and receipt["removed"]["keys destroyed"] >= 1, (receipt["notes"], receipt["removed"])
+    assert sum(live_rows) >= len(made["memories"]), receipt
+    assert call(acme, "GET", "/memories", params={"user_id": "di"}).json()["results"] == []
+    assert call(
+        beta, "GET", "/memories", params={"user_id": "eve"}
+    ).json()["results"], "another tenant's user is untouched"

@@ -39,6 +39,7 @@ from memstream.streams.api.auth import (
     tenant_user_id,
 )
 from memstream.streams.cli import main
+from memstream.streams.runtime.broker import free_port
 from memstream.streams.runtime.keys import FileKeyStore, open_event
 from memstream.streams.service.app import Service
 from memstream.streams.service.container import Container
@@ -61,7 +62,7 @@ MEMORIES = [
     ("acme:bob", "mem-acme-bob-1", "Bob lives in Lisbon"),
     ("beta:alice", "mem-beta-alice-7f3k", "Alice lives in Vladivostok"),
 ]
-DOCUMENTED = {200, 202, 401, 403, 404, 422}
+DOCUMENTED = {200, 202, 401, 403, 404, 422, 503}
 
 
 @dataclass
@@ -82,7 +83,11 @@ def path_of(memory_id: str) -> str:
 
 @pytest.fixture
 def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
-    settings = Settings(data_dir=tmp_path, topic_prefix="t")
+    # No worker and no broker answer on these ports (the integration tier runs workers on
+    # the default web port in parallel with this module).
+    settings = Settings(
+        data_dir=tmp_path, topic_prefix="t", web_port=free_port(), broker=f"127.0.0.1:{free_port()}"
+    )
     keys = FileKeyStore(settings.keys_dir)
     publisher = InMemoryPublisher(keys, EventLimits.from_settings(settings))
     index = InMemoryMemoryIndex()
@@ -140,6 +145,13 @@ def requests_for(user: str, memory_id: str) -> list[tuple[str, str, dict[str, An
         ("GET", f"/v1/memories/{path_of(memory_id)}/history", query),
         ("DELETE", f"/v1/memories/{path_of(memory_id)}", query),
         ("DELETE", "/v1/memories", query),
+        ("POST", "/v1/memories/context", {"json": {"message": "where?", "user_id": user}}),
+        ("GET", f"/v1/memories/{path_of(memory_id)}/history", {"params": {
+            "user_id": user, "sources": "true"}}),
+        # No worker runs here: the session's context is 503 (or 404 from a worker).
+        ("GET", f"/v1/sessions/{path_of(memory_id)}/context", query),
+        ("POST", f"/v1/sessions/{path_of(memory_id)}/close", {"json": {"user_id": user}}),
+        ("GET", "/v1/reports/growth", query),
     ]
 
 
@@ -147,7 +159,7 @@ WRITES = {("POST", "/v1/memories"), ("DELETE", "/v1/memories")}
 
 
 def is_write(method: str, path: str) -> bool:
-    return (method, path) in WRITES or (method == "DELETE")
+    return (method, path) in WRITES or method == "DELETE" or path.endswith("/close")
 
 
 # --- tenancy ---------------------------------------------------------------------------
@@ -309,7 +321,8 @@ async def test_other_users_and_read_only_writes_are_forbidden(
         assert "Lisbon" not in response.text and "mem-acme-bob" not in response.text
     for method, path, options in requests_for("alice", "mem-acme-alice-1"):
         response = await client.request(method, path, headers=auth(ACME_ALICE_READ), **options)
-        expected = 403 if is_write(method, path) else 200
+        # No worker runs here: a session's context is 503 once the key let the call through.
+        expected = 403 if is_write(method, path) else 503 if "/sessions/" in path else 200
         assert response.status_code == expected, (method, path, response.text)
     await world.service.memories.close()
     # Nothing written: only the searches' access events went out.
@@ -347,8 +360,12 @@ async def test_bad_input_is_422_and_not_quoted_back(client: httpx.AsyncClient) -
 async def test_openapi_and_docs_are_served(client: httpx.AsyncClient) -> None:
     document = (await client.get("/openapi.json")).json()
     assert document["openapi"].startswith("3.1")
-    assert {"/v1/memories", "/v1/memories/search", "/v1/memories/{memory_id}",
-            "/v1/memories/{memory_id}/history", "/v1/health"} <= set(document["paths"])
+    assert {
+        "/v1/memories", "/v1/memories/search", "/v1/memories/context", "/v1/memories/{memory_id}",
+        "/v1/memories/{memory_id}/history", "/v1/sessions/{session_id}/context",
+        "/v1/sessions/{session_id}/close", "/v1/erasures", "/v1/reports", "/v1/reports/{name}",
+        "/v1/users", "/v1/health", "/v1/ready",
+    } <= set(document["paths"])
     assert "HTTPBearer" in document["components"]["securitySchemes"]
     assert (await client.get("/docs")).status_code == 200
 
@@ -360,6 +377,152 @@ async def test_no_key_reaches_the_log(
         for key in (ACME_ALL, "msk_wrong-key-123"):
             await client.get("/v1/memories", params={"user_id": "alice"}, headers=auth(key))
     assert all(key not in record.getMessage() for record in caplog.records for key in KEYS)
+
+
+# --- search explained, a turn's context, sessions, sources, reports ------------------------
+
+
+async def test_explained_hits_and_a_turns_context_are_the_callers_own(
+    client: httpx.AsyncClient, world: World
+) -> None:
+    response = await client.post(
+        "/v1/memories/search",
+        json={"query": "Where does Alice live?", "user_id": "alice", "explain": True},
+        headers=auth(ACME_ALL),
+    )
+    assert response.status_code == 200, response.text
+    for hit in response.json()["results"]:
+        parts = hit["explain"]
+        assert set(parts) >= {"relevance", "importance", "recency", "use", "weights", "text"}
+        assert parts["text"].startswith(f"{hit['score']:.3f}")
+    await world.service.memories.close()  # the search's access event is out
+    world.publisher.sent.clear()
+    context = await client.post(
+        "/v1/memories/context",
+        json={"message": "Where does Alice live?", "recent_turns": ["hello"], "user_id": "alice",
+              "session_id": "s-7"},
+        headers=auth(ACME_ALL),
+    )
+    assert context.status_code == 200, context.text
+    body = context.json()
+    assert "Oslo" in body["context"] and "Vladivostok" not in context.text
+    assert body["user_id"] == "alice" and "acme:" not in context.text
+    assert {m["memory_id"] for m in body["memories"]} <= {"mem-acme-alice-1", "mem-acme-alice-2"}
+    await world.service.memories.close()
+    (used,) = world.publisher.events("t.accesses")
+    assert used.user_id == "acme:alice" and used.session_id == "s-7"
+
+
+async def test_add_with_wait_needs_a_close(client: httpx.AsyncClient, world: World) -> None:
+    world.publisher.sent.clear()
+    response = await client.post(
+        "/v1/memories",
+        json={"messages": "hi", "user_id": "alice", "session_id": "open", "close": False,
+              "wait": True},
+        headers=auth(ACME_ALL),
+    )
+    assert response.status_code == 422 and world.publisher.sent == []
+
+
+async def test_a_session_closes_for_the_callers_user_and_its_context_needs_a_worker(
+    client: httpx.AsyncClient, world: World
+) -> None:
+    world.publisher.sent.clear()
+    closed = await client.post(
+        "/v1/sessions/trip%2F1/close", json={"user_id": "alice"}, headers=auth(ACME_ALL)
+    )
+    assert closed.status_code == 202, closed.text
+    (event,) = world.publisher.events("t.chat")
+    assert isinstance(event, SessionClosed) and event.session_id == "trip/1"
+    assert event.user_id == "acme:alice" and closed.json()["event_id"] == event.event_id
+    refused = await client.post(
+        "/v1/sessions/trip/close", json={"user_id": "alice"}, headers=auth(ACME_ALICE_READ)
+    )
+    assert refused.status_code == 403
+    # No worker runs in this test: the answer says so, and names no address.
+    context = await client.get(
+        "/v1/sessions/trip/context", params={"user_id": "alice"}, headers=auth(ACME_ALL)
+    )
+    assert context.status_code == 503 and "127.0.0.1" not in context.text
+
+
+async def test_history_with_sources_opens_the_callers_chat_events_only(
+    client: httpx.AsyncClient, world: World
+) -> None:
+    added = await client.post(
+        "/v1/memories",
+        json={"messages": "I keep bees in Tromsø", "user_id": "alice"},
+        headers=auth(ACME_ALL),
+    )
+    said = added.json()["event_ids"][1]
+    foreign = await client.post(
+        "/v1/memories",
+        json={"messages": "My PIN is 4242", "user_id": "alice"},
+        headers=auth(BETA_ALL),
+    )
+    secret = foreign.json()["event_ids"][1]
+    memory = MemoryAdded(
+        event_id="add-bees", user_id="acme:alice", session_id=added.json()["session_id"],
+        occurred_at=T0, memory_id="mem-bees", memory_type="fact", content="Alice keeps bees",
+        importance=0.7, extraction_event_id="x2", extractor="test/1",
+        source_event_ids=(said, secret),  # a forged citation of beta's event must not open it
+    )
+    world.service.container.memory_projection().apply(
+        [(memory, SourcePosition("t.memories", 0, 100))]
+    )
+    await world.publisher.publish("t.memories", [memory])
+    response = await client.get(
+        "/v1/memories/mem-bees/history", params={"user_id": "alice", "sources": "true"},
+        headers=auth(ACME_ALL),
+    )
+    assert response.status_code == 200, response.text
+    (source,) = response.json()["sources"]
+    assert source["event_id"] == said and source["role"] == "user"
+    assert source["content"] == "I keep bees in Tromsø" and "4242" not in response.text
+    plain = await client.get(
+        "/v1/memories/mem-bees/history", params={"user_id": "alice"}, headers=auth(ACME_ALL)
+    )
+    assert plain.json()["sources"] is None
+
+
+async def test_reports_answer_as_json_csv_and_png_and_unknown_ones_are_404(
+    client: httpx.AsyncClient,
+) -> None:
+    listed = await client.get("/v1/reports", headers=auth(ACME_ALL))
+    assert listed.status_code == 200
+    names = {r["name"] for r in listed.json()}
+    assert {"growth", "access", "decay"} <= names
+    for name in sorted(names):
+        rows = await client.get(
+            f"/v1/reports/{name}", params={"user_id": "alice"}, headers=auth(ACME_ALL)
+        )
+        assert rows.status_code == 200, (name, rows.text)
+        assert rows.json()["report"] == name and "acme:" not in rows.text
+    csv = await client.get(
+        "/v1/reports/growth", params={"user_id": "alice", "format": "csv"}, headers=auth(ACME_ALL)
+    )
+    assert csv.status_code == 200 and csv.headers["content-type"].startswith("text/csv")
+    png = await client.get(
+        "/v1/reports/growth", params={"user_id": "alice", "format": "png"}, headers=auth(ACME_ALL)
+    )
+    assert png.status_code == 200 and png.content.startswith(b"\x89PNG")
+    missing = await client.get(
+        "/v1/reports/nope", params={"user_id": "alice"}, headers=auth(ACME_ALL)
+    )
+    assert missing.status_code == 404
+    bad = await client.get(
+        "/v1/reports/growth", params={"user_id": "alice", "format": "xml"}, headers=auth(ACME_ALL)
+    )
+    assert bad.status_code == 422
+
+
+async def test_readiness_needs_no_key_and_says_what_is_missing(client: httpx.AsyncClient) -> None:
+    response = await client.get("/v1/ready")
+    # No broker in this test: not ready, and the checks say why.
+    assert response.status_code == 503
+    body = response.json()
+    assert body["ready"] is False and body["checks"]["broker"] == "unreachable"
+    assert body["checks"]["worker"] == "no worker answers"
 
 
 # --- hostile input ----------------------------------------------------------------------

@@ -1,0 +1,72 @@
+"""What every route of the HTTP API shares: the caller's key, the service, the user id the
+service knows the caller's user by, and the documented error answers."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import Depends, HTTPException, Path, Query, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from memstream.streams.api.auth import ApiKey, Refused
+from memstream.streams.service.app import Service
+
+__all__ = [
+    "ERRORS",
+    "NOT_FOUND",
+    "Caller",
+    "MemoryIdPath",
+    "ServiceDep",
+    "UserQuery",
+    "scoped_user",
+    "unprocessable",
+]
+
+_bearer = HTTPBearer(
+    auto_error=False,
+    description="An API key from the key file (`memstream api-key add`), bound to a tenant.",
+)
+UserQuery = Annotated[str, Query(max_length=1024, description="Your user id (within your tenant).")]
+MemoryIdPath = Annotated[str, Path(min_length=1, max_length=1024)]
+ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"description": "No API key, or an unknown one."},
+    403: {"description": "A user the key may not act for, or a write with a read-only key."},
+    422: {"description": "Bad input."},
+}
+NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    **ERRORS,
+    404: {"description": "No such memory of this user."},
+}
+
+
+def _caller(
+    request: Request,
+    _credentials: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
+) -> ApiKey:
+    """The key the request was authenticated with (the security scheme is declared here, for
+    the OpenAPI document; the app's authentication middleware did the checking)."""
+    key: ApiKey = request.state.api_key
+    return key
+
+
+def _service(request: Request) -> Service:
+    service: Service = request.app.state.service
+    return service
+
+
+Caller = Annotated[ApiKey, Depends(_caller)]
+ServiceDep = Annotated[Service, Depends(_service)]
+
+
+def scoped_user(key: ApiKey, user_id: str, *, write: bool = False) -> str:
+    """The id the service knows the caller's ``user_id`` by (``tenant:user``); 403 or 422
+    when the key may not act for it, or no event can carry it."""
+    try:
+        return key.user_id(user_id, write=write)
+    except Refused as refused:
+        raise HTTPException(refused.status, refused.reason) from None
+
+
+def unprocessable(exc: ValueError | TypeError, namespaced: str, user_id: str) -> HTTPException:
+    """422 with the service's reason, naming the caller's user id, not the namespaced one."""
+    return HTTPException(422, str(exc).replace(namespaced, user_id))
