@@ -216,5 +216,6 @@ async def erase(body: EraseRequest, key: Caller, service: ServiceDep) -> EraseRe
         started_at=receipt.started_at.isoformat(),
         removed=dict(receipt.removed),
         notes=[note.replace(user_id, body.user_id) for note in receipt.notes],
+        left=[note.replace(user_id, body.user_id) for note in receipt.left],
         complete=receipt.complete,
     )

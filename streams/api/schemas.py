@@ -211,6 +211,8 @@ class EraseResponse(BaseModel):
     started_at: str
     removed: dict[str, int]
     notes: list[str]
+    #: The notes that say a store still holds something of the user.
+    left: list[str]
     complete: bool
 
 

@@ -1,29 +1,48 @@
-"""Clients of memstream for applications: ``local`` runs the service in the application's
-process (it needs the broker, the LanceDB directory and the key store of the workers).
+"""Clients of memstream for applications: the same verbs over HTTP or in this process.
 
-``from memstream.streams.client import MemoryClient`` is the way in; the plain dicts the verbs
-answer with are in :mod:`memstream.streams.service.results`.
+``MemoryClient(url=..., api_key=...)`` (and ``AsyncMemoryClient``) talks to ``memstream
+serve`` (:mod:`~memstream.streams.client.remote`); without ``url`` the service runs in the
+application's process (:mod:`~memstream.streams.client.local`, which needs the broker, the
+LanceDB directory and the key store of the workers). ``from memstream import MemoryClient``
+is the way in; :mod:`~memstream.streams.client.base` documents every verb once, and the plain
+dicts they answer with are in :mod:`memstream.streams.service.results`.
 """
 
-from memstream.streams.client.local import AsyncMemoryClient, MemoryClient
+from memstream.streams.client.base import AsyncMemoryClient
+from memstream.streams.client.shapes import (
+    AccessRefused,
+    ReportRows,
+    ServiceUnreachable,
+    SessionContextDict,
+)
+from memstream.streams.client.sync import MemoryClient
 from memstream.streams.service.results import (
     AddResult,
+    ContextResult,
     HistoryEntry,
+    MadeMemoryDict,
     MemoryDict,
     MemoryHitDict,
     history_entry,
     normalise_messages,
 )
-from memstream.streams.tools.publish import chat_events_for_add
+from memstream.streams.service.sessions import NoSession, WorkerUnreachable
 
 __all__ = [
+    "AccessRefused",
     "AddResult",
     "AsyncMemoryClient",
+    "ContextResult",
     "HistoryEntry",
+    "MadeMemoryDict",
     "MemoryClient",
     "MemoryDict",
     "MemoryHitDict",
-    "chat_events_for_add",
+    "NoSession",
+    "ReportRows",
+    "ServiceUnreachable",
+    "SessionContextDict",
+    "WorkerUnreachable",
     "history_entry",
     "normalise_messages",
 ]

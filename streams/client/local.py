@@ -1,4 +1,6 @@
-"""The in-process client: mem0-like verbs over :class:`~memstream.streams.service.app.Service`.
+"""The in-process client: the client's verbs over :class:`~memstream.streams.service.app.Service`
+in the application's own process (:class:`LocalMemory`, what ``AsyncMemoryClient()`` calls
+without a ``url``).
 
 Writes are events, reads come from projections (see
 :mod:`memstream.streams.service.memories` for what each verb does).
@@ -24,22 +26,21 @@ a worker that cannot find a user's key skips the user's events as erased.
 
 Examples
 --------
->>> with MemoryClient() as memory:  # doctest: +SKIP
-...     memory.add("I live in Oslo and I prefer tea.", user_id="ann")
-...     memory.search("where do I live", user_id="ann")
+>>> async with AsyncMemoryClient() as memory:  # doctest: +SKIP
+...     await memory.add("I live in Oslo and I prefer tea.", user_id="ann")
+...     await memory.search("where do I live", user_id="ann")
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from collections.abc import Coroutine, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any
 
 from memstream.models.settings import Settings
+from memstream.projections.analytics import ReportOptions, Scope, json_rows
 from memstream.projections.memories import MemoryIndex, SearchFilters
+from memstream.streams.client.shapes import DEFAULT_WAIT_S, ReportRows, SessionContextDict
 from memstream.streams.runtime.keys import KeyStore
 from memstream.streams.runtime.publisher import EventPublisher
 from memstream.streams.service.app import Service
@@ -54,9 +55,7 @@ from memstream.streams.service.results import (
 from memstream.streams.tools.erasure import ErasureReceipt
 from memstream.streams.tools.publish import Message
 
-__all__ = ["AsyncMemoryClient", "MemoryClient"]
-
-T = TypeVar("T")
+__all__ = ["LocalMemory"]
 
 
 def _settings_from_env() -> Settings:
@@ -66,8 +65,22 @@ def _settings_from_env() -> Settings:
     return Settings(**overrides)
 
 
-class AsyncMemoryClient:
-    """mem0-like memory operations for asyncio code; writes are events on the topics.
+def search_filters(filters: SearchFilters | Mapping[str, Any] | None) -> SearchFilters | None:
+    """``filters`` as the projection's ``SearchFilters`` (a dict of its fields is taken)."""
+    if filters is None or isinstance(filters, SearchFilters):
+        return filters
+    fields = dict(filters)
+    if "memory_types" in fields and fields["memory_types"] is not None:
+        fields["memory_types"] = tuple(fields["memory_types"])
+    try:
+        return SearchFilters(**fields)
+    except TypeError:
+        raise ValueError(f"unknown search filters: {sorted(fields)}") from None
+
+
+class LocalMemory:
+    """The client's verbs over a :class:`Service` in this process (see
+    :class:`~memstream.streams.client.base.AsyncMemoryClient` for each verb).
 
     One producer, started on the first write, serves every call; use the client on one event
     loop and close it (``async with`` does) to flush and stop it.
@@ -87,11 +100,6 @@ class AsyncMemoryClient:
         Where writes go; the broker of ``settings`` by default.
     service
         A service to share with other adapters (then the other parameters are its own).
-
-    Examples
-    --------
-    >>> async with AsyncMemoryClient() as memory:  # doctest: +SKIP
-    ...     await memory.add([{"role": "user", "content": "I live in Oslo"}], user_id="ann")
     """
 
     def __init__(
@@ -113,16 +121,8 @@ class AsyncMemoryClient:
         self.settings = service.settings
         self.keys = service.container.key_store
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
+    def __repr__(self) -> str:
+        return f"LocalMemory(data_dir={str(self.settings.data_dir)!r})"
 
     async def close(self) -> None:
         """Wait (bounded) for background access events, then stop the producer."""
@@ -138,12 +138,13 @@ class AsyncMemoryClient:
         close: bool = True,
         event_ids: Sequence[str] | None = None,
         occurred_at: datetime | None = None,
+        wait: bool = False,
+        timeout_s: float = DEFAULT_WAIT_S,
     ) -> AddResult:
-        """Publish a conversation as chat events (:meth:`MemoryService.add
-        <memstream.streams.service.memories.MemoryService.add>`)."""
+        """See :meth:`MemoryService.add <memstream.streams.service.memories.MemoryService.add>`."""
         return await self.service.memories.add(
             messages, user_id=user_id, session_id=session_id, agent_id=agent_id, close=close,
-            event_ids=event_ids, occurred_at=occurred_at,
+            event_ids=event_ids, occurred_at=occurred_at, wait=wait, timeout_s=timeout_s,
         )
 
     async def search(
@@ -152,15 +153,14 @@ class AsyncMemoryClient:
         *,
         user_id: str,
         limit: int = 5,
-        filters: SearchFilters | None = None,
+        filters: SearchFilters | Mapping[str, Any] | None = None,
         as_of: datetime | None = None,
         explain: bool = False,
     ) -> list[MemoryHitDict]:
-        """The user's most relevant memories, now or ``as_of`` a past time, with every part
-        of each score when ``explain``
-        (:meth:`MemoryService.search <memstream.streams.service.memories.MemoryService.search>`)."""
+        """See :meth:`MemoryService.search <memstream.streams.service.memories.MemoryService.search>`."""
         return await self.service.memories.search(
-            query, user_id=user_id, limit=limit, filters=filters, as_of=as_of, explain=explain
+            query, user_id=user_id, limit=limit, filters=search_filters(filters), as_of=as_of,
+            explain=explain,
         )
 
     async def context(
@@ -172,26 +172,11 @@ class AsyncMemoryClient:
         session_id: str | None = None,
         token_budget: int | None = None,
     ) -> ContextResult:
-        """The long-term memory context of one turn, for an agent's prompt
-        (:meth:`MemoryService.context <memstream.streams.service.memories.MemoryService.context>`)."""
+        """See :meth:`MemoryService.context <memstream.streams.service.memories.MemoryService.context>`."""
         return await self.service.memories.context(
             message, user_id=user_id, recent_turns=recent_turns, session_id=session_id,
             token_budget=token_budget,
         )
-
-    async def session_context(
-        self, session_id: str, *, user_id: str, budget: int | None = None
-    ) -> dict[str, Any]:
-        """An open session's working memory (window, task, tool calls, entities, scratchpad)
-        and its prompt within ``budget`` tokens, from the worker that owns it
-        (:meth:`SessionService.context <memstream.streams.service.sessions.SessionService.context>`)."""
-        return await self.service.sessions.context(
-            user_id=user_id, session_id=session_id, budget=budget
-        )
-
-    async def close_session(self, session_id: str, *, user_id: str) -> str:
-        """End a session now, so the worker consolidates it; returns the close's event id."""
-        return await self.service.sessions.close(user_id=user_id, session_id=session_id)
 
     async def get(self, memory_id: str, *, user_id: str) -> MemoryDict | None:
         """One of the user's memories (active or not); None if unknown or another user's."""
@@ -219,163 +204,43 @@ class AsyncMemoryClient:
         """Erase the user from every store; the receipt says what was removed."""
         return await self.service.memories.erase(user_id, reason=reason)
 
-
-# --- the sync client -------------------------------------------------------------------
-
-
-class MemoryClient:
-    """The synchronous client: :class:`AsyncMemoryClient` on its own event loop thread.
-
-    The loop runs in a daemon thread the client owns, so calls work the same from plain
-    scripts and from code already inside a running loop (a notebook, a web handler): each
-    call is handed to that loop and waited for. One producer serves every call. Close the
-    client (``with`` does) to flush background access events and stop the thread.
-
-    Examples
-    --------
-    >>> with MemoryClient() as memory:  # doctest: +SKIP
-    ...     result = memory.add("I prefer window seats.", user_id="ann")
-    ...     memory.get_all(user_id="ann")
-    """
-
-    def __init__(
-        self,
-        settings: Settings | None = None,
-        *,
-        projection: MemoryIndex | None = None,
-        keys: KeyStore | None = None,
-        publisher: EventPublisher | None = None,
-        service: Service | None = None,
-    ) -> None:
-        self._client = AsyncMemoryClient(
-            settings, projection=projection, keys=keys, publisher=publisher, service=service
-        )
-        self.settings = self._client.settings
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self._loop.run_forever, name="memstream-client", daemon=True
-        )
-        self._thread.start()
-        self._closed = False
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Flush, stop the producer and the loop thread; idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            asyncio.run_coroutine_threadsafe(self._client.close(), self._loop).result()
-        finally:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join()
-            self._loop.close()
-
-    def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        if self._closed:
-            coroutine.close()
-            raise RuntimeError("the client is closed")
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
-
-    def add(
-        self,
-        messages: str | Sequence[Message] | Sequence[dict[str, Any]],
-        *,
-        user_id: str,
-        session_id: str | None = None,
-        agent_id: str | None = None,
-        close: bool = True,
-        event_ids: Sequence[str] | None = None,
-        occurred_at: datetime | None = None,
-    ) -> AddResult:
-        """Publish a conversation as chat events (see :meth:`AsyncMemoryClient.add`)."""
-        return self._run(
-            self._client.add(
-                messages,
-                user_id=user_id,
-                session_id=session_id,
-                agent_id=agent_id,
-                close=close,
-                event_ids=event_ids,
-                occurred_at=occurred_at,
-            )
-        )
-
-    def search(
-        self,
-        query: str,
-        *,
-        user_id: str,
-        limit: int = 5,
-        filters: SearchFilters | None = None,
-        as_of: datetime | None = None,
-        explain: bool = False,
-    ) -> list[MemoryHitDict]:
-        """The user's most relevant memories, now or ``as_of`` a past time (see
-        :meth:`AsyncMemoryClient.search`)."""
-        return self._run(
-            self._client.search(
-                query, user_id=user_id, limit=limit, filters=filters, as_of=as_of, explain=explain
-            )
-        )
-
-    def context(
-        self,
-        message: str,
-        *,
-        user_id: str,
-        recent_turns: Sequence[str] = (),
-        session_id: str | None = None,
-        token_budget: int | None = None,
-    ) -> ContextResult:
-        """The long-term memory context of one turn (see :meth:`AsyncMemoryClient.context`)."""
-        return self._run(
-            self._client.context(
-                message, user_id=user_id, recent_turns=recent_turns, session_id=session_id,
-                token_budget=token_budget,
-            )
-        )
-
-    def session_context(
+    async def session_context(
         self, session_id: str, *, user_id: str, budget: int | None = None
-    ) -> dict[str, Any]:
-        """An open session's working memory (see :meth:`AsyncMemoryClient.session_context`)."""
-        return self._run(self._client.session_context(session_id, user_id=user_id, budget=budget))
+    ) -> SessionContextDict:
+        """An open session's working memory, from the worker that owns it
+        (:meth:`SessionService.context <memstream.streams.service.sessions.SessionService.context>`)."""
+        reply = await self.service.sessions.context(
+            user_id=user_id, session_id=session_id, budget=budget
+        )
+        return {
+            "session_id": session_id,
+            "prompt": str(reply.get("prompt", "")),
+            "context": dict(reply.get("context", {})),
+            "served_by": reply.get("served_by"),
+        }
 
-    def close_session(self, session_id: str, *, user_id: str) -> str:
+    async def close_session(self, session_id: str, *, user_id: str) -> str:
         """End a session now, so the worker consolidates it; returns the close's event id."""
-        return self._run(self._client.close_session(session_id, user_id=user_id))
+        return await self.service.sessions.close(user_id=user_id, session_id=session_id)
 
-    def get(self, memory_id: str, *, user_id: str) -> MemoryDict | None:
-        """One of the user's memories; None if unknown or another user's."""
-        return self._run(self._client.get(memory_id, user_id=user_id))
-
-    def get_all(self, *, user_id: str, include_inactive: bool = False) -> list[MemoryDict]:
-        """The user's memories, newest first (see :meth:`AsyncMemoryClient.get_all`)."""
-        return self._run(self._client.get_all(user_id=user_id, include_inactive=include_inactive))
-
-    def history(self, memory_id: str, *, user_id: str) -> list[HistoryEntry]:
-        """The life of one of the user's memories, in log order (see the async client)."""
-        return self._run(self._client.history(memory_id, user_id=user_id))
-
-    def delete(self, memory_id: str, *, user_id: str, reason: str = "requested") -> str:
-        """Publish a ``MemoryDeleted``; ``KeyError`` if the memory is not the user's."""
-        return self._run(self._client.delete(memory_id, user_id=user_id, reason=reason))
-
-    def delete_all(self, *, user_id: str, reason: str = "requested") -> list[str]:
-        """Publish a ``MemoryDeleted`` per active memory of the user; return the event ids."""
-        return self._run(self._client.delete_all(user_id=user_id, reason=reason))
-
-    def erase(self, *, user_id: str, reason: str = "requested") -> ErasureReceipt:
-        """Erase the user from every store; the receipt says what was removed."""
-        return self._run(self._client.erase(user_id=user_id, reason=reason))
+    async def report(
+        self,
+        name: str,
+        *,
+        user_id: str,
+        since: datetime | None = None,
+        now: datetime | None = None,
+        days: int = 7,
+        limit: int = 10,
+    ) -> ReportRows:
+        """A named report over the user's memories and log (``ValueError`` for an unknown
+        one)."""
+        scope = Scope(user_id=user_id, since=since, now=now)
+        result = await self.service.reports.run(
+            name, scope, ReportOptions(days=days, limit=limit)
+        )
+        return {
+            "report": name,
+            "columns": result.table.column_names,
+            "rows": json_rows(result.table),
+        }

@@ -7,7 +7,7 @@ entry is one event of the memories topic with its place in the log.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NotRequired, cast, get_args
+from typing import TYPE_CHECKING, Any, NotRequired, cast, get_args
 
 # pydantic (the HTTP API's answers) takes typing_extensions' TypedDict before Python 3.12.
 from typing_extensions import TypedDict
@@ -26,9 +26,12 @@ from memstream.models.events import (
     TaskSet,
     ToolCalled,
 )
-from memstream.projections.memories import MemoryHit, MemoryRecord
-from memstream.projections.retrieval import RankedMemory, Retrieval
-from memstream.streams.tools.publish import Message
+
+if TYPE_CHECKING:
+    # Annotations only: the HTTP client reads these shapes without loading LanceDB or Kafka.
+    from memstream.projections.memories import MemoryHit, MemoryRecord
+    from memstream.projections.retrieval import RankedMemory, Retrieval
+    from memstream.streams.tools.publish import Message
 
 __all__ = [
     "AddResult",

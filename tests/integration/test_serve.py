@@ -229,3 +229,19 @@ def test_reports_users_readiness_and_erasure(stack: Stack) -> None:
     assert call(
         beta, "GET", "/memories", params={"user_id": "eve"}
     ).json()["results"], "another tenant's user is untouched"
+
+
+def test_an_application_uses_memory_over_http_with_the_client(stack: Stack) -> None:
+    from memstream import MemoryClient
+
+    with MemoryClient(url=stack.url.removesuffix("/v1"), api_key=stack.acme) as memory:
+        made = memory.add(
+            [{"role": "user", "content": "I live in Porto and I prefer aisle seats."}],
+            user_id="fay", wait=True,
+        )
+        assert made["status"] == "searchable" and made["memories"]
+        hits = memory.search("where does fay live", user_id="fay")
+        assert any("Porto" in hit["memory"] for hit in hits)
+        context = memory.context("Book me a seat to my home town", user_id="fay")
+        assert "Porto" in context["context"]
+        assert memory.get_all(user_id="fay") and memory.report("growth", user_id="fay")["rows"]

@@ -14,20 +14,18 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 import pytest
-from fakes import InMemoryMemoryIndex, InMemoryPublisher
+from fakes import InMemoryPublisher
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
+from worlds import T0, service_world
 
-from memstream.models.codec import EventLimits
 from memstream.models.events import MemoryAdded, MessageAdded, SessionClosed, SessionStarted
-from memstream.models.settings import Settings
 from memstream.projections.memories import SourcePosition
 from memstream.streams.api.app import create_api
 from memstream.streams.api.auth import (
@@ -39,12 +37,9 @@ from memstream.streams.api.auth import (
     tenant_user_id,
 )
 from memstream.streams.cli import main
-from memstream.streams.runtime.broker import free_port
-from memstream.streams.runtime.keys import FileKeyStore, open_event
+from memstream.streams.runtime.keys import open_event
 from memstream.streams.service.app import Service
-from memstream.streams.service.container import Container
 
-T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 ACME_ALL = "msk_acme-all-0123456789abcdef"
 ACME_ALICE_READ = "msk_acme-alice-read-0123456789"
 BETA_ALL = "msk_beta-all-0123456789abcdef"
@@ -83,46 +78,7 @@ def path_of(memory_id: str) -> str:
 
 @pytest.fixture
 def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
-    # No worker and no broker answer on these ports (the integration tier runs workers on
-    # the default web port in parallel with this module).
-    settings = Settings(
-        data_dir=tmp_path, topic_prefix="t", web_port=free_port(), broker=f"127.0.0.1:{free_port()}"
-    )
-    keys = FileKeyStore(settings.keys_dir)
-    publisher = InMemoryPublisher(keys, EventLimits.from_settings(settings))
-    index = InMemoryMemoryIndex()
-    for offset, (user, memory_id, content) in enumerate(MEMORIES):
-        event = MemoryAdded(
-            event_id=f"add-{memory_id}",
-            user_id=user,
-            session_id="s1",
-            occurred_at=T0,
-            memory_id=memory_id,
-            memory_type="fact",
-            content=content,
-            importance=0.7,
-            extraction_event_id="x1",
-            extractor="test/1",
-            source_event_ids=(f"m-{memory_id}",),
-        )
-        index.apply([(event, SourcePosition("t.memories", 0, offset))])
-        # As the worker does: the memories topic holds it sealed with its user's key.
-        asyncio.run(publisher.publish("t.memories", [event]))
-
-    async def read_topic(
-        settings: Settings, topic: str, timeout_s: float = 30.0, *, key: bytes | None = None
-    ) -> list[Any]:
-        # One partition: with ``key``, the partition holds other users' records too.
-        sent = [(k, value) for t, k, value in publisher.sent if t == topic]
-        return [
-            SimpleNamespace(
-                topic=topic, partition=0, offset=n, timestamp=1, key=key, value=value
-            )
-            for n, (key, value) in enumerate(sent)
-        ]
-
-    monkeypatch.setattr("memstream.streams.service.memories.read_topic", read_topic)
-    service = Service(Container(settings, keys=keys, projection=index, publisher=publisher))
+    service, publisher = service_world(tmp_path, monkeypatch, MEMORIES)
     return World(create_api(service, KeyFile.of(KEYS)), publisher, service)
 
 

@@ -26,11 +26,11 @@ from memstream.projections.memories import MemoryProjection, SourcePosition
 from memstream.streams.client import (
     AsyncMemoryClient,
     MemoryClient,
-    chat_events_for_add,
     history_entry,
     normalise_messages,
 )
 from memstream.streams.runtime.keys import FileKeyStore, open_event
+from memstream.streams.tools.publish import chat_events_for_add
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
@@ -197,20 +197,20 @@ async def test_a_deletion_reason_is_sealed_with_the_users_key_and_never_creates_
     assert b"Oslo" not in value
     event = decode_event(value)
     assert event.encryption is not None
-    key_id, _ = client.keys.key_for("ann", create=False)  # type: ignore[misc]
+    key_id, _ = client.backend.keys.key_for("ann", create=False)  # type: ignore[misc]
     assert event.encryption.key_id == key_id  # her existing key
-    opened = open_event(event, client.keys)
+    opened = open_event(event, client.backend.keys)
     assert isinstance(opened, MemoryDeleted) and opened.reason == "I told you I moved from Oslo"
 
     # Erased (her key destroyed) while the projection still lists her memories: nothing is
     # published, sealed or not, and no new key appears.
     producer.sent.clear()
-    client.keys.destroy("ann")
+    client.backend.keys.destroy("ann")
     with pytest.raises(KeyError):
         await client.delete("ann-2", user_id="ann", reason="Oslo again")
     assert await client.delete_all(user_id="ann", reason="Oslo again") == []
     assert producer.sent == []
-    assert client.keys.key_for("ann", create=False) is None
+    assert client.backend.keys.key_for("ann", create=False) is None
 
 
 async def test_delete_all_deletes_only_that_users_active_memories(
@@ -236,7 +236,7 @@ async def test_add_refuses_an_oversized_event_before_publishing(
     assert [(t, k) for t, k, _ in producer.sent] == [("t.chat", b"ann")]
     ((_, _, value),) = producer.sent
     assert b"Oslo" not in value  # sealed with ann's key, created on her first write
-    opened = open_event(decode_event(value), client.keys)
+    opened = open_event(decode_event(value), client.backend.keys)
     assert isinstance(opened, MessageAdded) and opened.content == "I live in Oslo"
 
 
@@ -264,7 +264,7 @@ async def test_search_publishes_the_access_event_of_what_it_returned(
     assert [m.memory_id for m in event.memories] == ["ann-1"]
     # The query is the user's words: sealed with ann's key, readable with it.
     assert b"lives in Oslo" not in value and event.encryption is not None
-    assert open_event(event, client.keys).query == "Ann lives in Oslo"  # type: ignore[union-attr]
+    assert open_event(event, client.backend.keys).query == "Ann lives in Oslo"  # type: ignore[union-attr]
     assert await client.search("lives", user_id="bob", limit=200)
     with pytest.raises(ValueError):
         await client.search("lives", user_id="ann", limit=0)

@@ -21,6 +21,8 @@ def test_wheel_installs_only_the_memstream_package_with_its_assets(tmp_path: Pat
     top_level = {name.split("/")[0] for name in names if not name.startswith("memstream-")}
     assert top_level == {"memstream"}
     assert "memstream/models/events.py" in names
+    # `from memstream import MemoryClient`, and typed (PEP 561).
+    assert {"memstream/__init__.py", "memstream/py.typed"} <= set(names)
     assert "memstream/projections/assets/tokenizer.json" in names
     assert "memstream/streams/samples/demo.jsonl" in names
     sources = {
@@ -31,6 +33,20 @@ def test_wheel_installs_only_the_memstream_package_with_its_assets(tmp_path: Pat
     assert sources - set(names) == set(), "modules missing from the wheel (pyproject packages)"
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "memstream = memstream.streams.cli.command:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+
+
+def test_the_top_level_package_gives_the_client_without_loading_the_workers_stack() -> None:
+    """An application over HTTP imports the client only: no LanceDB, Faust, DuckDB, model."""
+    script = (
+        "import sys\n"
+        "from memstream import AsyncMemoryClient, MemoryClient\n"
+        "heavy = ('lancedb', 'faust', 'duckdb', 'onnxruntime', 'matplotlib')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=True, capture_output=True, text=True, cwd=ROOT.parent
+    )
+    assert done.stdout.strip() == "[]"
 
 
 def test_no_two_test_modules_share_a_name() -> None:
