@@ -84,6 +84,9 @@ class Settings(BaseSettings):
     #: tenant it is bound to, optionally its users and read-only. None: ``api_keys.toml`` in
     #: the data directory (see :attr:`api_keys_path`).
     api_keys_file: Path | None = None
+    #: Serve the HTTP API inside each worker too (on ``api_port``, sharing the worker's
+    #: key store and memory table), instead of or beside ``memstream serve``.
+    serve_in_worker: bool = False
 
     # --- short-term memory --------------------------------------------------------------
     max_messages: int = Field(50, ge=2)

@@ -1,4 +1,5 @@
-"""The composition root: ``create_app(settings)`` builds the Faust app and its agents.
+"""The composition root: ``create_app(settings)`` builds the Faust app and its agents, and
+``run_worker(settings)`` runs it (``memstream worker``).
 
 Topics → agents → projections::
 
@@ -19,8 +20,11 @@ destroyed (an erased user) are skipped and counted, never dead-lettered.
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import gc
 import logging
+import sys
 from typing import Any
 
 import faust
@@ -55,8 +59,8 @@ from memstream.streams.runtime.health import (
 from memstream.streams.runtime.llm_extractor import LLMExtractor
 from memstream.streams.runtime.logid import LogWatch
 from memstream.streams.runtime.tansu import faust_settings_for, prepare_for_broker
-from memstream.streams.runtime.topics import Topics
-from memstream.streams.runtime.web import faust_web_settings, register_pages
+from memstream.streams.runtime.topics import Topics, ensure_topics
+from memstream.streams.runtime.web import check_web_exposure, faust_web_settings, register_pages
 from memstream.streams.service.container import Container
 
 log = logging.getLogger(__name__)
@@ -253,6 +257,45 @@ def create_app(
     if "archive" in roles:
         app.task(watched_task(components, "archive", archive_log))
 
+    if settings.serve_in_worker:
+
+        async def serve_api(health: ComponentReport) -> None:
+            """The HTTP API inside this worker, over the worker's own container."""
+            from memstream.streams.api.server import api_server, key_file
+            from memstream.streams.service.app import Service
+
+            async with Service(container) as service:
+                # Its signals stay the worker's: stopping the app cancels this task.
+                await api_server(service, key_file(settings), own_signals=False).serve()
+
+        app.task(watched_task(components, "api", serve_api))
+
     watch_faust(components, app)
     register_pages(app, store, settings, chat, components)
     return app
+
+
+def run_worker(settings: Settings) -> None:
+    """Run the Faust worker for ``settings`` until SIGINT/SIGTERM."""
+    from memstream.projections.allocator import tune_allocators
+    from memstream.streams.runtime.logid import LogLost, claim_log
+    # Before anything touches the broker: a worker that must not start says so at once.
+    check_web_exposure(settings)
+    if settings.tune_malloc:
+        # Before any thread starts: each would get an arena of its own.
+        tune_allocators()
+    asyncio.run(ensure_topics(settings))
+    try:
+        # A broker that lost the log this data directory was built from is refused: the
+        # worker would otherwise build on an empty log, and its writes would be lost.
+        asyncio.run(claim_log(settings))
+    except LogLost as exc:
+        print(f"memstream worker: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(3) from None
+    settings.faust_dir.mkdir(parents=True, exist_ok=True)
+    # The session agent makes many short-lived objects and holds many long-lived ones (the
+    # open sessions): collecting less often cut the fold's cost by a fifth.
+    gc.set_threshold(50_000, 20, 20)
+    app = create_app(settings)
+    worker = faust.Worker(app, loglevel=settings.log_level, quiet=True)
+    worker.execute_from_commandline()

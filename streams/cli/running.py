@@ -27,8 +27,8 @@ def cmd_broker(args: argparse.Namespace, container: Container) -> int:
 
 def cmd_worker(args: argparse.Namespace, container: Container) -> int:
     """Run the Faust worker: session state, consolidation, extraction, projection."""
+    from memstream.streams.agents.app import run_worker
     from memstream.streams.runtime.web import UnsafeWebExposure
-    from memstream.streams.runtime.worker import run_worker
 
     try:
         run_worker(container.settings)

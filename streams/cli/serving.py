@@ -13,16 +13,14 @@ if TYPE_CHECKING:
 
 def cmd_serve(args: argparse.Namespace, container: Container) -> int:
     """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs) until Ctrl-C."""
-    import uvicorn
-
-    from memstream.streams.api.app import create_api
-    from memstream.streams.api.auth import KeyFile, KeyFileError
+    from memstream.streams.api.auth import KeyFileError
+    from memstream.streams.api.server import api_server, key_file
     from memstream.streams.service.app import Service
 
     settings = container.settings
     path = settings.api_keys_path
     try:
-        keys = KeyFile(path)
+        keys = key_file(settings)
     except KeyFileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -32,15 +30,10 @@ def cmd_serve(args: argparse.Namespace, container: Container) -> int:
             "`memstream api-key add --tenant T` writes one",
             file=sys.stderr,
         )
-    host = args.host or settings.api_host
-    port = args.port or settings.api_port
 
     async def serve() -> None:
         async with Service(container) as service:
-            config = uvicorn.Config(
-                create_api(service, keys), host=host, port=port, log_level=settings.log_level
-            )
-            await uvicorn.Server(config).serve()
+            await api_server(service, keys, host=args.host, port=args.port).serve()
 
     asyncio.run(serve())
     return 0

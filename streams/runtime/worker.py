@@ -1,9 +1,9 @@
-"""Running the worker: in this process (``memstream worker``) or as a child process."""
+"""The worker from outside: its web pages (``fetch_json``, readiness) and a worker run as a
+child process (``WorkerProcess``); ``memstream worker`` itself is
+:func:`memstream.streams.agents.app.run_worker`."""
 
 from __future__ import annotations
 
-import asyncio
-import gc
 import json
 import os
 import signal
@@ -16,40 +16,6 @@ from pathlib import Path
 from typing import IO, Any, Self
 
 from memstream.models.settings import Settings
-
-
-def run_worker(settings: Settings) -> None:
-    """Run the Faust worker for ``settings`` until SIGINT/SIGTERM."""
-    # Imported here: Faust and the embedder are heavy, and the CLI's other commands
-    # (publish, search, schema) should start fast.
-    import faust
-
-    from memstream.projections.allocator import tune_allocators
-    from memstream.streams.agents.app import create_app
-    from memstream.streams.runtime.logid import LogLost, claim_log
-    from memstream.streams.runtime.topics import ensure_topics
-    from memstream.streams.runtime.web import check_web_exposure
-
-    # Before anything touches the broker: a worker that must not start says so at once.
-    check_web_exposure(settings)
-    if settings.tune_malloc:
-        # Before any thread starts: each would get an arena of its own.
-        tune_allocators()
-    asyncio.run(ensure_topics(settings))
-    try:
-        # A broker that lost the log this data directory was built from is refused: the
-        # worker would otherwise build on an empty log, and its writes would be lost.
-        asyncio.run(claim_log(settings))
-    except LogLost as exc:
-        print(f"memstream worker: {exc}", file=sys.stderr, flush=True)
-        raise SystemExit(3) from None
-    settings.faust_dir.mkdir(parents=True, exist_ok=True)
-    # The session agent makes many short-lived objects and holds many long-lived ones (the
-    # open sessions): collecting less often cut the fold's cost by a fifth.
-    gc.set_threshold(50_000, 20, 20)
-    app = create_app(settings)
-    worker = faust.Worker(app, loglevel=settings.log_level, quiet=True)
-    worker.execute_from_commandline()
 
 
 def worker_url(settings: Settings, path: str) -> str:

@@ -34,6 +34,8 @@ class Stack:
     url: str
     acme: str
     beta: str
+    #: The same API, served inside the worker (MEMSTREAM_SERVE_IN_WORKER).
+    worker_url: str
 
     def call(self, key: str | None, method: str, path: str, **options: Any) -> httpx.Response:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
@@ -44,7 +46,8 @@ class Stack:
 def stack(
     tmp_path_factory: pytest.TempPathFactory, broker_address: str, broker_kind: str
 ) -> Iterator[Stack]:
-    """A worker and ``memstream serve`` in child processes, on one settings; two tenants."""
+    """A worker and ``memstream serve`` in child processes, on one settings; two tenants. The
+    worker serves the API too, on a port of its own."""
     tmp = tmp_path_factory.mktemp("serve")
     settings = Settings(
         broker=broker_address, broker_kind=broker_kind, data_dir=tmp / "data",  # type: ignore[arg-type]
@@ -55,8 +58,9 @@ def stack(
     acme = add_key(settings.api_keys_path, "acme")
     beta = add_key(settings.api_keys_path, "beta")
     env = {**os.environ, **settings.to_env(), "PYTHONUNBUFFERED": "1"}
+    in_worker = settings.model_copy(update={"serve_in_worker": True, "api_port": free_port()})
     with (
-        WorkerProcess(settings, log_path=tmp / "worker.log"),
+        WorkerProcess(in_worker, log_path=tmp / "worker.log"),
         (tmp / "serve.log").open("ab") as log,
     ):
         process = subprocess.Popen(
@@ -75,7 +79,7 @@ def stack(
                     return False
 
             wait_for(healthy, "memstream serve to answer", timeout_s=60)
-            yield Stack(settings, url, acme, beta)
+            yield Stack(settings, url, acme, beta, f"http://127.0.0.1:{in_worker.api_port}/v1")
         finally:
             process.terminate()
             try:
@@ -127,6 +131,15 @@ def test_add_search_isolate_and_delete_over_http(stack: Stack) -> None:
         assert response.status_code == 404 and "Berlin" not in response.text
     for spelled in ("acme:ann", "ann"):
         assert "Berlin" not in call(beta, "GET", "/memories", params={"user_id": spelled}).text
+
+    # Any instance answers: the API inside the worker finds the same memories.
+    inside = httpx.post(
+        f"{stack.worker_url}/memories/search",
+        json={"query": "where does the user live", "user_id": "ann"},
+        headers={"Authorization": f"Bearer {acme}"}, timeout=60,
+    )
+    assert inside.status_code == 200, inside.text
+    assert memory_id in {hit["memory_id"] for hit in inside.json()["results"]}
 
     deleted = call(acme, "DELETE", f"/memories/{memory_id}", params={"user_id": "ann"})
     assert deleted.status_code == 202 and deleted.json()["memory_id"] == memory_id
@@ -219,6 +232,9 @@ def test_reports_users_readiness_and_erasure(stack: Stack) -> None:
     ready = call(None, "GET", "/ready")
     assert ready.status_code == 200 and ready.json()["checks"]["worker"] == "ok", ready.text
 
+    # An id that spells another tenant's user is still acme's own (and has nothing).
+    spelled = call(acme, "POST", "/erasures", json={"user_id": "beta:eve"})
+    assert spelled.status_code == 200 and spelled.json()["removed"]["keys destroyed"] == 0
     erased = call(acme, "POST", "/erasures", json={"user_id": "di", "reason": "gdpr.art17"})
     assert erased.status_code == 200, erased.text
     receipt = erased.json()
