@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-unit lint bench clean
+.PHONY: demo test test-unit lint bench clean system-deps
 
 $(BIN)/memstream: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,8 +16,20 @@ demo: $(BIN)/memstream
 # Unit, projection and integration tests; the integration tests start the embedded broker
 # (one per test process). Two processes, each module in one of them (its fixtures shared);
 # most integration tests wait on a worker process more than they compute.
-test: $(BIN)/memstream
+test: $(BIN)/memstream system-deps
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+
+# What the tests drive besides Python: Debian's chromium (the inspector's browser test, no
+# browser download) and tmux (the terminal chat's test). Installed with apt when missing.
+system-deps:
+	@missing=""; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v tmux >/dev/null 2>&1 || missing="$$missing tmux"; \
+	if [ -n "$$missing" ]; then \
+		sudo=""; [ "$$(id -u)" -eq 0 ] || sudo="sudo"; \
+		echo "installing$$missing with apt"; \
+		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $$missing; \
+	fi
 
 test-unit: $(BIN)/memstream
 	$(BIN)/python -m pytest -q -m "not integration"

@@ -247,7 +247,11 @@ async def test_every_endpoint_wants_a_known_key(client: httpx.AsyncClient, world
         {"Authorization": ACME_ALL},
         {"Authorization": "Bearer " + hash_key(ACME_ALL)},  # the file's hash is not the key
     ]
-    for method, path, options in requests_for("alice", "mem-acme-alice-1"):
+    tenant_wide: list[tuple[str, str, dict[str, Any]]] = [
+        ("GET", "/v1/users", {}), ("GET", "/v1/reports", {}),
+        ("POST", "/v1/erasures", {"json": {"user_id": "alice"}}),
+    ]
+    for method, path, options in requests_for("alice", "mem-acme-alice-1") + tenant_wide:
         for headers in wrong:
             response = await client.request(method, path, headers=headers, **options)
             assert response.status_code == 401, (method, path, headers)
