@@ -26,6 +26,26 @@ from memstream.streams.service.container import Container
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
 
+def fact_added(
+    memory_id: str, user: str, content: str, offset: int
+) -> tuple[MemoryAdded, SourcePosition]:
+    """A fact of ``user`` as the worker adds it, and where it sits on the memories topic."""
+    event = MemoryAdded(
+        event_id=f"add-{memory_id}",
+        user_id=user,
+        session_id="s1",
+        occurred_at=T0,
+        memory_id=memory_id,
+        memory_type="fact",
+        content=content,
+        importance=0.7,
+        extraction_event_id="x1",
+        extractor="test/1",
+        source_event_ids=(f"m-{memory_id}",),
+    )
+    return event, SourcePosition("t.memories", 0, offset)
+
+
 def service_world(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -42,20 +62,8 @@ def service_world(
     publisher = InMemoryPublisher(keys, EventLimits.from_settings(settings))
     index = InMemoryMemoryIndex()
     for offset, (user, memory_id, content) in enumerate(memories):
-        event = MemoryAdded(
-            event_id=f"add-{memory_id}",
-            user_id=user,
-            session_id="s1",
-            occurred_at=T0,
-            memory_id=memory_id,
-            memory_type="fact",
-            content=content,
-            importance=0.7,
-            extraction_event_id="x1",
-            extractor="test/1",
-            source_event_ids=(f"m-{memory_id}",),
-        )
-        index.apply([(event, SourcePosition("t.memories", 0, offset))])
+        event, position = fact_added(memory_id, user, content, offset)
+        index.apply([(event, position)])
         asyncio.run(publisher.publish("t.memories", [event]))
 
     async def read_topic(
