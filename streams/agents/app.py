@@ -54,6 +54,7 @@ from memstream.streams.runtime.health import (
 )
 from memstream.streams.runtime.llm_extractor import LLMExtractor
 from memstream.streams.runtime.logid import LogWatch
+from memstream.streams.runtime.metrics import CONSUMER_LAG, faust_lag_source
 from memstream.streams.runtime.tansu import faust_settings_for, prepare_for_broker
 from memstream.streams.runtime.topics import Topics
 from memstream.streams.runtime.web import faust_web_settings, register_pages
@@ -255,4 +256,9 @@ def create_app(
 
     watch_faust(components, app)
     register_pages(app, store, settings, chat, components)
+    # /metrics reports the agents' lag on the topics they consume (the projector its own).
+    consumed = [topics.chat] if "sessions" in roles else []
+    if "extraction" in roles:
+        consumed.append(topics.consolidation)
+    CONSUMER_LAG.track("agents", faust_lag_source(app, consumed))
     return app

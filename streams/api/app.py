@@ -23,6 +23,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memstream.projections.memories import SearchFilters
 from memstream.streams.api.auth import ApiKey, KeyFile, Refused
+from memstream.streams.api.observability import observe
 from memstream.streams.api.schemas import (
     AddRequest,
     AddResponse,
@@ -261,4 +262,5 @@ def create_api(service: Service, keys: KeyFile) -> FastAPI:
             raise _unprocessable(exc, namespaced, user_id) from None
         return DeleteResponse(user_id=user_id, memory_id=memory_id, event_id=event_id)
 
+    observe(api, service.settings)  # request ids, access log, /metrics: the outermost layer
     return api

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import sys
 from typing import TYPE_CHECKING
 
@@ -17,9 +18,17 @@ def cmd_serve(args: argparse.Namespace, container: Container) -> int:
 
     from memstream.streams.api.app import create_api
     from memstream.streams.api.auth import KeyFile, KeyFileError
+    from memstream.streams.api.observability import check_metrics_token
+    from memstream.streams.runtime.logs import configure_logging
     from memstream.streams.service.app import Service
 
     settings = container.settings
+    try:
+        check_metrics_token(settings)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings)
     path = settings.api_keys_path
     try:
         keys = KeyFile(path)
@@ -37,8 +46,18 @@ def cmd_serve(args: argparse.Namespace, container: Container) -> int:
 
     async def serve() -> None:
         async with Service(container) as service:
+            # uvicorn logs through ours (log_config=None); its access log quotes paths and
+            # queries (user and memory ids): the API logs each request itself, by route.
             config = uvicorn.Config(
-                create_api(service, keys), host=host, port=port, log_level=settings.log_level
+                create_api(service, keys),
+                host=host,
+                port=port,
+                log_config=None,
+                log_level=settings.log_level_libraries,
+                access_log=False,
+            )
+            logging.getLogger(__name__).info(
+                "memstream serve: listening on http://%s:%d", host, port
             )
             await uvicorn.Server(config).serve()
 

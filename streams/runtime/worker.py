@@ -27,11 +27,13 @@ def run_worker(settings: Settings) -> None:
     from memstream.projections.allocator import tune_allocators
     from memstream.streams.agents.app import create_app
     from memstream.streams.runtime.logid import LogLost, claim_log
+    from memstream.streams.runtime.logs import configure_logging
     from memstream.streams.runtime.topics import ensure_topics
     from memstream.streams.runtime.web import check_web_exposure
 
     # Before anything touches the broker: a worker that must not start says so at once.
     check_web_exposure(settings)
+    configure_logging(settings)
     if settings.tune_malloc:
         # Before any thread starts: each would get an arena of its own.
         tune_allocators()
@@ -48,7 +50,17 @@ def run_worker(settings: Settings) -> None:
     # open sessions): collecting less often cut the fold's cost by a fifth.
     gc.set_threshold(50_000, 20, 20)
     app = create_app(settings)
-    worker = faust.Worker(app, loglevel=settings.log_level, quiet=True)
+    # Logging is ours (configure_logging): mode would replace the root handlers with its
+    # own coloured ones, and turn print() into log records.
+    worker = faust.Worker(
+        app,
+        loglevel=settings.log_level,
+        quiet=True,
+        override_logging=False,
+        redirect_stdouts=False,
+    )
+    # Faust's start-up spinner writes terminal escapes to stdout, terminal or not.
+    worker.spinner = None
     worker.execute_from_commandline()
 
 

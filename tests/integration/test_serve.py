@@ -3,6 +3,7 @@ becomes searchable over HTTP, another tenant's key sees none of it, and it is de
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from harness import wait_for
+from harness import metric_values, wait_for, worker_metrics
 
 from memstream.models.settings import Settings
 from memstream.streams.api.auth import add_key
@@ -67,7 +68,9 @@ def served(worker_settings: Settings, tmp_path: Path) -> Iterator[str]:
                 process.wait()
 
 
-def test_add_search_isolate_and_delete_over_http(worker_settings: Settings, served: str) -> None:
+def test_add_search_isolate_and_delete_over_http(
+    worker_settings: Settings, served: str, tmp_path: Path
+) -> None:
     acme = add_key(worker_settings.api_keys_path, "acme")
     beta = add_key(worker_settings.api_keys_path, "beta")
 
@@ -119,3 +122,62 @@ def test_add_search_isolate_and_delete_over_http(worker_settings: Settings, serv
         "the deleted memory to go",
         until=lambda found: memory_id not in {m["memory_id"] for m in found},
     )
+    operations_are_observable(worker_settings, served, acme, memory_id, tmp_path)
+
+
+def operations_are_observable(
+    settings: Settings, served: str, key: str, memory_id: str, tmp_path: Path
+) -> None:
+    """What the requests above left in the metrics and the logs of serve and the worker."""
+    root = served.removesuffix("/v1")
+    traced = httpx.get(
+        f"{served}/memories/{memory_id}", params={"user_id": "ann"},
+        headers={"Authorization": f"Bearer {key}", "X-Request-ID": "ops-trace-1"}, timeout=30,
+    )
+    assert traced.headers["x-request-id"] == "ops-trace-1"
+    page = httpx.get(f"{root}/metrics", timeout=30)
+    assert page.status_code == 200
+    requests = metric_values(page.text, "memstream_http_requests_total")
+    by_route = {dict(labels)["route"] for labels in requests}
+    assert {"/v1/memories", "/v1/memories/search", "/v1/memories/{memory_id}"} <= by_route
+    assert memory_id not in page.text  # a series per route template, never per memory
+
+    # serve's log: JSON lines, the traced request's under its id, no key in any of them.
+    lines = [json.loads(line) for line in (tmp_path / "serve.log").read_text().splitlines()
+             if line.startswith("{")]
+    traced_lines = [line for line in lines if line.get("request_id") == "ops-trace-1"]
+    assert [(line["route"], line["status"]) for line in traced_lines] == [("/v1/memories/{memory_id}", 200)]
+    assert key not in (tmp_path / "serve.log").read_text()
+
+    # The worker's: what its agents and its projector did, and how far behind they are.
+    prefix = settings.topic_prefix
+    text = worker_metrics(settings)
+    processed = {
+        (dict(labels)["agent"], dict(labels)["topic"]): value
+        for labels, value in metric_values(text, "memstream_events_processed_total").items()
+    }
+    assert processed[("sessions", f"{prefix}.chat")] >= 4  # start, two messages, close
+    assert processed[("extraction", f"{prefix}.consolidation")] >= 1
+    assert processed[("projector", f"{prefix}.memories")] >= 2  # the extraction, a memory
+    written = metric_values(text, "memstream_projector_rows_written_total")
+    assert written[frozenset({("kind", "memories")})] >= 1
+    extractions = metric_values(text, "memstream_extraction_seconds_count")
+    assert extractions[frozenset({("extractor", "offline"), ("outcome", "recorded")})] >= 1
+
+    def lag() -> dict[tuple[str, str], float] | None:
+        found: dict[tuple[str, str], float] = {}
+        for labels, value in metric_values(worker_metrics(settings), "memstream_consumer_lag").items():
+            named = dict(labels)
+            key_ = (named["consumer"], named["topic"])
+            found[key_] = found.get(key_, 0) + value
+        wanted = {("agents", f"{prefix}.chat"), ("projector", f"{prefix}.memories")}
+        return found if wanted <= set(found) and not any(found.values()) else None
+
+    # Everything processed and committed: every partition reported, none behind.
+    wait_for(lag, "the worker's consumers to report no lag", timeout_s=60)
+    worker_lines = [
+        json.loads(line) for line in (tmp_path / "worker.log").read_text().splitlines()
+        if line.startswith("{")
+    ]
+    assert any(line["logger"].startswith("memstream.") and line["level"] == "info" for line in worker_lines)
+    assert not any(line["logger"].startswith("faust") and line["level"] == "info" for line in worker_lines)
