@@ -595,7 +595,15 @@ def run_noop_agent(stats_path: Path) -> None:
         partial.write_text(json.dumps(stats))
         partial.replace(stats_path)
 
-    faust.Worker(app, loglevel=settings.log_level, quiet=True).execute_from_commandline()
+    # Logged as the real worker logs (memstream worker: JSON lines, Faust at warning).
+    from memstream.streams.runtime.logs import configure_logging
+
+    configure_logging(settings)
+    worker = faust.Worker(
+        app, loglevel=settings.log_level, quiet=True, override_logging=False, redirect_stdouts=False
+    )
+    worker.spinner = None
+    worker.execute_from_commandline()
 
 
 # --- the run ---------------------------------------------------------------------------

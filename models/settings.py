@@ -1,17 +1,97 @@
-"""The one settings object. Nothing else in memstream reads the environment."""
+"""The one settings object. Nothing else in memstream reads the environment.
+
+Sources, first wins: arguments to ``Settings(...)``, ``MEMSTREAM_*`` environment variables,
+``MEMSTREAM_*`` lines of a ``.env`` file in the working directory, a TOML file (the one
+``MEMSTREAM_CONFIG_FILE`` names, else ``memstream.toml`` in the working directory; keys are
+the field names, ``log_level = "debug"``), then the defaults.
+"""
 
 from __future__ import annotations
 
+import tomllib
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
 from pydantic import AwareDatetime, Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+    TomlConfigSettingsSource,
+)
+
+#: The TOML settings file read when ``MEMSTREAM_CONFIG_FILE`` names none (if it exists).
+DEFAULT_CONFIG_FILE = Path("memstream.toml")
+#: The dotenv file read (if it exists): its ``MEMSTREAM_*`` lines only.
+ENV_FILE = Path(".env")
+#: The environment variable that names the TOML settings file.
+CONFIG_FILE_VARIABLE = "MEMSTREAM_CONFIG_FILE"
+
+LogLevel = Literal["debug", "info", "warning", "error", "critical"]
+#: A bearer token (the web token, the metrics token) shorter than this is refused: the token
+#: is all that guards the pages.
+MIN_TOKEN_CHARS = 16
+
+
+def weak_token_problem(variable: str, token: SecretStr | None) -> str | None:
+    """Why the bearer token of ``variable`` is too weak to use (shorter than
+    :data:`MIN_TOKEN_CHARS`, or not printable ASCII without spaces, which an HTTP header must
+    carry unchanged), or None if it is strong enough or unset. Never quotes the token.
+
+    Examples
+    --------
+    >>> weak_token_problem("MEMSTREAM_WEB_TOKEN", SecretStr("short")) is not None
+    True
+    >>> weak_token_problem("MEMSTREAM_WEB_TOKEN", SecretStr("x" * 16)) is None
+    True
+    """
+    if token is None:
+        return None
+    value = token.get_secret_value()
+    if len(value) >= MIN_TOKEN_CHARS and all("!" <= c <= "~" for c in value):
+        return None
+    return (
+        f"{variable} must be at least {MIN_TOKEN_CHARS} printable ASCII characters without "
+        "spaces, e.g. from `python -c 'import secrets; print(secrets.token_urlsafe(32))'`."
+    )
+
+
+class SettingsFileError(SettingsError):
+    """A settings file cannot be read: it is missing (when named), or not valid TOML. The
+    message names the file and the place, never its values."""
+
+
+class _TomlFile(TomlConfigSettingsSource):
+    """pydantic-settings' TOML source, with errors that say which file is wrong.
+
+    ``named``: the file was named (``MEMSTREAM_CONFIG_FILE``), so it must exist; the default
+    one (:data:`DEFAULT_CONFIG_FILE`) is read only if it does.
+    """
+
+    def __init__(self, settings_cls: type[BaseSettings], path: Path, *, named: bool) -> None:
+        if named and not path.is_file():
+            raise SettingsFileError(
+                f"{CONFIG_FILE_VARIABLE} names {str(path)!r}, which is not a readable file"
+            )
+        try:
+            super().__init__(settings_cls, toml_file=path)
+        except tomllib.TOMLDecodeError as exc:
+            # The decoder's message says where (line and column) and what, not the values.
+            raise SettingsFileError(f"settings file {str(path)!r} is not valid TOML: {exc}") from None
+        except OSError as exc:
+            raise SettingsFileError(
+                f"settings file {str(path)!r} cannot be read: {exc.strerror}"
+            ) from None
 
 
 class Settings(BaseSettings):
-    """memstream configuration, read from ``MEMSTREAM_*`` environment variables.
+    """memstream configuration: arguments, ``MEMSTREAM_*`` environment variables, ``.env``,
+    a TOML file, defaults, the first that sets a field winning (see the module docstring).
+
+    Raises ``pydantic.ValidationError`` for a bad or unknown value from any source, and
+    :class:`SettingsFileError` for a TOML file that is named but missing, or not TOML.
 
     Examples
     --------
@@ -19,7 +99,49 @@ class Settings(BaseSettings):
     19092
     """
 
-    model_config = SettingsConfigDict(env_prefix="MEMSTREAM_", frozen=True, extra="forbid")
+    model_config = SettingsConfigDict(
+        env_prefix="MEMSTREAM_",
+        frozen=True,
+        extra="forbid",
+        env_file=ENV_FILE,
+        # Only the file's MEMSTREAM_* lines are settings (a .env is often shared with
+        # docker compose and other tools); an unknown MEMSTREAM_* line is an error.
+        dotenv_filtering="match_prefix",
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Arguments, then the environment, then ``.env``, then the TOML file (first wins).
+
+        The TOML file is the one ``config_file`` names in the first three (so
+        ``MEMSTREAM_CONFIG_FILE`` may stand in ``.env`` too), else :data:`DEFAULT_CONFIG_FILE`.
+        """
+        named = next(
+            (
+                found["config_file"]
+                for source in (init_settings, env_settings, dotenv_settings)
+                if (found := source()).get("config_file")
+            ),
+            None,
+        )
+        toml = _TomlFile(
+            settings_cls,
+            Path(named) if named is not None else DEFAULT_CONFIG_FILE,
+            named=named is not None,
+        )
+        return init_settings, env_settings, dotenv_settings, toml
+
+    #: The TOML settings file (see the module docstring); unset, ``memstream.toml`` in the
+    #: working directory if there is one. Named as an argument, in the environment or in
+    #: ``.env`` (not in the TOML file itself).
+    config_file: Path | None = None
 
     # --- broker -------------------------------------------------------------------------
     broker: str = Field(
@@ -55,7 +177,13 @@ class Settings(BaseSettings):
     #: When set, every worker page that returns data requires ``Authorization: Bearer
     #: <token>`` (at least 16 printable ASCII characters); clients send it from here.
     web_token: SecretStr | None = None
-    log_level: str = "warning"
+    #: Level of memstream's own log records (the long-running commands: worker, serve,
+    #: broker); Faust, mode, aiokafka and uvicorn log at ``log_level_libraries`` or above.
+    log_level: LogLevel = "info"
+    log_level_libraries: LogLevel = "warning"
+    #: ``json``: one JSON object per line (time, level, logger, message, request_id, ...);
+    #: ``text``: one readable line, for a terminal.
+    log_format: Literal["json", "text"] = "json"
     max_event_bytes: int = Field(1_000_000, ge=1024)
     #: The largest record the worker's producer sends (a session's state in the changelog,
     #: a consolidation request, an extraction); a Kafka broker must accept records this
@@ -87,6 +215,11 @@ class Settings(BaseSettings):
     #: Serve the HTTP API inside each worker too (on ``api_port``, sharing the worker's
     #: key store and memory table), instead of or beside ``memstream serve``.
     serve_in_worker: bool = False
+    #: When set, ``GET /metrics`` of ``memstream serve`` requires ``Authorization: Bearer
+    #: <token>`` (at least 16 printable ASCII characters); unset, it is open (it holds
+    #: counts by route template and status, no user data). The worker's /metrics follows
+    #: ``web_token`` like its other pages.
+    metrics_token: SecretStr | None = None
 
     # --- short-term memory --------------------------------------------------------------
     max_messages: int = Field(50, ge=2)
@@ -196,7 +329,13 @@ class Settings(BaseSettings):
     archive_batch_size: int = Field(5000, ge=1)
     archive_flush_s: float = Field(2.0, gt=0)
 
-    @field_validator("web_token", mode="before")
+    @field_validator("log_level", "log_level_libraries", mode="before")
+    @classmethod
+    def _level_in_lower_case(cls, value: object) -> object:
+        # MEMSTREAM_LOG_LEVEL=INFO as Faust and uvicorn accept it.
+        return value.lower() if isinstance(value, str) else value
+
+    @field_validator("web_token", "metrics_token", mode="before")
     @classmethod
     def _empty_token_is_none(cls, value: object) -> object:
         # MEMSTREAM_WEB_TOKEN= (empty) means no token, not an empty one that matches

@@ -1,6 +1,6 @@
 """Helpers the integration tests share: polling for a condition, the CLI with a test's
 settings, the open sessions the workers hold, the archive's and the memory projection's
-progress, the workers' committed offsets."""
+progress, the workers' committed offsets, their metrics."""
 
 from __future__ import annotations
 
@@ -8,12 +8,14 @@ import asyncio
 import inspect
 import time
 import urllib.error
+import urllib.request
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
 
 from memstream.models.codec import InvalidEvent, decode_event, encode_event
 from memstream.models.events import Event, MemoryAdded, MemoryChange
@@ -31,7 +33,7 @@ from memstream.streams.runtime.keys import keystore_from_settings, seal_event
 from memstream.streams.runtime.logreader import read_topic
 from memstream.streams.runtime.tansu import true_end_offsets
 from memstream.streams.runtime.topics import Topics
-from memstream.streams.runtime.worker import fetch_json
+from memstream.streams.runtime.worker import fetch_json, worker_url
 
 T = TypeVar("T")
 
@@ -233,3 +235,26 @@ def group_caught_up(settings: Settings, topics: Iterable[str]) -> bool:
     committed = asyncio.run(committed_offsets(settings, [(tp.topic, tp.partition) for tp in tps]))
     return all(committed.get((tp.topic, tp.partition), 0) >= end for tp, end in ends.items())
 
+
+
+def metric_values(exposition: str, name: str) -> dict[frozenset[tuple[str, str]], float]:
+    """The samples called ``name`` in a /metrics page (Prometheus' text format, parsed by
+    prometheus-client's own parser), by their labels."""
+    return {
+        frozenset(sample.labels.items()): sample.value
+        for family in text_string_to_metric_families(exposition)
+        for sample in family.samples
+        if sample.name == name
+    }
+
+
+def worker_metrics(settings: Settings, token: str | None = None) -> str:
+    """The worker's /metrics page (its web token sent from ``settings`` unless ``token``)."""
+    request = urllib.request.Request(worker_url(settings, "/metrics"))
+    sent = token if token is not None else (
+        settings.web_token.get_secret_value() if settings.web_token is not None else None
+    )
+    if sent:
+        request.add_header("Authorization", f"Bearer {sent}")
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        return str(reply.read().decode())

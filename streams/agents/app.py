@@ -58,6 +58,7 @@ from memstream.streams.runtime.health import (
 )
 from memstream.streams.runtime.llm_extractor import LLMExtractor
 from memstream.streams.runtime.logid import LogWatch
+from memstream.streams.runtime.metrics import CONSUMER_LAG, faust_lag_source
 from memstream.streams.runtime.tansu import faust_settings_for, prepare_for_broker
 from memstream.streams.runtime.topics import Topics, ensure_topics
 from memstream.streams.runtime.web import check_web_exposure, faust_web_settings, register_pages
@@ -272,6 +273,11 @@ def create_app(
 
     watch_faust(components, app)
     register_pages(app, store, settings, chat, components)
+    # /metrics reports the agents' lag on the topics they consume (the projector its own).
+    consumed = [topics.chat] if "sessions" in roles else []
+    if "extraction" in roles:
+        consumed.append(topics.consolidation)
+    CONSUMER_LAG.track("agents", faust_lag_source(app, consumed))
     return app
 
 
@@ -279,8 +285,10 @@ def run_worker(settings: Settings) -> None:
     """Run the Faust worker for ``settings`` until SIGINT/SIGTERM."""
     from memstream.projections.allocator import tune_allocators
     from memstream.streams.runtime.logid import LogLost, claim_log
+    from memstream.streams.runtime.logs import configure_logging
     # Before anything touches the broker: a worker that must not start says so at once.
     check_web_exposure(settings)
+    configure_logging(settings)
     if settings.tune_malloc:
         # Before any thread starts: each would get an arena of its own.
         tune_allocators()
@@ -297,5 +305,15 @@ def run_worker(settings: Settings) -> None:
     # open sessions): collecting less often cut the fold's cost by a fifth.
     gc.set_threshold(50_000, 20, 20)
     app = create_app(settings)
-    worker = faust.Worker(app, loglevel=settings.log_level, quiet=True)
+    # Logging is ours (configure_logging): mode would replace the root handlers with its
+    # own coloured ones, and turn print() into log records.
+    worker = faust.Worker(
+        app,
+        loglevel=settings.log_level,
+        quiet=True,
+        override_logging=False,
+        redirect_stdouts=False,
+    )
+    # Faust's start-up spinner writes terminal escapes to stdout, terminal or not.
+    worker.spinner = None
     worker.execute_from_commandline()

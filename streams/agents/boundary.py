@@ -26,6 +26,7 @@ import asyncio
 import functools
 import logging
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -36,6 +37,7 @@ from pydantic import ValidationError
 from memstream.models.codec import InvalidEvent
 from memstream.models.crypto import SealError
 from memstream.streams.runtime.deadletters import DeadLetterSink
+from memstream.streams.runtime.metrics import EVENTS_PROCESSED, Children
 
 __all__ = [
     "Backoff",
@@ -189,14 +191,24 @@ class RecordBoundary:
         #: Records this boundary dead-lettered.
         self.dead_lettered = 0
         self._retrying = False
+        self._processed = Children(EVENTS_PROCESSED)
+        #: Ids of the records dead-lettered during the step running now (a step may
+        #: dead-letter some of its records and succeed): they are not counted processed.
+        #: One step at a time: an agent's records are processed in order by one task.
+        self._lettered: set[int] | None = None
 
-    async def run(self, record: Any, step: Callable[[], Awaitable[T]]) -> tuple[bool, T | None]:
+    async def run(
+        self, record: Any, step: Callable[[], Awaitable[T]], *, count: bool = True
+    ) -> tuple[bool, T | None]:
         """Run ``step`` for ``record``: ``(True, result)`` once it succeeded, ``(False,
         None)`` if the record was dead-lettered instead. Waits (never skips) while the
-        broker or a store is down. Cancellation passes through."""
+        broker or a store is down. Cancellation passes through. A success counts the record
+        processed, unless ``count`` is False (a step that is not the record's last: the
+        caller counts it, :meth:`processed`)."""
         tries = 0
         while True:
             try:
+                lettered = self._lettered = set()
                 result = await step()
             except Exception as exc:  # noqa: BLE001 - the boundary: every failure is sorted
                 if is_data_fault(exc):
@@ -209,10 +221,18 @@ class RecordBoundary:
                 if tries >= self.attempts:
                     await self.dead_letter(record, exc)
                     return False, None
-                log.info("%s: %r on a record with healthy dependencies; trying again", self.agent, exc)
+                # The type only: an exception's message may quote the record.
+                log.info(
+                    "%s: %s on a record with healthy dependencies; trying again",
+                    self.agent, type(exc).__name__,
+                )
                 await asyncio.sleep(0.05 * tries)
                 continue
+            finally:
+                self._lettered = None
             self._recovered()
+            if count and id(record) not in lettered:
+                self.processed([record])
             return True, result
 
     async def run_batch(
@@ -226,6 +246,7 @@ class RecordBoundary:
             return
         while True:
             try:
+                lettered = self._lettered = set()
                 await step(records)
             except Exception as exc:  # noqa: BLE001 - sorted below
                 if not is_data_fault(exc) and not await self._dependencies_healthy():
@@ -238,14 +259,28 @@ class RecordBoundary:
                 for record in records:
                     await self.run(record, functools.partial(step, [record]))
                 return
+            finally:
+                self._lettered = None
             self._recovered()
+            self.processed([r for r in records if id(r) not in lettered] if lettered else records)
             return
+
+    def processed(self, records: Sequence[Any]) -> None:
+        """Count ``records`` processed by this agent, by their topics
+        (``memstream_events_processed_total``)."""
+        if len(records) == 1:
+            self._processed.get(self.agent, _topic(records[0])).inc()
+            return
+        for topic, n in Counter(map(_topic, records)).items():
+            self._processed.get(self.agent, topic).inc(n)
 
     async def dead_letter(self, record: Any, exc: BaseException | str) -> None:
         """Send ``record`` to the dead-letter topic with the reason ``exc`` gives."""
         reason, detail = describe(exc)
         await self.letters.record(self.agent, record, reason, detail=detail)
         self.dead_lettered += 1
+        if self._lettered is not None:
+            self._lettered.add(id(record))
 
     async def _dependencies_healthy(self) -> bool:
         for probe in self.probes:
@@ -268,6 +303,10 @@ class RecordBoundary:
                 self.report(self.agent, None)
         self._retrying = False
         self.backoff.reset()
+
+
+def _topic(record: Any) -> str:
+    return str(getattr(record, "topic", None) or "unknown")
 
 
 def describe(exc: BaseException | str) -> tuple[str, str | None]:

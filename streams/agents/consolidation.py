@@ -36,6 +36,7 @@ from memstream.streams.runtime.deadletters import DeadLetterSink
 from memstream.streams.runtime.keys import KeyStore
 from memstream.streams.runtime.llm_extractor import ExtractionFailed
 from memstream.streams.runtime.logid import LogWatch
+from memstream.streams.runtime.metrics import EXTRACTION_SECONDS, Children
 
 __all__ = ["ExtractionAgent", "extraction_failure", "record_extraction"]
 
@@ -171,6 +172,7 @@ class ExtractionAgent:
         self._waited_after = float("-inf")
         #: Retries scheduled and not done yet (a reference keeps each task alive).
         self._retries: set[asyncio.Task[None]] = set()
+        self._extraction_seconds = Children(EXTRACTION_SECONDS)
 
     async def extract_requests(self, stream: Any) -> None:
         """Turn consolidation requests into recorded extractions and memory events."""
@@ -203,9 +205,13 @@ class ExtractionAgent:
         try:
             recorded = await asyncio.to_thread(record_extraction, request, self.extractor)
         except ExtractionFailed as failure:
-            latency_ms = (time.perf_counter() - started) * 1000
-            await self.extraction_failed(message, request, key_id, failure, latency_ms)
+            latency_s = time.perf_counter() - started
+            self._extraction_seconds.get(self.extractor.name, "failed").observe(latency_s)
+            await self.extraction_failed(message, request, key_id, failure, latency_s * 1000)
             return
+        self._extraction_seconds.get(self.extractor.name, "recorded").observe(
+            recorded.latency_ms / 1000
+        )
         await self.projection_holds_the_log()
         decisions = await asyncio.to_thread(self.memory_decider().decide, recorded)
         # Sealed with the span's key: if the user was erased meanwhile, none go out.

@@ -26,6 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memstream.streams.api import memories, reports, sessions
 from memstream.streams.api.auth import ApiKey, KeyFile
+from memstream.streams.api.observability import observe
 from memstream.streams.api.schemas import Health, Readiness
 from memstream.streams.runtime.worker import worker_readiness
 from memstream.streams.service.app import Service
@@ -126,7 +127,10 @@ def create_api(service: Service, keys: KeyFile) -> FastAPI:
         return JSONResponse(answer.model_dump(), status_code=200 if answer.ready else 503)
 
     for router in (memories.router, sessions.router, reports.router):
-        api.include_router(router)
+        # The routes themselves, not the router (FastAPI 0.16x nests an included router):
+        # one flat table, which the metrics' route templates are read from.
+        api.router.routes.extend(router.routes)
+    observe(api, service.settings)  # request ids, access log, /metrics: the outermost layer
     return api
 
 

@@ -59,10 +59,14 @@ def api_server(
     """The uvicorn server of the HTTP API over ``service`` on ``host:port`` (the settings'
     ``api_host`` and ``api_port`` by default); ``await server.serve()`` runs it."""
     settings = service.settings
+    # uvicorn logs through ours (log_config=None); its access log quotes paths and queries
+    # (user and memory ids): the API logs each request itself, by route.
     config = uvicorn.Config(
         create_api(service, keys),
         host=host or settings.api_host,
         port=port or settings.api_port,
-        log_level=settings.log_level,
+        log_config=None,
+        log_level=settings.log_level_libraries,
+        access_log=False,
     )
     return ApiServer(config, own_signals=own_signals)

@@ -9,6 +9,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import get_args
 
+from pydantic import ValidationError
+from pydantic_settings import SettingsError
+
 from memstream.models.events import CODE_PATTERN, MemoryType
 from memstream.models.settings import Settings
 from memstream.streams.cli.log import cmd_replay, cmd_restore, cmd_verify
@@ -64,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memstream",
         description="Event-sourced long-term memory for LLM agents. Settings come from "
-        "MEMSTREAM_* environment variables (see README).",
+        "MEMSTREAM_* environment variables, a .env file and memstream.toml (see README).",
     )
     parser.add_argument("--broker", help="Kafka bootstrap address (overrides MEMSTREAM_BROKER)")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -232,10 +235,40 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     return Settings(**overrides)
 
 
+def settings_problem(exc: ValidationError | SettingsError) -> str:
+    """What is wrong with the settings, in words: each bad field with pydantic's reason, never
+    the value given (it may be a token or a key).
+
+    Examples
+    --------
+    >>> try:
+    ...     Settings(partitions=0, web_tokn="secret")
+    ... except ValidationError as exc:
+    ...     print(settings_problem(exc))
+    bad settings (from arguments, MEMSTREAM_* variables, .env or the TOML settings file):
+      MEMSTREAM_PARTITIONS: Input should be greater than or equal to 1
+      MEMSTREAM_WEB_TOKN: Extra inputs are not permitted
+    """
+    if not isinstance(exc, ValidationError):
+        return f"bad settings: {exc}"
+    lines = [
+        f"  MEMSTREAM_{'.'.join(str(part) for part in error['loc']).upper()}: {error['msg']}"
+        for error in exc.errors(include_input=False, include_url=False)
+    ]
+    where = "arguments, MEMSTREAM_* variables, .env or the TOML settings file"
+    return "\n".join([f"bad settings (from {where}):", *lines])
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``memstream`` console command: one settings object, one container
-    (its parts opened on first use), handed to the command."""
+    (its parts opened on first use), handed to the command. Bad settings end it with exit
+    status 2 and what is wrong."""
     args = build_parser().parse_args(argv)
-    container = Container(settings_from_args(args))
+    try:
+        settings = settings_from_args(args)
+    except (ValidationError, SettingsError) as exc:
+        print(f"memstream: {settings_problem(exc)}", file=sys.stderr)
+        return 2
+    container = Container(settings)
     return int(args.run(args, container))
 

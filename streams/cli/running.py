@@ -20,8 +20,10 @@ if TYPE_CHECKING:
 def cmd_broker(args: argparse.Namespace, container: Container) -> int:
     """Run the embedded broker (Tansu, memory storage) until Ctrl-C."""
     from memstream.streams.runtime.broker import run_broker_forever
+    from memstream.streams.runtime.logs import configure_logging
 
     settings = container.settings
+    configure_logging(settings)
     return run_broker_forever(settings, args.port or settings.broker_port)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import sys
 from typing import TYPE_CHECKING
 
@@ -14,10 +15,18 @@ if TYPE_CHECKING:
 def cmd_serve(args: argparse.Namespace, container: Container) -> int:
     """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs) until Ctrl-C."""
     from memstream.streams.api.auth import KeyFileError
+    from memstream.streams.api.observability import check_metrics_token
     from memstream.streams.api.server import api_server, key_file
+    from memstream.streams.runtime.logs import configure_logging
     from memstream.streams.service.app import Service
 
     settings = container.settings
+    try:
+        check_metrics_token(settings)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings)
     path = settings.api_keys_path
     try:
         keys = key_file(settings)
@@ -33,7 +42,11 @@ def cmd_serve(args: argparse.Namespace, container: Container) -> int:
 
     async def serve() -> None:
         async with Service(container) as service:
-            await api_server(service, keys, host=args.host, port=args.port).serve()
+            server = api_server(service, keys, host=args.host, port=args.port)
+            logging.getLogger(__name__).info(
+                "memstream serve: listening on http://%s:%d", server.config.host, server.config.port
+            )
+            await server.serve()
 
     asyncio.run(serve())
     return 0

@@ -60,6 +60,7 @@ from memstream.streams.agents.decoding import decode_opened
 from memstream.streams.projector.tiers import run_tier_keeper, scan_interval
 from memstream.streams.runtime.deadletters import DeadLetterSink
 from memstream.streams.runtime.keys import BatchKeys, KeyStore, keystore_from_settings
+from memstream.streams.runtime.metrics import CONSUMER_LAG, PROJECTOR_ROWS, LagRow
 from memstream.streams.runtime.publisher import EventPublisher, KafkaPublisher, RawRecord
 from memstream.streams.runtime.tansu import true_end_offsets
 from memstream.streams.runtime.topics import Topics
@@ -459,7 +460,31 @@ class _Projector:
         await self.producer.send_raw(self.topics.deadletters, [RawRecord(key, value)])
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Fetch, project and refresh indexes until ``stop`` is set."""
+        """Fetch, project and refresh indexes until ``stop`` is set. A live projector (one
+        with a producer) reports its lag (``memstream_consumer_lag{consumer="projector"}``)
+        meanwhile."""
+        if self.producer is None:
+            await self._run(stop)
+            return
+        CONSUMER_LAG.track("projector", self.lag_rows)
+        try:
+            await self._run(stop)
+        finally:
+            CONSUMER_LAG.forget("projector", self.lag_rows)
+
+    def lag_rows(self) -> list[LagRow]:
+        """Each partition read: the high watermark of its latest fetch, and the next offset
+        to read (records held or not yet applied count as read: they are at most a batch)."""
+        rows: list[LagRow] = []
+        for tp, position in self.read_to.items():
+            try:
+                end = self.consumer.highwater(tp)
+            except Exception:  # noqa: BLE001 - not assigned (yet): left out
+                end = None
+            rows.append((tp.topic, tp.partition, end, position))
+        return rows
+
+    async def _run(self, stop: asyncio.Event) -> None:
         pending_rows = 0  # rows written since the last index refresh
         refreshed = False
         last_refresh = time.monotonic()
@@ -513,7 +538,7 @@ class _Projector:
         while the store answers), the batch is applied one event at a time and the events at
         fault are dead-lettered, so a poison event never stops the others; a store or broker
         failure is retried until they are back (:class:`RecordBoundary`)."""
-        return await self._apply_guarded(batch, self.projection.apply)
+        return await self._apply_guarded(batch, self.projection.apply, "memories")
 
     def _record_of(self, position: SourcePosition) -> ConsumerRecord:
         return self._records[(position.topic, position.partition, position.offset)]
@@ -547,13 +572,18 @@ class _Projector:
                 now=worker_now(record),
             )
 
-        decoded, opened = await self.boundary.run(record, decode)
+        # Counted processed once applied (memory and access events, in _apply_guarded), or
+        # here when nothing more is done with it.
+        decoded, opened = await self.boundary.run(record, decode, count=False)
         if not decoded:
             return
         if opened is None:
             self.erased += 1  # an erased user's: not an error, nothing to project
+            self.boundary.processed([record])
             return
         event = opened.event
+        if not isinstance(event, MemoryAdded | MemoryChange | MemoriesRetrieved):
+            self.boundary.processed([record])
         if isinstance(event, UserErased):
             # In log order: what came before is applied, then the user's rows go.
             if memory_batch:
@@ -633,14 +663,15 @@ class _Projector:
     async def _apply_accesses(self, released: list[AccessItem]) -> int:
         """Write access counts; a retrieval that cannot be applied is dead-lettered, the
         others are written (the same boundary as memory events)."""
-        return await self._apply_guarded(released, self.projection.apply_accesses)
+        return await self._apply_guarded(released, self.projection.apply_accesses, "accesses")
 
     async def _apply_guarded(
-        self, batch: Sequence[tuple[Any, SourcePosition]], write: Callable[[Any], int]
+        self, batch: Sequence[tuple[Any, SourcePosition]], write: Callable[[Any], int], kind: str
     ) -> int:
         """``write`` the batch in a thread through the boundary (one record at a time if the
-        batch fails for a reason of its data); return the rows written. The records of the
-        batch are forgotten afterwards."""
+        batch fails for a reason of its data); return the rows written (counted in
+        ``memstream_projector_rows_written_total{kind}``). The records of the batch are
+        forgotten afterwards."""
         items = {id(self._record_of(position)): (event, position) for event, position in batch}
         records = [self._record_of(position) for _, position in batch]
         written = 0
@@ -652,6 +683,7 @@ class _Projector:
         await self.boundary.run_batch(records, apply)
         for _, position in batch:
             self._records.pop((position.topic, position.partition, position.offset), None)
+        PROJECTOR_ROWS.labels(kind).inc(written)
         return written
 
     def _update_caught_up(self) -> None:

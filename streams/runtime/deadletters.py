@@ -26,6 +26,7 @@ from pydantic import AwareDatetime
 from memstream.models.crypto import open_bytes, seal_bytes
 from memstream.models.events import Frozen
 from memstream.streams.runtime.keys import KeyStore, key_belongs_to, key_prefix
+from memstream.streams.runtime.metrics import DEAD_LETTERS, Children, reason_class
 
 log = logging.getLogger(__name__)
 
@@ -236,6 +237,9 @@ class DeadLetterSink:
     connection, a timeout) is retried with backoff until it goes through: a dead letter is
     never dropped, and the agent does not move past the record meanwhile. A broker that
     refuses the letter for its size gets the reference form, then one without any bytes.
+    Each letter sent is logged (agent, position, reason) and counted in
+    ``memstream_dead_letters_total{agent, reason}`` (the reason's class); a ``quiet`` sink
+    (a replay's, whose records the live worker dead-lettered already) does neither.
     """
 
     def __init__(
@@ -257,6 +261,7 @@ class DeadLetterSink:
         self.on_retry = on_retry
         #: Letters sent by this sink.
         self.sent = 0
+        self._counted = Children(DEAD_LETTERS)
 
     async def record(
         self, agent: str, message: Any, reason: str, *, detail: str | None = None
@@ -286,6 +291,9 @@ class DeadLetterSink:
             )
             if await self._deliver(message.key, letter):
                 self.sent += 1
+                if not self.quiet:
+                    # A quiet sink is a replay's: the live worker counted these already.
+                    self._counted.get(agent, reason_class(reason)).inc()
                 return letter
         raise AssertionError("a dead letter without bytes was refused for its size")  # pragma: no cover
 

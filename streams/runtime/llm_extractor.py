@@ -16,7 +16,8 @@ ignored or rejected ``response_format``, facts silently lost), so every step her
   pydantic (:class:`~memstream.models.llm_reply.ExtractionReply`).
 * **Bounded, observable retries.** The client's own retries are off. A reply that does not
   validate, a timeout, a connection error, a 408/409/429 or a 5xx is a failed attempt; at most
-  ``max_retries`` more attempts follow, each logged, and a reply that did not validate is
+  ``max_retries`` more attempts follow, each logged (what kind of failure, never the
+  reply: it may quote the user), and a reply that did not validate is
   answered with the validation error so the model can fix it. When every attempt fails,
   :class:`ExtractionFailed` carries the last raw text, the attempt count and the tokens spent,
   so the caller can dead-letter the request: nothing is dropped silently.
@@ -64,6 +65,7 @@ from memstream.models.llm_reply import (
     reply_json_schema,
     shorten,
 )
+from memstream.streams.runtime.metrics import LLM_TOKENS, Children
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
@@ -211,6 +213,8 @@ class LLMExtractor:
             "OpenAI-Project": omit,
         }
         self._format_index = 0
+        #: memstream_llm_tokens_total: every call's tokens, failed attempts' too.
+        self._tokens = Children(LLM_TOKENS)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LLMExtractor:
@@ -278,7 +282,7 @@ class LLMExtractor:
             try:
                 reply = parse_reply(raw, finish_reason=_finish_reason(completion))
             except ReplyInvalid as exc:
-                self._note_failure(attempts, f"reply did not validate: {exc}")
+                self._note_failure(attempts, f"reply did not validate: {exc}", "reply did not validate")
                 attempts.feedback = [
                     {"role": "assistant", "content": raw or "(empty reply)"},
                     {
@@ -338,31 +342,41 @@ class LLMExtractor:
                     continue
                 reason = f"HTTP {exc.status_code}: {shorten(body or str(exc))}"
                 if exc.status_code in _RETRYABLE_STATUSES or exc.status_code >= 500:
-                    self._note_failure(attempts, reason)
+                    self._note_failure(attempts, reason, f"HTTP {exc.status_code}")
                     return None
                 # A bad key, an unknown model or an oversized prompt fails the same way again.
-                log.error("llm extractor: giving up: %s", reason)
+                log.error("llm extractor: giving up: HTTP %s", exc.status_code)
                 raise ExtractionFailed(
                     reason, attempts.last_raw, attempts.attempts, attempts.usage
                 ) from exc
             except openai.APITimeoutError:
-                self._note_failure(attempts, f"no reply within {self.timeout_s:g} s")
+                self._note_failure(attempts, f"no reply within {self.timeout_s:g} s", "timeout")
                 return None
             except openai.APIConnectionError as exc:
-                self._note_failure(attempts, f"connection failed: {exc.__cause__ or exc}")
+                self._note_failure(
+                    attempts, f"connection failed: {exc.__cause__ or exc}", "connection failed"
+                )
                 return None
             except (openai.APIError, json.JSONDecodeError) as exc:
                 # E.g. a 200 whose body is not JSON (a proxy's error page).
                 attempts.last_raw = body or attempts.last_raw
-                self._note_failure(attempts, f"unusable response: {shorten(str(exc))}")
+                self._note_failure(
+                    attempts, f"unusable response: {shorten(str(exc))}", "unusable response"
+                )
                 return None
             usage = getattr(completion, "usage", None)
-            attempts.prompt_tokens += getattr(usage, "prompt_tokens", 0) or 0
-            attempts.completion_tokens += getattr(usage, "completion_tokens", 0) or 0
+            prompt_tokens = getattr(usage, "prompt_tokens", 0) or 0
+            completion_tokens = getattr(usage, "completion_tokens", 0) or 0
+            attempts.prompt_tokens += prompt_tokens
+            attempts.completion_tokens += completion_tokens
+            self._tokens.get(self.model, "prompt").inc(prompt_tokens)
+            self._tokens.get(self.model, "completion").inc(completion_tokens)
             if not getattr(completion, "choices", None):
                 # JSON, but not a completion (some proxies answer errors with a 200).
                 attempts.last_raw = body or attempts.last_raw
-                self._note_failure(attempts, f"reply had no choices: {shorten(body)}")
+                self._note_failure(
+                    attempts, f"reply had no choices: {shorten(body)}", "reply had no choices"
+                )
                 return None
             return completion
 
@@ -389,13 +403,15 @@ class LLMExtractor:
         text = f"{exc} {body}".lower()
         return any(hint in text for hint in _FORMAT_REJECTION_HINTS)
 
-    def _note_failure(self, attempts: _AttemptLog, reason: str) -> None:
+    def _note_failure(self, attempts: _AttemptLog, reason: str, kind: str) -> None:
+        """Keep ``reason`` for the failure event (sealed: it may quote the reply, which may
+        quote the user) and log ``kind`` only (a fixed text)."""
         attempts.last_reason = reason
         log.warning(
             "llm extractor: attempt %d/%d failed: %s",
             attempts.attempts,
             self.max_retries + 1,
-            reason,
+            kind,
         )
 
     def _pause_before(self, attempt: int) -> None:

@@ -11,6 +11,8 @@ page           returns                                                  needs
 ``/sessions/`` one user's open sessions (``?user=U``)                   the token
 ``/session/``  one session's state and working-memory context           the token
                (``?user=U&session=S[&budget=N]``)
+``/metrics``   this worker's Prometheus metrics                         the token
+               (:mod:`memstream.streams.runtime.metrics`)
 =============  =======================================================  ================
 
 The pages that return a user's data are answered by the worker that owns the user's
@@ -39,12 +41,10 @@ from faust.web import Request, Response, View
 from multidict import MultiMapping
 
 from memstream.models.session import ClosedSession, SessionState, session_key, working_context
-from memstream.models.settings import Settings
+from memstream.models.settings import Settings, weak_token_problem
 from memstream.streams.agents.session_table import SessionStore
 from memstream.streams.runtime.health import Components
-
-#: A token shorter than this is refused: the token is all that guards the pages.
-MIN_TOKEN_CHARS = 16
+from memstream.streams.runtime.metrics import exposition
 
 Handler = Callable[[View, Request], Awaitable[Response]]
 
@@ -76,7 +76,7 @@ def check_web_exposure(settings: Settings) -> None:
     ------
     UnsafeWebExposure
         ``web_host`` is not a loopback address and ``web_token`` is not set, or the token
-        is shorter than :data:`MIN_TOKEN_CHARS` or holds anything but printable ASCII
+        is shorter than :data:`~memstream.models.settings.MIN_TOKEN_CHARS` or holds anything but printable ASCII
         (an HTTP header must carry it unchanged). The message never contains the token.
     """
     token = settings.web_token
@@ -89,13 +89,9 @@ def check_web_exposure(settings: Settings) -> None:
                 "'Authorization: Bearer <token>'), or listen on MEMSTREAM_WEB_HOST=127.0.0.1."
             )
         return
-    value = token.get_secret_value()
-    if len(value) < MIN_TOKEN_CHARS or not all("!" <= c <= "~" for c in value):
-        raise UnsafeWebExposure(
-            f"MEMSTREAM_WEB_TOKEN must be at least {MIN_TOKEN_CHARS} printable ASCII "
-            "characters without spaces, e.g. from `python -c 'import secrets; "
-            "print(secrets.token_urlsafe(32))'`."
-        )
+    problem = weak_token_problem("MEMSTREAM_WEB_TOKEN", token)
+    if problem is not None:
+        raise UnsafeWebExposure(problem)
 
 
 def faust_web_settings(settings: Settings) -> dict[str, Any]:
@@ -200,6 +196,14 @@ def register_pages(
         with_detail = bearer_token_matches(request, settings)
         body = {"app": app.conf.id, **snapshot.as_json(with_detail=with_detail)}
         return view.json(body, status=200 if snapshot.ready else 503)
+
+    @app.page("/metrics")
+    @guarded(settings)
+    async def metrics(view: View, request: Request) -> Response:
+        """This worker's metrics in Prometheus' text format (the consumer lag read now)."""
+        body, content_type = exposition()
+        # aiohttp's own Response: Faust's text() refuses a content type with parameters.
+        return cast(Response, aiohttp_web.Response(body=body, headers={"Content-Type": content_type}))
 
     @app.page("/sessions/")
     @guarded(settings, params=("user",))

@@ -5,17 +5,19 @@ worker that holds it, the reports and the tenant's users are served, and a user 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from harness import wait_for
+from harness import metric_values, wait_for, worker_metrics
 
 from memstream.models.settings import Settings
 from memstream.streams.api.auth import add_key
@@ -36,6 +38,8 @@ class Stack:
     beta: str
     #: The same API, served inside the worker (MEMSTREAM_SERVE_IN_WORKER).
     worker_url: str
+    #: Where serve.log and worker.log are.
+    tmp: Path
 
     def call(self, key: str | None, method: str, path: str, **options: Any) -> httpx.Response:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
@@ -79,7 +83,9 @@ def stack(
                     return False
 
             wait_for(healthy, "memstream serve to answer", timeout_s=60)
-            yield Stack(settings, url, acme, beta, f"http://127.0.0.1:{in_worker.api_port}/v1")
+            yield Stack(
+                settings, url, acme, beta, f"http://127.0.0.1:{in_worker.api_port}/v1", tmp
+            )
         finally:
             process.terminate()
             try:
@@ -261,3 +267,66 @@ def test_an_application_uses_memory_over_http_with_the_client(stack: Stack) -> N
         context = memory.context("Book me a seat to my home town", user_id="fay")
         assert "Porto" in context["context"]
         assert memory.get_all(user_id="fay") and memory.report("growth", user_id="fay")["rows"]
+
+
+def test_operations_are_observable(stack: Stack) -> None:
+    """What requests leave in the metrics and the logs of serve and the worker."""
+    settings, served, key, tmp_path = stack.settings, stack.url, stack.acme, stack.tmp
+    made = stack.call(
+        key, "POST", "/memories",
+        json={"messages": BERLIN, "user_id": "gus", "wait": True, "timeout_s": 60},
+    ).json()
+    memory_id = made["memories"][0]["memory_id"]
+    stack.call(key, "POST", "/memories/search", json={"query": "Berlin", "user_id": "gus"})
+    root = served.removesuffix("/v1")
+    traced = httpx.get(
+        f"{served}/memories/{memory_id}", params={"user_id": "gus"},
+        headers={"Authorization": f"Bearer {key}", "X-Request-ID": "ops-trace-1"}, timeout=30,
+    )
+    assert traced.headers["x-request-id"] == "ops-trace-1"
+    page = httpx.get(f"{root}/metrics", timeout=30)
+    assert page.status_code == 200
+    requests = metric_values(page.text, "memstream_http_requests_total")
+    by_route = {dict(labels)["route"] for labels in requests}
+    assert {"/v1/memories", "/v1/memories/search", "/v1/memories/{memory_id}"} <= by_route
+    assert memory_id not in page.text  # a series per route template, never per memory
+
+    # serve's log: JSON lines, the traced request's under its id, no key in any of them.
+    lines = [json.loads(line) for line in (tmp_path / "serve.log").read_text().splitlines()
+             if line.startswith("{")]
+    traced_lines = [line for line in lines if line.get("request_id") == "ops-trace-1"]
+    assert [(line["route"], line["status"]) for line in traced_lines] == [("/v1/memories/{memory_id}", 200)]
+    assert key not in (tmp_path / "serve.log").read_text()
+
+    # The worker's: what its agents and its projector did, and how far behind they are.
+    prefix = settings.topic_prefix
+    text = worker_metrics(settings)
+    processed = {
+        (dict(labels)["agent"], dict(labels)["topic"]): value
+        for labels, value in metric_values(text, "memstream_events_processed_total").items()
+    }
+    assert processed[("sessions", f"{prefix}.chat")] >= 4  # start, two messages, close
+    assert processed[("extraction", f"{prefix}.consolidation")] >= 1
+    assert processed[("projector", f"{prefix}.memories")] >= 2  # the extraction, a memory
+    written = metric_values(text, "memstream_projector_rows_written_total")
+    assert written[frozenset({("kind", "memories")})] >= 1
+    extractions = metric_values(text, "memstream_extraction_seconds_count")
+    assert extractions[frozenset({("extractor", "offline"), ("outcome", "recorded")})] >= 1
+
+    def lag() -> dict[tuple[str, str], float] | None:
+        found: dict[tuple[str, str], float] = {}
+        for labels, value in metric_values(worker_metrics(settings), "memstream_consumer_lag").items():
+            named = dict(labels)
+            key_ = (named["consumer"], named["topic"])
+            found[key_] = found.get(key_, 0) + value
+        wanted = {("agents", f"{prefix}.chat"), ("projector", f"{prefix}.memories")}
+        return found if wanted <= set(found) and not any(found.values()) else None
+
+    # Everything processed and committed: every partition reported, none behind.
+    wait_for(lag, "the worker's consumers to report no lag", timeout_s=60)
+    worker_lines = [
+        json.loads(line) for line in (tmp_path / "worker.log").read_text().splitlines()
+        if line.startswith("{")
+    ]
+    assert any(line["logger"].startswith("memstream.") and line["level"] == "info" for line in worker_lines)
+    assert not any(line["logger"].startswith("faust") and line["level"] == "info" for line in worker_lines)

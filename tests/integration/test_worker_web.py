@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 
 import pytest
 from chat import conversation
-from harness import cli, fetch_routed, wait_for
+from harness import cli, fetch_routed, metric_values, wait_for, worker_metrics
 from pydantic import SecretStr
 
 from memstream.models.settings import Settings
@@ -119,6 +119,18 @@ def test_a_routed_request_carries_the_token_to_the_worker_that_owns_the_user(
             assert {n: c["state"] for n, c in readiness["components"].items()} == {
                 "app": "running", "sessions": "running", "idle-scan": "running"
             }
+        # /metrics wants the token like the pages with data; the two workers' session agents
+        # processed every chat event (at least once).
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            worker_metrics(one, token="")
+        assert refused.value.code == 401
+        processed = sum(
+            metric_values(worker_metrics(w), "memstream_events_processed_total").get(
+                frozenset({("agent", "sessions"), ("topic", f"{one.topic_prefix}.chat")}), 0
+            )
+            for w in (one, two)
+        )
+        assert processed >= len(events)
 
 
 def test_ready_names_a_projector_that_cannot_work_while_health_still_answers(

@@ -23,6 +23,7 @@ import faust
 import pytest
 from chat import conversation
 from fakes import FakeEmbedder
+from prometheus_client import REGISTRY
 
 from memstream.models.codec import decode_event, encode_event
 from memstream.models.events import (
@@ -393,3 +394,59 @@ async def test_a_failed_extraction_is_recorded_dead_lettered_and_retried_while_a
     [retry] = failing.consolidation.opened(failing.keys)
     assert isinstance(retry, ConsolidationRequested)
     assert (retry.event_id, retry.attempt) == (sessions.requests()[0].event_id, 1)
+
+
+def sample(name: str, **labels: str) -> float:
+    """A metric's value in this process (0 before its first increment)."""
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+async def test_the_metrics_count_the_records_processed_and_dead_lettered_and_the_extractions(
+    sessions: SessionRig, chat_in: Any, extraction: ExtractionRig
+) -> None:
+    def invalid(agent: str) -> float:
+        return sample("memstream_dead_letters_total", agent=agent, reason="invalid_event")
+
+    invalid_before = {agent: invalid(agent) for agent in ("sessions", "extraction")}
+    events = conversation("hal", "s1", TURNS, start=START)
+    await chat_in.put(key=b"hal", value=b"\x00 not an event")
+    await put_chat(chat_in, sessions, events)
+    await eventually(lambda: len(sessions.consolidation.records) == 1)
+    [letter] = sessions.letters.sent
+    chat_topic = letter.source_topic  # the test channel's name stands for the chat topic
+    processed = ("memstream_events_processed_total", {"agent": "sessions", "topic": chat_topic})
+    # Every event of the conversation counted once; the poison record only as a dead letter.
+    await eventually(lambda: sample(processed[0], **processed[1]) == len(events))
+    assert invalid("sessions") == invalid_before["sessions"] + 1
+
+    extracted = ("memstream_extraction_seconds_count", {"extractor": "offline", "outcome": "recorded"})
+    before = sample(extracted[0], **extracted[1])
+    [(key, value)] = sessions.consolidation.records
+    declared = faust_app().agent(name="extraction")(extraction.agent.extract_requests)
+    async with declared.test_context(channel=declared.app.channel(schema=RAW)) as agent:
+        await agent.put(key=key, value=b'{"type": "consolidation_requested"}')
+        await agent.put(key=key, value=value)
+        await eventually(lambda: sample(extracted[0], **extracted[1]) == before + 1)
+        topic = extraction.letters.sent[0].source_topic
+        # The malformed request is not counted processed: one record is.
+        await eventually(
+            lambda: sample("memstream_events_processed_total", agent="extraction", topic=topic) == 1
+        )
+    assert invalid("extraction") == invalid_before["extraction"] + 1
+
+
+async def test_a_failed_extraction_is_counted_as_failed_and_as_a_dead_letter(
+    sessions: SessionRig, chat_in: Any, tmp_path: Path
+) -> None:
+    [(key, value)] = await consolidation_records(sessions, chat_in, "ida")
+    failing = extraction_rig(tmp_path, FailingExtractor())
+    letters = ("memstream_dead_letters_total", {"agent": "extraction", "reason": "extraction_failed"})
+    failed = ("memstream_extraction_seconds_count", {"extractor": "failing", "outcome": "failed"})
+    letters_before = sample(letters[0], **letters[1])
+    failed_before = sample(failed[0], **failed[1])
+    declared = faust_app().agent(name="extraction")(failing.agent.extract_requests)
+    async with declared.test_context(channel=declared.app.channel(schema=RAW)) as agent:
+        await agent.put(key=key, value=value)
+        await eventually(lambda: len(failing.consolidation.records) == 1)  # the retry
+    assert sample(failed[0], **failed[1]) == failed_before + 1
+    assert sample(letters[0], **letters[1]) == letters_before + 1

@@ -7,6 +7,7 @@ scripted reply and records every request, so the tests see what went over the wi
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 from llm_server import Reply, ScriptedServer, completion
+from prometheus_client import REGISTRY
 
 from memstream.models.events import ConsolidationRequested, TokenUsage, TranscriptMessage
 from memstream.models.extraction import Extractor
@@ -375,6 +377,33 @@ def test_malformed_json_is_retried_with_the_error_and_usage_sums(
     assert retry[2] == {"role": "assistant", "content": broken}
     assert retry[3]["role"] == "user"
     assert "not valid JSON" in retry[3]["content"] and "cut off" in retry[3]["content"]
+
+
+def test_every_call_counts_its_tokens_and_a_failed_attempt_logs_no_reply(
+    serve: Callable[..., ScriptedServer],
+    make_extractor: Callable[..., LLMExtractor],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def tokens(kind: str) -> float:
+        labels = {"model": "metered-model", "kind": kind}
+        return REGISTRY.get_sample_value("memstream_llm_tokens_total", labels) or 0.0
+
+    before = tokens("prompt"), tokens("completion")
+    broken = '{"facts": [{"content": "User keeps the spare key under the flowerpot", "importance": '
+    # A proxy's error page quoting the prompt, a cut-off reply quoting the user, a good one.
+    echoed = {"error": {"message": "upstream rejected: My spare key is under the flowerpot"}}
+    server = serve(
+        Reply(echoed, status=500),
+        Reply(completion(broken, prompt_tokens=300, completion_tokens=30, finish_reason="length")),
+        Reply(completion(json.dumps(GOOD), prompt_tokens=360, completion_tokens=50)),
+    )
+    with caplog.at_level(logging.DEBUG, logger="memstream"):
+        make_extractor(server.base_url, model="metered-model").extract(TRIP)
+
+    # The failed attempt's tokens too: they were spent.
+    assert (tokens("prompt") - before[0], tokens("completion") - before[1]) == (660, 80)
+    logged = " ".join(record.getMessage() for record in caplog.records)
+    assert "HTTP 500" in logged and "did not validate" in logged and "flowerpot" not in logged
 
 
 def test_a_reply_that_breaks_the_schema_is_retried_with_the_field_named(
