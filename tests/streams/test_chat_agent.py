@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 from fakes import FakeEmbedder, InMemoryPublisher
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from llm_server import Reply, ScriptedServer, completion
 from openai import AsyncOpenAI
 
