@@ -147,8 +147,9 @@ class TurnDebug:
     """How one turn's prompt was made.
 
     ``working_memory`` says where the session part came from: ``worker`` (``working_note``
-    says if the agent added turns the worker had not folded yet) or ``agent``, its own record
-    of the turns it published (``working_note`` says why). ``prompt_tokens`` is the prompt's
+    says if the agent added turns the worker had not folded yet), ``agent``, its own record
+    of the turns it published (``working_note`` says why), or ``new``: the turn started the
+    session, so there was nothing to ask the worker for. ``prompt_tokens`` is the prompt's
     size by the agent's counter, within ``budget``; ``model_usage`` is what the model
     reported (``prompt_tokens``, ``completion_tokens``), None if it did not.
     """
@@ -158,7 +159,7 @@ class TurnDebug:
     budget: int
     memory_tokens: int
     query: str
-    working_memory: Literal["worker", "agent"]
+    working_memory: Literal["worker", "agent", "new"]
     working_note: str
     turns_in_prompt: int
     turns_left_out: int
@@ -349,11 +350,12 @@ class MemoryAgent:
         if not message.strip():
             raise ValueError("message is empty")
         earlier = [turn.content for turn in self._window][-QUERY_TURNS:]
+        new_session = self.session_id is None
         user_turn = await self._publish("user", message, keep_on_failure=False)
         session_id = self._session()
         budget = self._memory_budget(message)
         working, found = await asyncio.gather(
-            self._working_memory(session_id, user_turn),
+            self._working_memory(session_id, user_turn, new_session),
             self.memory.context(
                 message,
                 user_id=self.user_id,
@@ -449,9 +451,12 @@ class MemoryAgent:
         left = self.prompt_tokens - base - message_tokens - 2 * MESSAGE_OVERHEAD_TOKENS
         return max(0, min(self.memory_tokens, left // 2))
 
-    async def _working_memory(self, session_id: str, current: ChatTurn) -> WorkingMemory:
+    async def _working_memory(self, session_id: str, current: ChatTurn, new: bool) -> WorkingMemory:
         """The worker's working memory of the session, with the turns it has not folded yet
         from the agent's own record; the agent's record alone when the worker cannot say."""
+        if new:
+            started = (f"Session {session_id} · started with this message",)
+            return WorkingMemory(started, (), "new", "a new session: nothing to fold yet")
         try:
             answer = await self.memory.session_context(
                 session_id, user_id=self.user_id, budget=self.prompt_tokens
@@ -473,7 +478,7 @@ class MemoryAgent:
         known = {turn.event_id for turn in folded}
         own = [turn for turn in self._window if turn.event_id != current.event_id]
         last_known = max((i for i, turn in enumerate(own) if turn.event_id in known), default=-1)
-        missing = own[last_known + 1 :] if own else []
+        missing = own[last_known + 1 :]
         lines = _one_lines(context.model_copy(update={"messages": (), "omitted_messages": 0}).render())
         note = f"added {len(missing)} turn(s) the worker had not folded yet" if missing else ""
         return WorkingMemory(lines, (*folded, *missing), "worker", note)

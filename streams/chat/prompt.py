@@ -109,12 +109,13 @@ class WorkingMemory:
     tool calls), ``turns`` the conversation so far, oldest first. ``source`` is ``worker``
     when the worker that owns the session answered (``note`` then says if the agent added
     turns the worker had not folded yet), ``agent`` when the agent used its own record of the
-    turns it published (``note`` says why).
+    turns it published (``note`` says why), ``new`` for a session the agent has just
+    started (nothing to fold yet).
     """
 
     lines: tuple[str, ...]
     turns: tuple[ChatTurn, ...]
-    source: Literal["worker", "agent"]
+    source: Literal["worker", "agent", "new"]
     note: str = ""
 
 

@@ -5,6 +5,7 @@ to over HTTP: what the model is sent, what is published, and what survives a fai
 from __future__ import annotations
 
 import asyncio
+import io
 import socket
 import uuid
 from collections.abc import Iterator, Sequence
@@ -32,7 +33,7 @@ from memstream.models.events import (
 from memstream.models.session import SessionState, WindowLimits, apply, working_context
 from memstream.models.settings import Settings
 from memstream.projections.memories import MemoryProjection, SourcePosition
-from memstream.streams.chat import MemoryAgent, ModelCallFailed
+from memstream.streams.chat import MemoryAgent, ModelCallFailed, SyncMemoryAgent
 from memstream.streams.chat.prompt import (
     ChatTurn,
     WorkingMemory,
@@ -40,6 +41,7 @@ from memstream.streams.chat.prompt import (
     chat_tokens,
     render_system,
 )
+from memstream.streams.chat.terminal import run_chat
 from memstream.streams.client import AsyncMemoryClient
 from memstream.streams.runtime.keys import FileKeyStore, open_event
 from memstream.streams.runtime.topics import Topics
@@ -413,3 +415,32 @@ def test_instructions_that_leave_no_room_are_refused(tmp_path: Path, projection:
     with pytest.raises(ValueError, match="more than half"):
         MemoryAgent(memory, AsyncOpenAI(base_url="http://127.0.0.1:1/v1", api_key="k"), user_id="ann",
                     model="m", instructions=long, prompt_tokens=1000)
+
+
+def test_the_terminal_chat_shows_replies_and_memories_and_nothing_that_drives_the_terminal(
+    tmp_path: Path, projection: MemoryProjection, server: ScriptedServer
+) -> None:
+    memory = Memory(tmp_path, projection)
+    server.replies += [Reply(completion("\x1b]0;owned\x07You live in \x1b[2JPorto."))]
+    lines = iter(["/help", "/nope", "  ", "//where do I live?", "/memories"])
+
+    def read(prompt: str) -> str:
+        try:
+            return next(lines)
+        except StopIteration:
+            raise EOFError from None
+
+    out = io.StringIO()
+    with SyncMemoryAgent(agent_for(memory, server)) as agent:
+        assert run_chat(agent, read=read, out=out) == 0
+    screen = out.getvalue()
+    assert "\x1b" not in screen and "\x07" not in screen
+    assert "/memories  the memories this chat has used so far" in screen
+    assert "unknown command /nope" in screen
+    assert "assistant> \N{REPLACEMENT CHARACTER}]0;owned" in screen and "Porto." in screen
+    assert "memory used: [fact] Ann lives in Porto" in screen
+    assert "  [fact] Ann lives in Porto" in screen.split("memory used:")[-1]  # the /memories list
+    assert "closed: the worker will consolidate it into memories" in screen
+    said = [(e.role, e.content) for e in memory.chat_events() if isinstance(e, MessageAdded)]
+    assert said[0] == ("user", "/where do I live?")
+    assert isinstance(memory.chat_events()[-1], SessionClosed)
