@@ -45,7 +45,6 @@ from memstream.streams.chat.terminal import run_chat
 from memstream.streams.client import AsyncMemoryClient
 from memstream.streams.runtime.keys import FileKeyStore, open_event
 from memstream.streams.runtime.topics import Topics
-from memstream.streams.service.results import AddResult, ContextResult
 from memstream.streams.service.sessions import NoSession
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
@@ -63,22 +62,21 @@ def unused_port() -> int:
         return int(probe.getsockname()[1])
 
 
-class Memory:
-    """The client over the fakes, and a stand-in for the worker's ``/session/`` page: the
+class Memory(AsyncMemoryClient):
+    """The client over the fakes, with a stand-in for the worker's ``/session/`` page: the
     session agent's own fold (:func:`memstream.models.session.apply`) of what the client
-    published, as the worker answers it, ``lag`` events behind when asked. The worker
+    published, as the worker answers it, ``lag`` events behind when asked; or, with
+    ``worker=False``, the client's own call, to a port where no worker listens. The worker
     itself answers in the integration tier (tests/integration/test_chat_terminal.py)."""
 
     def __init__(self, tmp_path: Path, projection: MemoryProjection, *, worker: bool = True) -> None:
-        self.settings = Settings(data_dir=tmp_path, topic_prefix="t", web_port=unused_port())
-        self.keys = FileKeyStore(self.settings.keys_dir)
+        settings = Settings(data_dir=tmp_path, topic_prefix="t", web_port=unused_port())
+        keys = FileKeyStore(settings.keys_dir)
         for user in ("ann", "bob"):
-            self.keys.key_for(user, create=True)
-        self.publisher = InMemoryPublisher(self.keys, EventLimits.from_settings(self.settings))
-        self.client = AsyncMemoryClient(
-            self.settings, projection=projection, keys=self.keys, publisher=self.publisher
-        )
-        self.chat_topic = Topics.from_settings(self.settings).chat
+            keys.key_for(user, create=True)
+        self.publisher = InMemoryPublisher(keys, EventLimits.from_settings(settings))
+        super().__init__(settings, projection=projection, keys=keys, publisher=self.publisher)
+        self.chat_topic = Topics.from_settings(settings).chat
         self.worker = worker
         self.lag = 0
 
@@ -90,38 +88,11 @@ class Memory:
     async def publish(self, event: Event) -> None:
         await self.publisher.publish(self.chat_topic, [event])
 
-    async def add(
-        self,
-        messages: Sequence[dict[str, Any]],
-        *,
-        user_id: str,
-        session_id: str | None = None,
-        close: bool = True,
-        event_ids: Sequence[str] | None = None,
-    ) -> AddResult:
-        return await self.client.add(
-            messages, user_id=user_id, session_id=session_id, close=close, event_ids=event_ids
-        )
-
-    async def context(
-        self,
-        message: str,
-        *,
-        user_id: str,
-        recent_turns: Sequence[str] = (),
-        session_id: str | None = None,
-        token_budget: int | None = None,
-    ) -> ContextResult:
-        return await self.client.context(
-            message, user_id=user_id, recent_turns=recent_turns, session_id=session_id,
-            token_budget=token_budget,
-        )
-
     async def session_context(
         self, session_id: str, *, user_id: str, budget: int | None = None
     ) -> dict[str, Any]:
         if not self.worker:
-            return await self.client.session_context(session_id, user_id=user_id, budget=budget)
+            return await super().session_context(session_id, user_id=user_id, budget=budget)
         events = self.chat_events()
         state = None
         for offset, event in enumerate(events[: len(events) - self.lag]):
@@ -131,9 +102,6 @@ class Memory:
             raise NoSession(session_id)
         context = working_context(state, budget or self.settings.context_tokens)
         return {"context": context.model_dump(mode="json"), "prompt": context.render()}
-
-    async def close_session(self, session_id: str, *, user_id: str) -> str:
-        return await self.client.close_session(session_id, user_id=user_id)
 
 
 @pytest.fixture
