@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from fakes import FakeEmbedder, InMemoryPublisher
+from harness import cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from llm_server import Reply, ScriptedServer, completion
@@ -412,3 +413,14 @@ def test_the_terminal_chat_shows_replies_and_memories_and_nothing_that_drives_th
     said = [(e.role, e.content) for e in memory.chat_events() if isinstance(e, MessageAdded)]
     assert said[0] == ("user", "/where do I live?")
     assert isinstance(memory.chat_events()[-1], SessionClosed)
+
+
+def test_memstream_chat_refuses_to_start_without_a_model_or_a_broker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = Settings(data_dir=tmp_path, broker=f"127.0.0.1:{unused_port()}")
+    assert cli(base, monkeypatch, "chat", "--user", "ann") == 2
+    assert "no model configured: set MEMSTREAM_LLM_BASE_URL" in capsys.readouterr().err
+    with_model = base.model_copy(update={"llm_base_url": "http://127.0.0.1:9/v1"})
+    assert cli(with_model, monkeypatch, "chat", "--user", "ann") == 1
+    assert f"no Kafka broker answers at {base.broker}" in capsys.readouterr().err
