@@ -565,8 +565,8 @@ class MemoryAgent:
                 raise
             except Exception as exc:
                 raise MemoryWriteFailed(
-                    f"your {'message' if turn.role == 'user' else 'reply'} could not be "
-                    f"saved ({type(exc).__name__}: {exc})"
+                    f"{'your message' if turn.role == 'user' else 'the last reply'} could not "
+                    f"be saved ({type(exc).__name__}: {exc})"
                 ) from exc
             self.session_id = result["session_id"]
             self._unsent.popleft()
