@@ -266,6 +266,14 @@ class Settings(BaseSettings):
     llm_price_prompt_per_mtok: float = Field(0.0, ge=0)
     llm_price_completion_per_mtok: float = Field(0.0, ge=0)
 
+    # --- the memory-augmented agent (memstream chat) -----------------------------------
+    #: The agent's model; None: ``llm_model``. It talks to ``llm_base_url`` with
+    #: ``llm_api_key``, ``llm_timeout_s`` and ``llm_max_retries``, as extraction does.
+    chat_model: str | None = None
+    #: Everything the agent sends the model on a turn (instructions, long-term memories,
+    #: working memory, the user's message) fits this many tokens.
+    chat_prompt_tokens: int = Field(6000, ge=256)
+
     # --- long-term memory ---------------------------------------------------------------
     #: Memories at or above this importance go straight to long-term; below, short-term.
     long_term_importance: float = Field(0.8, ge=0, le=1)

@@ -14,6 +14,7 @@ from pydantic_settings import SettingsError
 
 from memstream.models.events import CODE_PATTERN, MemoryType
 from memstream.models.settings import Settings
+from memstream.streams.cli.chatting import add_chat_command
 from memstream.streams.cli.log import cmd_replay, cmd_restore, cmd_verify
 from memstream.streams.cli.memories import (
     cmd_erase,
@@ -222,6 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     sql.set_defaults(run=cmd_sql)
 
     add_serve_commands(commands)
+    add_chat_command(commands)
 
     commands.add_parser("demo", help=cmd_demo.__doc__).set_defaults(run=cmd_demo)
     return parser

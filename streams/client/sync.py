@@ -4,14 +4,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Coroutine, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from memstream.streams.client.base import AsyncMemoryClient
+from memstream.streams.client.loop import LoopThread
 from memstream.streams.client.shapes import DEFAULT_WAIT_S, ReportRows, SessionContextDict
 
 if TYPE_CHECKING:
@@ -59,12 +58,7 @@ class MemoryClient:
     ) -> None:
         self._client = AsyncMemoryClient(settings, url=url, api_key=api_key, **parts)
         self.settings = self._client.settings
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self._loop.run_forever, name="memstream-client", daemon=True
-        )
-        self._thread.start()
-        self._closed = False
+        self._loop = LoopThread("memstream-client")
 
     def __enter__(self) -> Self:
         return self
@@ -79,21 +73,15 @@ class MemoryClient:
 
     def close(self) -> None:
         """Flush, release the client, stop the loop thread; idempotent."""
-        if self._closed:
+        if self._loop.stopped:
             return
-        self._closed = True
         try:
-            asyncio.run_coroutine_threadsafe(self._client.close(), self._loop).result()
+            self._loop.run(self._client.close())
         finally:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join()
-            self._loop.close()
+            self._loop.stop()
 
     def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        if self._closed:
-            coroutine.close()
-            raise RuntimeError("the client is closed")
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+        return self._loop.run(coroutine)
 
     def add(
         self,

@@ -84,6 +84,20 @@ PLACEHOLDER_API_KEY = "EMPTY"
 #: Backoff between attempts after a transport or server error is capped at this.
 MAX_BACKOFF_S = 30.0
 
+
+
+def request_headers(api_key: str) -> dict[str, str | Omit]:
+    """Headers to send with every request so the settings stay the only source of
+    credentials: the ``openai`` client also reads ``OPENAI_CUSTOM_HEADERS``,
+    ``OPENAI_ORG_ID`` and ``OPENAI_PROJECT_ID`` (an Authorization line in the first replaces
+    the key it was given), and per-request headers win over all of them."""
+    return {
+        "Authorization": f"Bearer {api_key or PLACEHOLDER_API_KEY}",
+        "OpenAI-Organization": omit,
+        "OpenAI-Project": omit,
+    }
+
+
 FormatMode = Literal["json_schema", "json_object", "text"]
 _FORMAT_MODES: tuple[FormatMode, ...] = ("json_schema", "json_object", "text")
 #: HTTP statuses worth another attempt; other 4xx (bad key, unknown model, context too long)
@@ -204,14 +218,7 @@ class LLMExtractor:
         api_key = api_key or PLACEHOLDER_API_KEY
         # The client's retries are off: ours are bounded, logged and count every failure.
         self._client = OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0)
-        # The client also reads OPENAI_CUSTOM_HEADERS, OPENAI_ORG_ID and OPENAI_PROJECT_ID; an
-        # Authorization line in the first replaces the key given here. Per-request headers win
-        # over all of them, so the settings stay the only source of credentials.
-        self._auth_headers: dict[str, str | Omit] = {
-            "Authorization": f"Bearer {api_key}",
-            "OpenAI-Organization": omit,
-            "OpenAI-Project": omit,
-        }
+        self._auth_headers = request_headers(api_key)
         self._format_index = 0
         #: memstream_llm_tokens_total: every call's tokens, failed attempts' too.
         self._tokens = Children(LLM_TOKENS)
