@@ -43,33 +43,18 @@ def cmd_serve(args: argparse.Namespace, container: Container) -> int:
 def cmd_mcp(args: argparse.Namespace, container: Container) -> int:
     """Run the MCP server: over stdio (for a client that starts it; the key comes from
     MEMSTREAM_MCP_API_KEY) or streamable HTTP at /mcp (each request brings its key)."""
-    from memstream.streams.api.auth import Refused
-    from memstream.streams.service.app import Service
-
     settings = container.settings
     keys = _key_file(container)
     if keys is None:
         return 2
     default_user = args.user or settings.mcp_user
     if args.transport == "http":
-        import uvicorn
+        return _serve_mcp_http(args, container, keys, default_user)
 
-        from memstream.streams.mcp.http import mcp_http_app
+    from memstream.streams.api.auth import Refused
 
-        host = args.host or settings.mcp_host
-        port = args.port or settings.mcp_port
-
-        async def serve_http() -> None:
-            async with Service(container) as service:
-                app = mcp_http_app(service, keys, default_user=default_user, host=host)
-                config = uvicorn.Config(app, host=host, port=port, log_level=settings.log_level)
-                await uvicorn.Server(config).serve()
-
-        asyncio.run(serve_http())
-        return 0
-
-    from memstream.streams.mcp.server import create_mcp_server
-
+    # Checked before the service's imports: a client that starts the server with a bad key
+    # hears of it at once.
     if settings.mcp_api_key is None:
         print(
             "error: set MEMSTREAM_MCP_API_KEY to an API key (memstream api-key add --tenant T "
@@ -91,12 +76,38 @@ def cmd_mcp(args: argparse.Namespace, container: Container) -> int:
             print(f"error: --user / MEMSTREAM_MCP_USER: {refused.reason}", file=sys.stderr)
             return 2
 
+    from memstream.streams.mcp.server import create_mcp_server
+    from memstream.streams.service.app import Service
+
     async def serve_stdio() -> None:
         async with Service(container) as service:
             server = create_mcp_server(service, key=key, default_user=default_user)
             await server.run_stdio_async()
 
     asyncio.run(serve_stdio())
+    return 0
+
+
+def _serve_mcp_http(
+    args: argparse.Namespace, container: Container, keys: KeyFile, default_user: str | None
+) -> int:
+    """``memstream mcp --transport http``: the streamable HTTP app until Ctrl-C."""
+    import uvicorn
+
+    from memstream.streams.mcp.http import mcp_http_app
+    from memstream.streams.service.app import Service
+
+    settings = container.settings
+    host = args.host or settings.mcp_host
+    port = args.port or settings.mcp_port
+
+    async def serve() -> None:
+        async with Service(container) as service:
+            app = mcp_http_app(service, keys, default_user=default_user, host=host)
+            config = uvicorn.Config(app, host=host, port=port, log_level=settings.log_level)
+            await uvicorn.Server(config).serve()
+
+    asyncio.run(serve())
     return 0
 
 

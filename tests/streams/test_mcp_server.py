@@ -29,13 +29,13 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server import MCPServer
 from mcp.types import CallToolResult
-from starlette.applications import Starlette
 
 from memstream.models.codec import EventLimits
 from memstream.models.events import MemoryAdded, MemoryDeleted, MessageAdded, SessionClosed
 from memstream.models.session import SessionState, WindowMessage, session_key, working_context
 from memstream.models.settings import Settings
 from memstream.projections.memories import SourcePosition
+from memstream.streams.api.app import create_api
 from memstream.streams.api.auth import ApiKey, KeyFile
 from memstream.streams.mcp import TOOLS, create_mcp_server
 from memstream.streams.mcp.http import mount_mcp
@@ -532,7 +532,9 @@ async def test_answers_are_cut_to_fit_and_say_so(world: World) -> None:
 async def test_over_http_every_request_needs_a_known_key_and_acts_for_its_tenant(
     world: World, caplog: pytest.LogCaptureFixture
 ) -> None:
-    app = Starlette()
+    # As memstream serve runs it: mounted in the HTTP API's app, beside /v1.
+    keys = KeyFile.of(KEYS)
+    app = create_api(world.service, keys)
     url = "http://127.0.0.1:8090/mcp"
 
     def http(key: str | None) -> httpx2.AsyncClient:
@@ -553,7 +555,7 @@ async def test_over_http_every_request_needs_a_known_key_and_acts_for_its_tenant
             )
 
     with caplog.at_level(logging.DEBUG):
-        async with mount_mcp(app, world.service, KeyFile.of(KEYS), host="127.0.0.1"):
+        async with mount_mcp(app, world.service, keys, host="127.0.0.1"):
             body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
             for key in (None, "msk_not-a-key", ACME_ALL + "x", "Basic"):
                 async with http(key) as client:
@@ -567,6 +569,9 @@ async def test_over_http_every_request_needs_a_known_key_and_acts_for_its_tenant
                     assert refused.status_code == 401
             acme = await search(ACME_ALL)
             beta = await search(BETA_ALL)
+            async with http(ACME_ALL) as client:
+                listed = await client.get("http://127.0.0.1:8090/v1/memories?user_id=bob")
+            assert listed.status_code == 200 and "Lisbon" in listed.text
     assert "mem-acme-alice-1" in {m["memory_id"] for m in acme["memories"]}
     assert [m["memory_id"] for m in beta["memories"]] == ["mem-beta-alice-7f3k"]
     assert not any(
