@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -302,3 +303,48 @@ class InMemoryMemoryIndex:
 
 def _record(row: dict[str, Any]) -> dict[str, Any]:
     return {name: row[name] for name in _RECORD_FIELDS}
+
+
+#: When the seeded memories of :func:`memory_added` were said.
+SEEDED_AT = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+
+
+def memory_added(
+    memory_id: str,
+    user_id: str,
+    content: str,
+    *,
+    memory_type: str = "fact",
+    context: str = "",
+    occurred_at: datetime = SEEDED_AT,
+) -> MemoryAdded:
+    """A ``memory_added`` as the extraction agent publishes it, to seed a projection (and
+    the memories topic) in a unit test."""
+    return MemoryAdded(
+        event_id=f"add-{memory_id}",
+        user_id=user_id,
+        session_id="s1",
+        occurred_at=occurred_at,
+        memory_id=memory_id,
+        memory_type=memory_type,  # type: ignore[arg-type]
+        content=content,
+        context=context,
+        importance=0.7,
+        extraction_event_id="x1",
+        extractor="test/1",
+        source_event_ids=(f"m-{memory_id}",),
+    )
+
+
+def topic_reader(publisher: InMemoryPublisher) -> Callable[..., Awaitable[list[Any]]]:
+    """A stand-in for :func:`memstream.streams.runtime.logreader.read_topic` over what
+    ``publisher`` was sent (one partition, in order), so ``history`` reads without a broker."""
+
+    async def read_topic(settings: Any, topic: str, timeout_s: float = 30.0) -> list[Any]:
+        sent = [(key, value) for t, key, value in publisher.sent if t == topic]
+        return [
+            SimpleNamespace(topic=topic, partition=0, offset=n, timestamp=1, key=key, value=value)
+            for n, (key, value) in enumerate(sent)
+        ]
+
+    return read_topic

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import httpx2
 import pytest
-from harness import wait_for, wait_for_async
+from harness import child_process, wait_for, wait_for_async
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -180,29 +180,18 @@ def http_url(world: World) -> Iterator[str]:
     env = {**os.environ, **world.settings.to_env(), "PYTHONUNBUFFERED": "1"}
     log_path = world.tmp / "mcp-http.log"
     url = f"http://127.0.0.1:{world.settings.mcp_port}/mcp"
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(
-            [*COMMAND, "--transport", "http"], env=env, stdout=log, stderr=subprocess.STDOUT
-        )
-        try:
+    with child_process([*COMMAND, "--transport", "http"], env, log_path) as process:
 
-            def refuses_without_a_key() -> bool:
-                if process.poll() is not None:
-                    raise RuntimeError(f"memstream mcp exited: {log_path.read_text()}")
-                try:
-                    return httpx.post(url, json={}, timeout=2).status_code == 401
-                except httpx.TransportError:
-                    return False
-
-            wait_for(refuses_without_a_key, "memstream mcp --transport http to answer", 60)
-            yield url
-        finally:
-            process.terminate()
+        def refuses_without_a_key() -> bool:
+            if process.poll() is not None:
+                raise RuntimeError(f"memstream mcp exited: {log_path.read_text()}")
             try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+                return httpx.post(url, json={}, timeout=2).status_code == 401
+            except httpx.TransportError:
+                return False
+
+        wait_for(refuses_without_a_key, "memstream mcp --transport http to answer", 60)
+        yield url
     assert world.acme not in log_path.read_text()
 
 

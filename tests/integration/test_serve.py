@@ -4,7 +4,6 @@ becomes searchable over HTTP, another tenant's key sees none of it, and it is de
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from harness import wait_for
+from harness import child_process, wait_for
 
 from memstream.models.settings import Settings
 from memstream.streams.api.auth import add_key
@@ -39,32 +38,21 @@ def worker_settings(
 def served(worker_settings: Settings, tmp_path: Path) -> Iterator[str]:
     """``memstream serve`` in a child process, with the worker's settings; its /v1 URL."""
     env = {**os.environ, **worker_settings.to_env(), "PYTHONUNBUFFERED": "1"}
-    with (tmp_path / "serve.log").open("ab") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "memstream.streams.cli", "serve"],
-            env=env, stdout=log, stderr=subprocess.STDOUT,
-        )
-        try:
-            url = f"http://127.0.0.1:{worker_settings.api_port}/v1"
+    command = [sys.executable, "-m", "memstream.streams.cli", "serve"]
+    with child_process(command, env, tmp_path / "serve.log") as process:
+        url = f"http://127.0.0.1:{worker_settings.api_port}/v1"
 
-            def healthy() -> bool:
-                if process.poll() is not None:
-                    output = (tmp_path / "serve.log").read_text()
-                    raise RuntimeError(f"memstream serve exited: {output}")
-                try:
-                    return httpx.get(f"{url}/health", timeout=2).status_code == 200
-                except httpx.TransportError:
-                    return False
-
-            wait_for(healthy, "memstream serve to answer", timeout_s=60)
-            yield url
-        finally:
-            process.terminate()
+        def healthy() -> bool:
+            if process.poll() is not None:
+                output = (tmp_path / "serve.log").read_text()
+                raise RuntimeError(f"memstream serve exited: {output}")
             try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+                return httpx.get(f"{url}/health", timeout=2).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        wait_for(healthy, "memstream serve to answer", timeout_s=60)
+        yield url
 
 
 def test_add_search_isolate_and_delete_over_http(worker_settings: Settings, served: str) -> None:
@@ -76,6 +64,8 @@ def test_add_search_isolate_and_delete_over_http(worker_settings: Settings, serv
         return httpx.request(method, f"{served}{path}", headers=headers, timeout=30, **options)
 
     assert call(None, "GET", "/memories", params={"user_id": "ann"}).status_code == 401
+    # The MCP server is mounted beside the API, behind the same keys.
+    assert httpx.post(served.removesuffix("/v1") + "/mcp", json={}).status_code == 401
     added = call(acme, "POST", "/memories", json={"messages": BERLIN, "user_id": "ann"})
     assert added.status_code == 202, added.text
     assert added.json()["user_id"] == "ann" and len(added.json()["event_ids"]) == 4

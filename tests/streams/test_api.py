@@ -14,19 +14,18 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 import pytest
-from fakes import InMemoryMemoryIndex, InMemoryPublisher
+from fakes import InMemoryMemoryIndex, InMemoryPublisher, memory_added, topic_reader
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from memstream.models.codec import EventLimits
-from memstream.models.events import MemoryAdded, MessageAdded, SessionClosed, SessionStarted
+from memstream.models.events import MessageAdded, SessionClosed, SessionStarted
 from memstream.models.settings import Settings
 from memstream.projections.memories import SourcePosition
 from memstream.streams.api.app import create_api
@@ -87,33 +86,12 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
     publisher = InMemoryPublisher(keys, EventLimits.from_settings(settings))
     index = InMemoryMemoryIndex()
     for offset, (user, memory_id, content) in enumerate(MEMORIES):
-        event = MemoryAdded(
-            event_id=f"add-{memory_id}",
-            user_id=user,
-            session_id="s1",
-            occurred_at=T0,
-            memory_id=memory_id,
-            memory_type="fact",
-            content=content,
-            importance=0.7,
-            extraction_event_id="x1",
-            extractor="test/1",
-            source_event_ids=(f"m-{memory_id}",),
-        )
+        event = memory_added(memory_id, user, content)
         index.apply([(event, SourcePosition("t.memories", 0, offset))])
         # As the worker does: the memories topic holds it sealed with its user's key.
         asyncio.run(publisher.publish("t.memories", [event]))
 
-    async def read_topic(settings: Settings, topic: str, timeout_s: float = 30.0) -> list[Any]:
-        sent = [(key, value) for t, key, value in publisher.sent if t == topic]
-        return [
-            SimpleNamespace(
-                topic=topic, partition=0, offset=n, timestamp=1, key=key, value=value
-            )
-            for n, (key, value) in enumerate(sent)
-        ]
-
-    monkeypatch.setattr("memstream.streams.service.memories.read_topic", read_topic)
+    monkeypatch.setattr("memstream.streams.service.memories.read_topic", topic_reader(publisher))
     service = Service(Container(settings, keys=keys, projection=index, publisher=publisher))
     return World(create_api(service, KeyFile.of(KEYS)), publisher, service)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import FakeEmbedder, InMemoryPublisher
+from fakes import FakeEmbedder, InMemoryPublisher, memory_added
 
 from memstream.models.codec import EventLimits, decode_event
 from memstream.models.events import (
@@ -38,20 +38,7 @@ T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 def memory(
     memory_id: str, user: str, content: str, offset: int
 ) -> tuple[MemoryAdded, SourcePosition]:
-    event = MemoryAdded(
-        event_id=f"add-{memory_id}",
-        user_id=user,
-        session_id="s1",
-        occurred_at=T0,
-        memory_id=memory_id,
-        memory_type="fact",
-        content=content,
-        importance=0.7,
-        extraction_event_id="x1",
-        extractor="test/1",
-        source_event_ids=(f"m-{memory_id}",),
-    )
-    return event, SourcePosition("t.memories", 0, offset)
+    return memory_added(memory_id, user, content), SourcePosition("t.memories", 0, offset)
 
 
 @pytest.fixture

@@ -14,14 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 from urllib.error import HTTPError
 from urllib.parse import parse_qs, urlsplit
 
 import httpx2
 import pytest
-from fakes import InMemoryMemoryIndex, InMemoryPublisher
+from fakes import InMemoryMemoryIndex, InMemoryPublisher, memory_added, topic_reader
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
@@ -31,7 +30,7 @@ from mcp.server import MCPServer
 from mcp.types import CallToolResult
 
 from memstream.models.codec import EventLimits
-from memstream.models.events import MemoryAdded, MemoryDeleted, MessageAdded, SessionClosed
+from memstream.models.events import MemoryDeleted, MessageAdded, SessionClosed
 from memstream.models.session import SessionState, WindowMessage, session_key, working_context
 from memstream.models.settings import Settings
 from memstream.projections.memories import SourcePosition
@@ -144,33 +143,13 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
     publisher = InMemoryPublisher(keys, EventLimits.from_settings(settings))
     index = InMemoryMemoryIndex()
     for offset, (user, memory_id, memory_type, content, context) in enumerate(MEMORIES):
-        event = MemoryAdded(
-            event_id=f"add-{memory_id}",
-            user_id=user,
-            session_id="s1",
-            occurred_at=T0,
-            memory_id=memory_id,
-            memory_type=memory_type,
-            content=content,
-            context=context,
-            importance=0.7,
-            extraction_event_id="x1",
-            extractor="test/1",
-            source_event_ids=(f"m-{memory_id}",),
-        )
+        event = memory_added(memory_id, user, content, memory_type=memory_type, context=context)
         index.apply([(event, SourcePosition("t.memories", 0, offset))])
         # As the worker does: the memories topic holds it sealed with its user's key.
         asyncio.run(publisher.publish("t.memories", [event]))
 
-    async def read_topic(settings: Settings, topic: str, timeout_s: float = 30.0) -> list[Any]:
-        sent = [(key, value) for t, key, value in publisher.sent if t == topic]
-        return [
-            SimpleNamespace(topic=topic, partition=0, offset=n, timestamp=1, key=key, value=value)
-            for n, (key, value) in enumerate(sent)
-        ]
-
     worker_calls: list[dict[str, list[str]]] = []
-    monkeypatch.setattr("memstream.streams.service.memories.read_topic", read_topic)
+    monkeypatch.setattr("memstream.streams.service.memories.read_topic", topic_reader(publisher))
     monkeypatch.setattr("memstream.streams.service.sessions.fetch_json", _worker_page(worker_calls))
     service = Service(Container(settings, keys=keys, projection=index, publisher=publisher))
     return World(service, publisher, index, worker_calls)
@@ -490,19 +469,12 @@ async def test_answers_are_cut_to_fit_and_say_so(world: World) -> None:
     )
     assert added["session_id"]
     for n in range(30):
-        event = MemoryAdded(
-            event_id=f"add-carol-{n}",
-            user_id="acme:carol",
-            session_id="s1",
-            occurred_at=T0,
-            memory_id=f"mem-carol-{n}",
+        event = memory_added(
+            f"mem-carol-{n}",
+            "acme:carol",
+            f"{n}: {long_text}",
             memory_type="episode",
-            content=f"{n}: {long_text}",
             context=long_text,
-            importance=0.5,
-            extraction_event_id="x",
-            extractor="test/1",
-            source_event_ids=(f"m-carol-{n}",),
         )
         world.index.apply([(event, SourcePosition("t.memories", 0, 100 + n))])
 
