@@ -23,6 +23,7 @@ from fakes import InMemoryMemoryIndex, InMemoryPublisher, memory_added, topic_re
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
+from tenants import ACME_ALICE_READ, ACME_ALL, BETA_ALL, KEYS
 
 from memstream.models.codec import EventLimits
 from memstream.models.events import MessageAdded, SessionClosed, SessionStarted
@@ -43,14 +44,6 @@ from memstream.streams.service.app import Service
 from memstream.streams.service.container import Container
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
-ACME_ALL = "msk_acme-all-0123456789abcdef"
-ACME_ALICE_READ = "msk_acme-alice-read-0123456789"
-BETA_ALL = "msk_beta-all-0123456789abcdef"
-KEYS = {
-    ACME_ALL: ApiKey("acme"),
-    ACME_ALICE_READ: ApiKey("acme", frozenset({"alice"}), read_only=True),
-    BETA_ALL: ApiKey("beta"),
-}
 #: What only tenant beta's alice has: no answer to anyone else may hold these.
 BETA_SECRETS = ("mem-beta-alice-7f3k", "Vladivostok")
 #: Each memory: (namespaced user, memory id, content).

@@ -28,6 +28,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server import MCPServer
 from mcp.types import CallToolResult
+from tenants import ACME_ALICE_READ, ACME_ALL, BETA_ALL, KEYS
 
 from memstream.models.codec import EventLimits
 from memstream.models.events import MemoryDeleted, MessageAdded, SessionClosed
@@ -35,7 +36,7 @@ from memstream.models.session import SessionState, WindowMessage, session_key, w
 from memstream.models.settings import Settings
 from memstream.projections.memories import SourcePosition
 from memstream.streams.api.app import create_api
-from memstream.streams.api.auth import ApiKey, KeyFile
+from memstream.streams.api.auth import KeyFile
 from memstream.streams.mcp import TOOLS, create_mcp_server
 from memstream.streams.mcp.http import mount_mcp
 from memstream.streams.mcp.results import ELLIPSIS, Limits
@@ -44,14 +45,6 @@ from memstream.streams.service.app import Service
 from memstream.streams.service.container import Container
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
-ACME_ALL = "msk_acme-all-0123456789abcdef"
-ACME_ALICE_READ = "msk_acme-alice-read-0123456789"
-BETA_ALL = "msk_beta-all-0123456789abcdef"
-KEYS = {
-    ACME_ALL: ApiKey("acme"),
-    ACME_ALICE_READ: ApiKey("acme", frozenset({"alice"}), read_only=True),
-    BETA_ALL: ApiKey("beta"),
-}
 #: What only tenant beta's alice has: no answer to anyone else may hold these.
 BETA_SECRETS = ("mem-beta-alice-7f3k", "Vladivostok", "beta-trip-ferry")
 #: Each memory: (namespaced user, memory id, type, content, the episode's conversation).
