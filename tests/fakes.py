@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import re
@@ -12,10 +13,12 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pytest
 
 from memstream.models.codec import EventLimits, decode_event
 from memstream.models.events import Event, MemoryAdded, MemoryChange, MemoryReinforced
 from memstream.models.lifecycle import apply_change
+from memstream.models.settings import Settings
 from memstream.projections.memories import (
     MAX_SEARCH_LIMIT,
     MEMORY_TYPES,
@@ -27,8 +30,10 @@ from memstream.projections.memories import (
     SourcePosition,
     search_text,
 )
-from memstream.streams.runtime.keys import KeyStore
+from memstream.streams.runtime.keys import FileKeyStore, KeyStore
 from memstream.streams.runtime.publisher import RawRecord, Sent, prepare
+from memstream.streams.service.app import Service
+from memstream.streams.service.container import Container
 
 _WORD = re.compile(r"\w+")
 
@@ -348,3 +353,21 @@ def topic_reader(publisher: InMemoryPublisher) -> Callable[..., Awaitable[list[A
         ]
 
     return read_topic
+
+
+def service_on_fakes(
+    settings: Settings, memories: Sequence[MemoryAdded], monkeypatch: pytest.MonkeyPatch
+) -> tuple[Service, InMemoryPublisher, InMemoryMemoryIndex]:
+    """A :class:`Service` over the fakes (the users' keys in the settings' key directory),
+    as after a worker applied ``memories``: the projection holds them, and the memories topic
+    holds them sealed, which ``history`` reads through :func:`topic_reader`."""
+    keys = FileKeyStore(settings.keys_dir)
+    publisher = InMemoryPublisher(keys, EventLimits.from_settings(settings))
+    index = InMemoryMemoryIndex()
+    service = Service(Container(settings, keys=keys, projection=index, publisher=publisher))
+    topic = service.container.topics.memories
+    for offset, event in enumerate(memories):
+        index.apply([(event, SourcePosition(topic, 0, offset))])
+        asyncio.run(publisher.publish(topic, [event]))
+    monkeypatch.setattr("memstream.streams.service.memories.read_topic", topic_reader(publisher))
+    return service, publisher, index

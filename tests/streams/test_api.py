@@ -19,16 +19,14 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from fakes import InMemoryMemoryIndex, InMemoryPublisher, memory_added, topic_reader
+from fakes import InMemoryPublisher, memory_added, service_on_fakes
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from tenants import ACME_ALICE_READ, ACME_ALL, BETA_ALL, KEYS
 
-from memstream.models.codec import EventLimits
 from memstream.models.events import MessageAdded, SessionClosed, SessionStarted
 from memstream.models.settings import Settings
-from memstream.projections.memories import SourcePosition
 from memstream.streams.api.app import create_api
 from memstream.streams.api.auth import (
     ApiKey,
@@ -39,9 +37,8 @@ from memstream.streams.api.auth import (
     tenant_user_id,
 )
 from memstream.streams.cli import main
-from memstream.streams.runtime.keys import FileKeyStore, open_event
+from memstream.streams.runtime.keys import open_event
 from memstream.streams.service.app import Service
-from memstream.streams.service.container import Container
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 #: What only tenant beta's alice has: no answer to anyone else may hold these.
@@ -75,17 +72,8 @@ def path_of(memory_id: str) -> str:
 @pytest.fixture
 def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
     settings = Settings(data_dir=tmp_path, topic_prefix="t")
-    keys = FileKeyStore(settings.keys_dir)
-    publisher = InMemoryPublisher(keys, EventLimits.from_settings(settings))
-    index = InMemoryMemoryIndex()
-    for offset, (user, memory_id, content) in enumerate(MEMORIES):
-        event = memory_added(memory_id, user, content)
-        index.apply([(event, SourcePosition("t.memories", 0, offset))])
-        # As the worker does: the memories topic holds it sealed with its user's key.
-        asyncio.run(publisher.publish("t.memories", [event]))
-
-    monkeypatch.setattr("memstream.streams.service.memories.read_topic", topic_reader(publisher))
-    service = Service(Container(settings, keys=keys, projection=index, publisher=publisher))
+    seeded = [memory_added(memory_id, user, content) for user, memory_id, content in MEMORIES]
+    service, publisher, _ = service_on_fakes(settings, seeded, monkeypatch)
     return World(create_api(service, KeyFile.of(KEYS)), publisher, service)
 
 

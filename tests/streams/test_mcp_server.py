@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx2
 import pytest
-from fakes import InMemoryMemoryIndex, InMemoryPublisher, memory_added, topic_reader
+from fakes import InMemoryMemoryIndex, InMemoryPublisher, memory_added, service_on_fakes
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
@@ -30,7 +30,6 @@ from mcp.server import MCPServer
 from mcp.types import CallToolResult
 from tenants import ACME_ALICE_READ, ACME_ALL, BETA_ALL, KEYS
 
-from memstream.models.codec import EventLimits
 from memstream.models.events import MemoryDeleted, MessageAdded, SessionClosed
 from memstream.models.session import SessionState, WindowMessage, session_key, working_context
 from memstream.models.settings import Settings
@@ -40,9 +39,8 @@ from memstream.streams.api.auth import KeyFile
 from memstream.streams.mcp import TOOLS, create_mcp_server
 from memstream.streams.mcp.http import mount_mcp
 from memstream.streams.mcp.results import ELLIPSIS, Limits
-from memstream.streams.runtime.keys import FileKeyStore, open_event
+from memstream.streams.runtime.keys import open_event
 from memstream.streams.service.app import Service
-from memstream.streams.service.container import Container
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 #: What only tenant beta's alice has: no answer to anyone else may hold these.
@@ -132,19 +130,13 @@ def _worker_page(worker_calls: list[dict[str, list[str]]]) -> Callable[..., Any]
 @pytest.fixture
 def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
     settings = Settings(data_dir=tmp_path, topic_prefix="t")
-    keys = FileKeyStore(settings.keys_dir)
-    publisher = InMemoryPublisher(keys, EventLimits.from_settings(settings))
-    index = InMemoryMemoryIndex()
-    for offset, (user, memory_id, memory_type, content, context) in enumerate(MEMORIES):
-        event = memory_added(memory_id, user, content, memory_type=memory_type, context=context)
-        index.apply([(event, SourcePosition("t.memories", 0, offset))])
-        # As the worker does: the memories topic holds it sealed with its user's key.
-        asyncio.run(publisher.publish("t.memories", [event]))
-
+    seeded = [
+        memory_added(memory_id, user, content, memory_type=memory_type, context=context)
+        for user, memory_id, memory_type, content, context in MEMORIES
+    ]
+    service, publisher, index = service_on_fakes(settings, seeded, monkeypatch)
     worker_calls: list[dict[str, list[str]]] = []
-    monkeypatch.setattr("memstream.streams.service.memories.read_topic", topic_reader(publisher))
     monkeypatch.setattr("memstream.streams.service.sessions.fetch_json", _worker_page(worker_calls))
-    service = Service(Container(settings, keys=keys, projection=index, publisher=publisher))
     return World(service, publisher, index, worker_calls)
 
 
