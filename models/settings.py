@@ -221,6 +221,20 @@ class Settings(BaseSettings):
     #: ``web_token`` like its other pages.
     metrics_token: SecretStr | None = None
 
+    # --- MCP server (memstream mcp) -----------------------------------------------------
+    #: The API key ``memstream mcp --transport stdio`` acts with (one of the key file's: its
+    #: tenant, users and read-only apply); over HTTP every request brings its own.
+    mcp_api_key: SecretStr | None = None
+    #: The user a tool call acts for when it names none (``--user`` overrides it).
+    mcp_user: str | None = None
+    #: ``memstream mcp --transport http`` listens here.
+    mcp_host: str = "127.0.0.1"
+    mcp_port: int = Field(8090, ge=1, le=65535)
+    #: A tool's answer is cut to about this many characters, and each memory's text (and an
+    #: episode's conversation) to ``mcp_max_memory_chars``: answers go into a model's context.
+    mcp_max_result_chars: int = Field(16_000, ge=1000)
+    mcp_max_memory_chars: int = Field(1000, ge=100)
+
     # --- short-term memory --------------------------------------------------------------
     max_messages: int = Field(50, ge=2)
     max_tokens: int = Field(100_000, ge=1)
@@ -343,11 +357,12 @@ class Settings(BaseSettings):
         # MEMSTREAM_LOG_LEVEL=INFO as Faust and uvicorn accept it.
         return value.lower() if isinstance(value, str) else value
 
-    @field_validator("web_token", "metrics_token", mode="before")
+    @field_validator("web_token", "metrics_token", "mcp_api_key", "mcp_user", mode="before")
     @classmethod
     def _empty_token_is_none(cls, value: object) -> object:
         # MEMSTREAM_WEB_TOKEN= (empty) means no token, not an empty one that matches
-        # "Authorization: Bearer ". Nothing here may raise: pydantic's errors quote input.
+        # "Authorization: Bearer " (the same for the MCP key and user). Nothing here may
+        # raise: pydantic's errors quote input.
         if value == "" or (isinstance(value, SecretStr) and not value.get_secret_value()):
             return None
         return value

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pytest
 
 from memstream.models.codec import EventLimits, decode_event
 from memstream.models.events import Event, MemoryAdded, MemoryChange, MemoryReinforced
 from memstream.models.lifecycle import apply_change
+from memstream.models.settings import Settings
 from memstream.projections.memories import (
     MAX_SEARCH_LIMIT,
     MEMORY_TYPES,
@@ -26,8 +31,11 @@ from memstream.projections.memories import (
     SourcePosition,
     search_text,
 )
-from memstream.streams.runtime.keys import KeyStore
+from memstream.streams.runtime.broker import free_port
+from memstream.streams.runtime.keys import FileKeyStore, KeyStore
 from memstream.streams.runtime.publisher import RawRecord, Sent, prepare
+from memstream.streams.service.app import Service
+from memstream.streams.service.container import Container
 
 _WORD = re.compile(r"\w+")
 
@@ -302,3 +310,77 @@ class InMemoryMemoryIndex:
 
 def _record(row: dict[str, Any]) -> dict[str, Any]:
     return {name: row[name] for name in _RECORD_FIELDS}
+
+
+#: When the seeded memories of :func:`memory_added` were said.
+SEEDED_AT = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+
+
+def memory_added(
+    memory_id: str,
+    user_id: str,
+    content: str,
+    *,
+    memory_type: str = "fact",
+    context: str = "",
+    occurred_at: datetime = SEEDED_AT,
+) -> MemoryAdded:
+    """A ``memory_added`` as the extraction agent publishes it, to seed a projection (and
+    the memories topic) in a unit test."""
+    return MemoryAdded(
+        event_id=f"add-{memory_id}",
+        user_id=user_id,
+        session_id="s1",
+        occurred_at=occurred_at,
+        memory_id=memory_id,
+        memory_type=memory_type,  # type: ignore[arg-type]
+        content=content,
+        context=context,
+        importance=0.7,
+        extraction_event_id="x1",
+        extractor="test/1",
+        source_event_ids=(f"m-{memory_id}",),
+    )
+
+
+def topic_reader(publisher: InMemoryPublisher) -> Callable[..., Awaitable[list[Any]]]:
+    """A stand-in for :func:`memstream.streams.runtime.logreader.read_topic` over what
+    ``publisher`` was sent (one partition, in order), so ``history`` reads without a broker."""
+
+    async def read_topic(
+        settings: Any, topic: str, timeout_s: float = 30.0, *, key: bytes | None = None
+    ) -> list[Any]:
+        # One partition: with ``key``, the partition holds other users' records too.
+        sent = [(k, value) for t, k, value in publisher.sent if t == topic]
+        return [
+            SimpleNamespace(topic=topic, partition=0, offset=n, timestamp=1, key=k, value=value)
+            for n, (k, value) in enumerate(sent)
+        ]
+
+    return read_topic
+
+
+def unit_settings(tmp_path: Path) -> Settings:
+    """Settings of a unit test: its own data directory, and a broker and a worker web port
+    where nothing answers (the integration tier runs workers on the default port meanwhile)."""
+    return Settings(
+        data_dir=tmp_path, topic_prefix="t", web_port=free_port(), broker=f"127.0.0.1:{free_port()}"
+    )
+
+
+def service_on_fakes(
+    settings: Settings, memories: Sequence[MemoryAdded], monkeypatch: pytest.MonkeyPatch
+) -> tuple[Service, InMemoryPublisher, InMemoryMemoryIndex]:
+    """A :class:`Service` over the fakes (the users' keys in the settings' key directory),
+    as after a worker applied ``memories``: the projection holds them, and the memories topic
+    holds them sealed, which ``history`` reads through :func:`topic_reader`."""
+    keys = FileKeyStore(settings.keys_dir)
+    publisher = InMemoryPublisher(keys, EventLimits.from_settings(settings))
+    index = InMemoryMemoryIndex()
+    service = Service(Container(settings, keys=keys, projection=index, publisher=publisher))
+    topic = service.container.topics.memories
+    for offset, event in enumerate(memories):
+        index.apply([(event, SourcePosition(topic, 0, offset))])
+        asyncio.run(publisher.publish(topic, [event]))
+    monkeypatch.setattr("memstream.streams.service.memories.read_topic", topic_reader(publisher))
+    return service, publisher, index

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlencode
 
@@ -94,6 +97,25 @@ def _timed_out(what: str, timeout_s: float, last: object) -> AssertionError:
     if len(shown) > 2000:
         shown = shown[:2000] + " ..."
     return AssertionError(f"timed out after {timeout_s:g} s waiting for {what}; last: {shown}")
+
+
+@contextmanager
+def child_process(
+    args: Sequence[str], env: Mapping[str, str], log_path: Path
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A child process with its output in ``log_path``, stopped when the block ends (SIGTERM,
+    then SIGKILL if it has not exited 20 s later)."""
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(list(args), env=dict(env), stdout=log, stderr=subprocess.STDOUT)
+        try:
+            yield process
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 def cli(settings: Settings, monkeypatch: pytest.MonkeyPatch, *args: str) -> int:

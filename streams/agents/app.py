@@ -262,12 +262,13 @@ def create_app(
 
         async def serve_api(health: ComponentReport) -> None:
             """The HTTP API inside this worker, over the worker's own container."""
-            from memstream.streams.api.server import api_server, key_file
+            from memstream.streams.api.auth import KeyFile
+            from memstream.streams.api.server import serve_api
             from memstream.streams.service.app import Service
 
             async with Service(container) as service:
                 # Its signals stay the worker's: stopping the app cancels this task.
-                await api_server(service, key_file(settings), own_signals=False).serve()
+                await serve_api(service, KeyFile(settings.api_keys_path), own_signals=False)
 
         app.task(watched_task(components, "api", serve_api))
 

@@ -43,6 +43,7 @@ __all__ = [
     "KeyFileError",
     "Refused",
     "add_key",
+    "bearer_key",
     "check_user_id",
     "hash_key",
     "tenant_user_id",
@@ -57,6 +58,8 @@ MAX_USER_ID_CHARS = 256
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 #: Keys memstream makes start with this, so a leaked one is recognisable in a scan.
 KEY_PREFIX = "msk_"
+#: A presented key longer than this is not looked up (none is; memstream's are 47 characters).
+MAX_PRESENTED_KEY_BYTES = 1024
 
 
 class KeyFileError(ValueError):
@@ -203,6 +206,28 @@ class KeyFile:
                         "api keys: %s; keeping the %d keys read before", exc, len(self._loaded)
                     )
             return self._loaded + extra
+
+
+def bearer_key(keys: KeyFile, authorization: Sequence[bytes]) -> ApiKey | None:
+    """The key of a request whose ``Authorization`` header values are ``authorization``: one
+    ``Bearer <key>`` header naming a key of ``keys``; None for anything else (no header, two,
+    another scheme, an unknown or overlong key).
+
+    Examples
+    --------
+    >>> keys = KeyFile.of({"msk_example": ApiKey("acme")})
+    >>> bearer_key(keys, [b"Bearer msk_example"])
+    ApiKey(tenant='acme', users=None, read_only=False, key_id='')
+    >>> bearer_key(keys, [b"Basic msk_example"]) is None
+    True
+    """
+    if len(authorization) != 1:
+        return None
+    scheme, _, token = authorization[0].partition(b" ")
+    token = token.strip(b" ")
+    if scheme.lower() != b"bearer" or not token or len(token) > MAX_PRESENTED_KEY_BYTES:
+        return None
+    return keys.authenticate(token)
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:

@@ -1,21 +1,26 @@
-"""Serving the HTTP API: the uvicorn server of ``memstream serve``, and the same server run
-inside a worker (``MEMSTREAM_SERVE_IN_WORKER``), on the worker's event loop, sharing its
-container (the key store, the memory table)."""
+"""Serving the HTTP API: the uvicorn server of ``memstream serve`` and ``memstream mcp
+--transport http``, and the whole API (``/v1``, the MCP server at ``/mcp``) run by
+``memstream serve`` or inside a worker (``MEMSTREAM_SERVE_IN_WORKER``, on the worker's event
+loop, sharing its container)."""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Generator
-from pathlib import Path
 
 import uvicorn
+from starlette.types import ASGIApp
 
 from memstream.models.settings import Settings
 from memstream.streams.api.app import create_api
 from memstream.streams.api.auth import KeyFile
+from memstream.streams.mcp.http import mount_mcp
 from memstream.streams.service.app import Service
 
-__all__ = ["ApiServer", "api_server", "key_file"]
+__all__ = ["ApiServer", "api_server", "serve_api"]
+
+log = logging.getLogger(__name__)
 
 
 class ApiServer(uvicorn.Server):
@@ -36,37 +41,38 @@ class ApiServer(uvicorn.Server):
             yield
 
 
-def key_file(settings: Settings) -> KeyFile:
-    """The API keys of ``settings`` (``api_keys_path``; read again whenever it changes).
-
-    Raises
-    ------
-    KeyFileError
-        The file exists but does not parse.
-    """
-    path: Path = settings.api_keys_path
-    return KeyFile(path)
-
-
 def api_server(
+    app: ASGIApp, settings: Settings, *, host: str, port: int, own_signals: bool = True
+) -> ApiServer:
+    """The uvicorn server of ``app`` on ``host:port``; ``await server.serve()`` runs it."""
+    # uvicorn logs through ours (log_config=None); its access log quotes paths and queries
+    # (user and memory ids): the API logs each request itself, by route.
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_config=None,
+        log_level=settings.log_level_libraries,
+        access_log=False,
+    )
+    return ApiServer(config, own_signals=own_signals)
+
+
+async def serve_api(
     service: Service,
     keys: KeyFile,
     *,
     host: str | None = None,
     port: int | None = None,
     own_signals: bool = True,
-) -> ApiServer:
-    """The uvicorn server of the HTTP API over ``service`` on ``host:port`` (the settings'
-    ``api_host`` and ``api_port`` by default); ``await server.serve()`` runs it."""
+) -> None:
+    """Serve the HTTP API over ``service`` (``/v1``, ``/docs``, ``/metrics``, the memory
+    inspector) with the MCP server at ``/mcp``, on ``host:port`` (the settings' ``api_host``
+    and ``api_port`` by default), until the server stops or the task is cancelled."""
     settings = service.settings
-    # uvicorn logs through ours (log_config=None); its access log quotes paths and queries
-    # (user and memory ids): the API logs each request itself, by route.
-    config = uvicorn.Config(
-        create_api(service, keys),
-        host=host or settings.api_host,
-        port=port or settings.api_port,
-        log_config=None,
-        log_level=settings.log_level_libraries,
-        access_log=False,
-    )
-    return ApiServer(config, own_signals=own_signals)
+    host = host or settings.api_host
+    port = port or settings.api_port
+    api = create_api(service, keys)
+    async with mount_mcp(api, service, keys, default_user=settings.mcp_user, host=host):
+        log.info("memstream: the HTTP API listens on http://%s:%d", host, port)
+        await api_server(api, settings, host=host, port=port, own_signals=own_signals).serve()

@@ -1,55 +1,135 @@
-"""``memstream serve`` and ``api-key add``: the HTTP API, and the keys that open it."""
+"""``memstream serve``, ``mcp`` and ``api-key add``: the HTTP API, the MCP server, and the
+keys that open them."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from memstream.streams.api.auth import KeyFile
     from memstream.streams.service.container import Container
 
 
 def cmd_serve(args: argparse.Namespace, container: Container) -> int:
-    """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs) until Ctrl-C."""
-    from memstream.streams.api.auth import KeyFileError
+    """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs) and the MCP server (at
+    /mcp) until Ctrl-C."""
     from memstream.streams.api.observability import check_metrics_token
-    from memstream.streams.api.server import api_server, key_file
+    from memstream.streams.api.server import serve_api
     from memstream.streams.runtime.logs import configure_logging
     from memstream.streams.service.app import Service
 
-    settings = container.settings
     try:
-        check_metrics_token(settings)
+        check_metrics_token(container.settings)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    configure_logging(settings)
-    path = settings.api_keys_path
-    try:
-        keys = key_file(settings)
-    except KeyFileError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    configure_logging(container.settings)
+    keys = _key_file(container)
+    if keys is None:
         return 2
-    if not path.exists():
-        print(
-            f"note: no API key file at {path}: every request will get 401 until "
-            "`memstream api-key add --tenant T` writes one",
-            file=sys.stderr,
-        )
 
     async def serve() -> None:
         async with Service(container) as service:
-            server = api_server(service, keys, host=args.host, port=args.port)
-            logging.getLogger(__name__).info(
-                "memstream serve: listening on http://%s:%d", server.config.host, server.config.port
-            )
-            await server.serve()
+            await serve_api(service, keys, host=args.host, port=args.port)
 
     asyncio.run(serve())
     return 0
+
+
+def cmd_mcp(args: argparse.Namespace, container: Container) -> int:
+    """Run the MCP server: over stdio (for a client that starts it; the key comes from
+    MEMSTREAM_MCP_API_KEY) or streamable HTTP at /mcp (each request brings its key)."""
+    from memstream.streams.runtime.logs import configure_logging
+
+    settings = container.settings
+    # To stderr, as every log line: over stdio, stdout is the protocol's.
+    configure_logging(settings)
+    keys = _key_file(container)
+    if keys is None:
+        return 2
+    default_user = args.user or settings.mcp_user
+    if args.transport == "http":
+        return _serve_mcp_http(args, container, keys, default_user)
+
+    from memstream.streams.api.auth import Refused
+
+    # Checked before the service's imports: a client that starts the server with a bad key
+    # hears of it at once.
+    if settings.mcp_api_key is None:
+        print(
+            "error: set MEMSTREAM_MCP_API_KEY to an API key (memstream api-key add --tenant T "
+            "prints one): the stdio server acts with it",
+            file=sys.stderr,
+        )
+        return 2
+    key = keys.authenticate(settings.mcp_api_key.get_secret_value().encode("utf-8", "replace"))
+    if key is None:
+        print(
+            f"error: MEMSTREAM_MCP_API_KEY is not a key of the key file {settings.api_keys_path}",
+            file=sys.stderr,
+        )
+        return 2
+    if default_user is not None:
+        try:
+            key.user_id(default_user)
+        except Refused as refused:
+            print(f"error: --user / MEMSTREAM_MCP_USER: {refused.reason}", file=sys.stderr)
+            return 2
+
+    from memstream.streams.mcp.server import create_mcp_server
+    from memstream.streams.service.app import Service
+
+    async def serve_stdio() -> None:
+        async with Service(container) as service:
+            server = create_mcp_server(service, key=key, default_user=default_user)
+            await server.run_stdio_async()
+
+    asyncio.run(serve_stdio())
+    return 0
+
+
+def _serve_mcp_http(
+    args: argparse.Namespace, container: Container, keys: KeyFile, default_user: str | None
+) -> int:
+    """``memstream mcp --transport http``: the streamable HTTP app until Ctrl-C."""
+    from memstream.streams.api.server import api_server
+    from memstream.streams.mcp.http import mcp_http_app
+    from memstream.streams.service.app import Service
+
+    settings = container.settings
+    host = args.host or settings.mcp_host
+    port = args.port or settings.mcp_port
+
+    async def serve() -> None:
+        async with Service(container) as service:
+            app = mcp_http_app(service, keys, default_user=default_user, host=host)
+            await api_server(app, settings, host=host, port=port).serve()
+
+    asyncio.run(serve())
+    return 0
+
+
+def _key_file(container: Container) -> KeyFile | None:
+    """The API key file of the settings (a note when there is none yet); None, said on
+    stderr, when it does not parse."""
+    from memstream.streams.api.auth import KeyFile, KeyFileError
+
+    path = container.settings.api_keys_path
+    try:
+        keys = KeyFile(path)
+    except KeyFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+    if not path.exists():
+        print(
+            f"note: no API key file at {path}: no key opens memstream until "
+            "`memstream api-key add --tenant T` writes one",
+            file=sys.stderr,
+        )
+    return keys
 
 
 def cmd_api_key_add(args: argparse.Namespace, container: Container) -> int:
@@ -74,11 +154,27 @@ def cmd_api_key_add(args: argparse.Namespace, container: Container) -> int:
 
 
 def add_serve_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``serve`` and ``api-key add`` to the ``memstream`` parser."""
+    """Add ``serve``, ``mcp`` and ``api-key add`` to the ``memstream`` parser."""
     serve = commands.add_parser("serve", help=cmd_serve.__doc__)
     serve.add_argument("--host", help="address to listen on (default: MEMSTREAM_API_HOST)")
     serve.add_argument("--port", type=int, help="port to listen on (default: MEMSTREAM_API_PORT)")
     serve.set_defaults(run=cmd_serve)
+
+    mcp = commands.add_parser("mcp", help=cmd_mcp.__doc__)
+    mcp.add_argument(
+        "--transport",
+        choices=["stdio", "http"],
+        default="stdio",
+        help="stdio (default: for a client that starts the server) or streamable HTTP",
+    )
+    mcp.add_argument(
+        "--user", help="the user a tool call acts for when it names none (MEMSTREAM_MCP_USER)"
+    )
+    mcp.add_argument("--host", help="with http: address to listen on (default: MEMSTREAM_MCP_HOST)")
+    mcp.add_argument(
+        "--port", type=int, help="with http: port to listen on (default: MEMSTREAM_MCP_PORT)"
+    )
+    mcp.set_defaults(run=cmd_mcp)
 
     api_key = commands.add_parser("api-key", help="manage the HTTP API's keys")
     api_key_commands = api_key.add_subparsers(dest="api_key_command", required=True)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -17,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from harness import metric_values, wait_for, worker_metrics
+from harness import child_process, metric_values, wait_for, worker_metrics
 
 from memstream.models.settings import Settings
 from memstream.streams.api.auth import add_key
@@ -63,41 +62,30 @@ def stack(
     beta = add_key(settings.api_keys_path, "beta")
     env = {**os.environ, **settings.to_env(), "PYTHONUNBUFFERED": "1"}
     in_worker = settings.model_copy(update={"serve_in_worker": True, "api_port": free_port()})
+    command = [sys.executable, "-m", "memstream.streams.cli", "serve"]
     with (
         WorkerProcess(in_worker, log_path=tmp / "worker.log"),
-        (tmp / "serve.log").open("ab") as log,
+        child_process(command, env, tmp / "serve.log") as process,
     ):
-        process = subprocess.Popen(
-            [sys.executable, "-m", "memstream.streams.cli", "serve"],
-            env=env, stdout=log, stderr=subprocess.STDOUT,
-        )
-        try:
-            url = f"http://127.0.0.1:{settings.api_port}/v1"
+        url = f"http://127.0.0.1:{settings.api_port}/v1"
 
-            def healthy() -> bool:
-                if process.poll() is not None:
-                    raise RuntimeError(f"memstream serve exited: {(tmp / 'serve.log').read_text()}")
-                try:
-                    return httpx.get(f"{url}/health", timeout=2).status_code == 200
-                except httpx.TransportError:
-                    return False
-
-            wait_for(healthy, "memstream serve to answer", timeout_s=60)
-            yield Stack(
-                settings, url, acme, beta, f"http://127.0.0.1:{in_worker.api_port}/v1", tmp
-            )
-        finally:
-            process.terminate()
+        def healthy() -> bool:
+            if process.poll() is not None:
+                raise RuntimeError(f"memstream serve exited: {(tmp / 'serve.log').read_text()}")
             try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+                return httpx.get(f"{url}/health", timeout=2).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        wait_for(healthy, "memstream serve to answer", timeout_s=60)
+        yield Stack(settings, url, acme, beta, f"http://127.0.0.1:{in_worker.api_port}/v1", tmp)
 
 
 def test_add_search_isolate_and_delete_over_http(stack: Stack) -> None:
     acme, beta, call = stack.acme, stack.beta, stack.call
     assert call(None, "GET", "/memories", params={"user_id": "ann"}).status_code == 401
+    # The MCP server is mounted beside the API, behind the same keys.
+    assert httpx.post(stack.url.removesuffix("/v1") + "/mcp", json={}).status_code == 401
     added = call(acme, "POST", "/memories", json={"messages": BERLIN, "user_id": "ann"})
     assert added.status_code == 202, added.text
     assert added.json()["user_id"] == "ann" and len(added.json()["event_ids"]) == 4

@@ -19,11 +19,11 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from fakes import InMemoryPublisher
+from fakes import InMemoryPublisher, memory_added, service_on_fakes, unit_settings
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
-from worlds import T0, service_world
+from tenants import ACME_ALICE_READ, ACME_ALL, BETA_ALL, KEYS
 
 from memstream.models.events import MemoryAdded, MessageAdded, SessionClosed, SessionStarted
 from memstream.projections.memories import SourcePosition
@@ -40,14 +40,7 @@ from memstream.streams.cli import main
 from memstream.streams.runtime.keys import open_event
 from memstream.streams.service.app import Service
 
-ACME_ALL = "msk_acme-all-0123456789abcdef"
-ACME_ALICE_READ = "msk_acme-alice-read-0123456789"
-BETA_ALL = "msk_beta-all-0123456789abcdef"
-KEYS = {
-    ACME_ALL: ApiKey("acme"),
-    ACME_ALICE_READ: ApiKey("acme", frozenset({"alice"}), read_only=True),
-    BETA_ALL: ApiKey("beta"),
-}
+T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 #: What only tenant beta's alice has: no answer to anyone else may hold these.
 BETA_SECRETS = ("mem-beta-alice-7f3k", "Vladivostok")
 #: Each memory: (namespaced user, memory id, content).
@@ -78,7 +71,8 @@ def path_of(memory_id: str) -> str:
 
 @pytest.fixture
 def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
-    service, publisher = service_world(tmp_path, monkeypatch, MEMORIES)
+    seeded = [memory_added(memory_id, user, content) for user, memory_id, content in MEMORIES]
+    service, publisher, _ = service_on_fakes(unit_settings(tmp_path), seeded, monkeypatch)
     return World(create_api(service, KeyFile.of(KEYS)), publisher, service)
 
 

@@ -14,8 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
-from fakes import InMemoryPublisher
-from worlds import service_world
+from fakes import InMemoryPublisher, memory_added, service_on_fakes, unit_settings
 
 from memstream import AccessRefused, AsyncMemoryClient, MemoryClient, ServiceUnreachable
 from memstream.models.events import MemoryDeleted, SessionClosed
@@ -54,7 +53,9 @@ class Pair:
 
 @pytest.fixture
 def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Service, InMemoryPublisher]:
-    return service_world(tmp_path, monkeypatch, MEMORIES)
+    seeded = [memory_added(memory_id, user, content) for user, memory_id, content in MEMORIES]
+    service, publisher, _ = service_on_fakes(unit_settings(tmp_path), seeded, monkeypatch)
+    return service, publisher
 
 
 @pytest.fixture

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import FakeEmbedder, InMemoryPublisher
-from worlds import T0, fact_added
+from fakes import FakeEmbedder, InMemoryPublisher, memory_added
 
 from memstream.models.codec import EventLimits, decode_event
 from memstream.models.events import (
     MemoriesRetrieved,
+    MemoryAdded,
     MemoryDeleted,
     MemoryReinforced,
     MemorySuperseded,
@@ -22,7 +22,7 @@ from memstream.models.events import (
     SessionStarted,
 )
 from memstream.models.settings import Settings
-from memstream.projections.memories import MemoryProjection
+from memstream.projections.memories import MemoryProjection, SourcePosition
 from memstream.streams.client import (
     AsyncMemoryClient,
     MemoryClient,
@@ -32,15 +32,23 @@ from memstream.streams.client import (
 from memstream.streams.runtime.keys import FileKeyStore, open_event
 from memstream.streams.tools.publish import chat_events_for_add
 
+T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+
+
+def memory(
+    memory_id: str, user: str, content: str, offset: int
+) -> tuple[MemoryAdded, SourcePosition]:
+    return memory_added(memory_id, user, content), SourcePosition("t.memories", 0, offset)
+
 
 @pytest.fixture
 def projection(tmp_path: Path) -> MemoryProjection:
     projection = MemoryProjection(tmp_path / "lancedb", FakeEmbedder())
     projection.apply(
         [
-            fact_added("ann-1", "ann", "Ann lives in Oslo", 0),
-            fact_added("ann-2", "ann", "Ann prefers green tea", 1),
-            fact_added("bob-1", "bob", "Bob lives in Berlin", 2),
+            memory("ann-1", "ann", "Ann lives in Oslo", 0),
+            memory("ann-2", "ann", "Ann prefers green tea", 1),
+            memory("bob-1", "bob", "Bob lives in Berlin", 2),
         ]
     )
     return projection
@@ -107,7 +115,7 @@ def test_caller_event_ids_make_the_whole_add_deterministic() -> None:
 
 
 def test_history_entries_name_the_memory_on_both_sides_of_a_supersession() -> None:
-    added, _ = fact_added("m1", "ann", "Ann lives in Oslo", 0)
+    added, _ = memory("m1", "ann", "Ann lives in Oslo", 0)
     superseded = MemorySuperseded(
         event_id="sup",
         user_id="ann",
