@@ -22,10 +22,10 @@ from aiokafka import AIOKafkaConsumer
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memstream.streams.api import memories, reports, sessions
-from memstream.streams.api.auth import ApiKey, KeyFile
+from memstream.streams.api.auth import KeyFile
+from memstream.streams.api.deps import RequireApiKey
 from memstream.streams.api.observability import observe
 from memstream.streams.api.schemas import Health, Readiness
 from memstream.streams.runtime.worker import worker_readiness
@@ -37,45 +37,10 @@ __all__ = ["create_api"]
 OPEN_PATHS = frozenset({"/v1/health", "/v1/ready"})
 #: How long a readiness answer is reused: probes from many balancers cost one check.
 READY_CACHE_S = 2.0
-#: A presented key longer than this is not looked up (none is; memstream's are 47 characters).
-MAX_KEY_BYTES = 1024
 
-class _Authenticate:
-    """Refuses every ``/v1`` request without a known key (401) before the app reads it,
-    and hands the key on in the request's state."""
 
-    def __init__(self, app: ASGIApp, keys: KeyFile) -> None:
-        self.app = app
-        self.keys = keys
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = scope.get("path", "")
-        if scope["type"] != "http" or not path.startswith("/v1/") or path in OPEN_PATHS:
-            await self.app(scope, receive, send)
-            return
-        key = self._key(scope)
-        if key is None:
-            refusal = JSONResponse(
-                {"detail": "a valid API key is required (Authorization: Bearer <key>)"},
-                status_code=401,
-                headers={"WWW-Authenticate": "Bearer"},
-            )
-            await refusal(scope, receive, send)
-            return
-        # A new state dict: the server's is shared by every request.
-        scope = {**scope, "state": {**scope.get("state", {}), "api_key": key}}
-        await self.app(scope, receive, send)
-
-    def _key(self, scope: Scope) -> ApiKey | None:
-        values = [v for k, v in scope.get("headers", ()) if k.lower() == b"authorization"]
-        if len(values) != 1:
-            return None
-        scheme, _, token = values[0].partition(b" ")
-        token = token.strip(b" ")
-        if scheme.lower() != b"bearer" or not token or len(token) > MAX_KEY_BYTES:
-            return None
-        return self.keys.authenticate(token)
-
+def _needs_a_key(path: str) -> bool:
+    return path.startswith("/v1/") and path not in OPEN_PATHS
 
 def create_api(service: Service, keys: KeyFile) -> FastAPI:
     """The HTTP API over ``service``, open to the holders of ``keys``.
@@ -97,7 +62,7 @@ def create_api(service: Service, keys: KeyFile) -> FastAPI:
         docs_url="/docs",
         redoc_url=None,
     )
-    api.add_middleware(_Authenticate, keys=keys)
+    api.add_middleware(RequireApiKey, keys=keys, guarded=_needs_a_key)
     api.state.service = service
     readiness = _Readiness(service)
 

@@ -3,24 +3,67 @@ service knows the caller's user by, and the documented error answers."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Path, Query, Request, Security
+from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from memstream.streams.api.auth import ApiKey, Refused
+from memstream.streams.api.auth import ApiKey, KeyFile, Refused, bearer_key
 from memstream.streams.service.app import Service
 
 __all__ = [
+    "API_KEY_STATE",
     "ERRORS",
     "NOT_FOUND",
     "Caller",
     "MemoryIdPath",
+    "RequireApiKey",
     "ServiceDep",
     "UserQuery",
     "scoped_user",
     "unprocessable",
 ]
+
+#: Where in a request's ASGI state the key it was authenticated with rides.
+API_KEY_STATE = "memstream_api_key"
+
+
+class RequireApiKey:
+    """Refuses every HTTP request that ``guarded(path)`` selects (all of them by default)
+    without a known key (401) before the app reads it, and hands the key on in the request's
+    state (:data:`API_KEY_STATE`); other requests and lifespan events pass through.
+
+    The HTTP API guards ``/v1`` but its health pages, the MCP server every request.
+    """
+
+    def __init__(
+        self, app: ASGIApp, keys: KeyFile, guarded: Callable[[str], bool] = lambda _: True
+    ) -> None:
+        self.app = app
+        self.keys = keys
+        self.guarded = guarded
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not self.guarded(scope.get("path", "")):
+            await self.app(scope, receive, send)
+            return
+        values = [v for k, v in scope.get("headers", ()) if k.lower() == b"authorization"]
+        key = bearer_key(self.keys, values)
+        if key is None:
+            refusal = JSONResponse(
+                {"detail": "a valid API key is required (Authorization: Bearer <key>)"},
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+            await refusal(scope, receive, send)
+            return
+        # A new state dict: the server's is shared by every request.
+        scope = {**scope, "state": {**scope.get("state", {}), API_KEY_STATE: key}}
+        await self.app(scope, receive, send)
+
 
 _bearer = HTTPBearer(
     auto_error=False,
@@ -44,8 +87,8 @@ def _caller(
     _credentials: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
 ) -> ApiKey:
     """The key the request was authenticated with (the security scheme is declared here, for
-    the OpenAPI document; the app's authentication middleware did the checking)."""
-    key: ApiKey = request.state.api_key
+    the OpenAPI document; :class:`RequireApiKey` did the checking)."""
+    key: ApiKey = getattr(request.state, API_KEY_STATE)
     return key
 
 

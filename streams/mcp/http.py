@@ -4,7 +4,7 @@
 Every request needs ``Authorization: Bearer <key>`` with a key of the key file, checked
 before the request is read any further, per request (as the HTTP API checks it): no key or an
 unknown one gets 401. The key rides in the request's ASGI state to the tools
-(:data:`~memstream.streams.mcp.server.API_KEY_STATE`). The server is stateless and answers in
+(:data:`~memstream.streams.api.deps.API_KEY_STATE`). The server is stateless and answers in
 JSON: each request stands alone, so no MCP session outlives the key that opened it.
 """
 
@@ -15,45 +15,18 @@ from contextlib import asynccontextmanager
 
 from mcp.server import MCPServer
 from starlette.applications import Starlette
-from starlette.responses import JSONResponse
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
-from memstream.streams.api.auth import KeyFile, bearer_key
-from memstream.streams.mcp.server import API_KEY_STATE, create_mcp_server
+from memstream.streams.api.auth import KeyFile
+from memstream.streams.api.deps import RequireApiKey
+from memstream.streams.mcp.server import create_mcp_server
 from memstream.streams.service.app import Service
 
-__all__ = ["MCP_PATH", "RequireApiKey", "mcp_http_app", "mount_mcp"]
+__all__ = ["MCP_PATH", "mcp_http_app", "mount_mcp"]
 
 #: Where the MCP endpoint is, standalone and inside ``memstream serve``.
 MCP_PATH = "/mcp"
-
-
-class RequireApiKey:
-    """Refuses every HTTP request without a known key (401) before the app reads it, and
-    hands the key on in the request's state; lifespan events pass through."""
-
-    def __init__(self, app: ASGIApp, keys: KeyFile) -> None:
-        self.app = app
-        self.keys = keys
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        values = [v for k, v in scope.get("headers", ()) if k.lower() == b"authorization"]
-        key = bearer_key(self.keys, values)
-        if key is None:
-            refusal = JSONResponse(
-                {"detail": "a valid API key is required (Authorization: Bearer <key>)"},
-                status_code=401,
-                headers={"WWW-Authenticate": "Bearer"},
-            )
-            await refusal(scope, receive, send)
-            return
-        # A new state dict: the server's is shared by every request.
-        scope = {**scope, "state": {**scope.get("state", {}), API_KEY_STATE: key}}
-        await self.app(scope, receive, send)
 
 
 def _streamable_app(

@@ -31,6 +31,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from memstream.models.events import Identifier, MemoryType
 from memstream.projections.memories import SearchFilters
 from memstream.streams.api.auth import ApiKey, Refused
+from memstream.streams.api.deps import API_KEY_STATE
 from memstream.streams.mcp.results import (
     AddAnswer,
     DeleteAnswer,
@@ -50,12 +51,11 @@ from memstream.streams.mcp.results import (
 from memstream.streams.service.app import Service
 from memstream.streams.service.sessions import NoSession, WorkerRefused, WorkerUnreachable
 
-__all__ = ["API_KEY_STATE", "INSTRUCTIONS", "TOOLS", "create_mcp_server"]
+__all__ = ["INSTRUCTIONS", "TOOLS", "create_mcp_server"]
 
 log = logging.getLogger(__name__)
 
 #: Where :mod:`memstream.streams.mcp.http` leaves a request's key in its ASGI state.
-API_KEY_STATE = "memstream_api_key"
 #: The most memories one search returns over MCP (the service allows more; a context
 #: window does not).
 MAX_SEARCH_LIMIT = 50
