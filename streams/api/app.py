@@ -26,6 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memstream.streams.api import memories, reports, sessions
 from memstream.streams.api.auth import ApiKey, KeyFile
+from memstream.streams.api.inspector import mount_inspector
 from memstream.streams.api.schemas import Health, Readiness
 from memstream.streams.runtime.worker import worker_readiness
 from memstream.streams.service.app import Service
@@ -79,8 +80,9 @@ class _Authenticate:
 def create_api(service: Service, keys: KeyFile) -> FastAPI:
     """The HTTP API over ``service``, open to the holders of ``keys``.
 
-    OpenAPI at ``/openapi.json``, interactive docs at ``/docs``. The caller owns ``service``
-    (and closes it); the app only calls it, on the server's event loop.
+    OpenAPI at ``/openapi.json``, interactive docs at ``/docs``, the memory inspector at
+    ``/inspector/``. The caller owns ``service`` (and closes it); the app only calls it, on
+    the server's event loop.
 
     Examples
     --------
@@ -127,6 +129,7 @@ def create_api(service: Service, keys: KeyFile) -> FastAPI:
 
     for router in (memories.router, sessions.router, reports.router):
         api.include_router(router)
+    mount_inspector(api)
     return api
 
 

@@ -5,10 +5,6 @@ worker that holds it, the reports and the tenant's users are served, and a user 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -16,11 +12,10 @@ from typing import Any
 import httpx
 import pytest
 from harness import wait_for
+from serving import serve_settings, serving
 
 from memstream.models.settings import Settings
 from memstream.streams.api.auth import add_key
-from memstream.streams.runtime.broker import free_port
-from memstream.streams.runtime.worker import WorkerProcess
 
 BERLIN = [
     {"role": "user", "content": "I live in Berlin and I work at Siemens as a data engineer."},
@@ -46,43 +41,11 @@ def stack(
 ) -> Iterator[Stack]:
     """A worker and ``memstream serve`` in child processes, on one settings; two tenants."""
     tmp = tmp_path_factory.mktemp("serve")
-    settings = Settings(
-        broker=broker_address, broker_kind=broker_kind, data_dir=tmp / "data",  # type: ignore[arg-type]
-        topic_prefix=f"srv{int(time.time() * 1000) % 10**9}", partitions=4,
-        web_port=free_port(), api_port=free_port(), session_timeout_s=10.0,
-        heartbeat_interval_s=2.0,
-    )
+    settings = serve_settings(tmp, broker_address, broker_kind, "srv")
     acme = add_key(settings.api_keys_path, "acme")
     beta = add_key(settings.api_keys_path, "beta")
-    env = {**os.environ, **settings.to_env(), "PYTHONUNBUFFERED": "1"}
-    with (
-        WorkerProcess(settings, log_path=tmp / "worker.log"),
-        (tmp / "serve.log").open("ab") as log,
-    ):
-        process = subprocess.Popen(
-            [sys.executable, "-m", "memstream.streams.cli", "serve"],
-            env=env, stdout=log, stderr=subprocess.STDOUT,
-        )
-        try:
-            url = f"http://127.0.0.1:{settings.api_port}/v1"
-
-            def healthy() -> bool:
-                if process.poll() is not None:
-                    raise RuntimeError(f"memstream serve exited: {(tmp / 'serve.log').read_text()}")
-                try:
-                    return httpx.get(f"{url}/health", timeout=2).status_code == 200
-                except httpx.TransportError:
-                    return False
-
-            wait_for(healthy, "memstream serve to answer", timeout_s=60)
-            yield Stack(settings, url, acme, beta)
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    with serving(settings, tmp) as root:
+        yield Stack(settings, f"{root}/v1", acme, beta)
 
 
 def test_add_search_isolate_and_delete_over_http(stack: Stack) -> None:
