@@ -16,6 +16,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,7 @@ class Inspector:
         page.get_by_role("button", name="Open", exact=True).click()
         page.locator("button.user", has_text=user).click()
         expect(page.get_by_role("heading", name=f"User {user}", exact=True)).to_be_visible()
+        expect(page.get_by_text("Loading the memories")).to_be_hidden()
 
     def screenshot(self, page: Page, name: str, *, full_page: bool = False) -> None:
         path = self.shots / f"{name}.png"
@@ -99,8 +101,8 @@ class Inspector:
 def inspector(
     tmp_path_factory: pytest.TempPathFactory, broker_address: str, broker_kind: str
 ) -> Iterator[Inspector]:
-    """The stack, two sessions of ann (the second moves her: Berlin is superseded), one of bo,
-    and the browser."""
+    """The stack, two sessions of ann three days apart (the second moves her: Berlin is
+    superseded), one of bo, and the browser."""
     tmp = tmp_path_factory.mktemp("inspector")
     settings = serve_settings(tmp, broker_address, broker_kind, "insp")
     key = add_key(settings.api_keys_path, "acme")
@@ -108,13 +110,18 @@ def inspector(
     shots = tmp / "screenshots"
     shots.mkdir()
     with serving(settings, tmp) as root:
-        for user, messages in [
-            ("ann", FIRST_SESSION), ("ann", "I live in Munich now."), ("bo", "I prefer green tea."),
+        now = datetime.now(UTC)
+        for user, messages, days_ago in [
+            ("ann", FIRST_SESSION, 3), ("ann", "I live in Munich now.", 0),
+            ("bo", "I prefer green tea.", 0),
         ]:
             made = httpx.post(
                 f"{root}/v1/memories",
                 headers={"Authorization": f"Bearer {key}"},
-                json={"user_id": user, "messages": messages, "wait": True, "timeout_s": 60},
+                json={
+                    "user_id": user, "messages": messages, "wait": True, "timeout_s": 60,
+                    "occurred_at": (now - timedelta(days=days_ago)).isoformat(),
+                },
                 timeout=90,
             )
             assert made.status_code == 200 and made.json()["status"] == "searchable", made.text
@@ -209,7 +216,9 @@ def test_a_report_shows_its_rows_and_its_chart(inspector: Inspector) -> None:
     page.get_by_role("button", name="Show").click()
     table = page.locator("table.rows")
     expect(table.locator("thead th")).to_contain_text(["user_id", "day", "added", "total"])
-    expect(table.locator("tbody tr").first.locator("td").first).to_have_text("ann")
+    # Two days of ann's memories: 9 on the first, 2 on the second, 11 in all.
+    expect(table.locator("tbody tr")).to_have_count(2)
+    expect(table.locator("tbody tr").last.locator("td")).to_contain_text(["ann", "2", "11"])
     chart = page.get_by_role("img", name="Chart of the growth report for user ann")
     expect(chart).to_be_visible()
     page.wait_for_function("document.querySelector('.chart-image').naturalWidth > 0")
@@ -339,10 +348,12 @@ def test_a_service_not_ready_says_so_and_retry_loads(inspector: Inspector) -> No
 def test_a_narrow_screen_shows_everything_in_one_column(inspector: Inspector) -> None:
     page = inspector.page({"width": 390, "height": 844})
     inspector.open_user(page, inspector.key)
+    inspector.screenshot(page, "09-narrow-list")
     page.get_by_role("button", name="User lives in Berlin").click()
     expect(page.locator("#memory-detail .step-label")).to_have_text(["Added", "Superseded"])
+    # The memory opened is scrolled to: below the list, on a narrow screen.
     expect(page.locator("#memory-detail")).to_be_in_viewport()
     # Nothing wider than the screen: no sideways scrolling.
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
-    inspector.screenshot(page, "09-narrow")
+    inspector.screenshot(page, "10-narrow-history")
     inspector.assert_no_problems(page)

@@ -117,6 +117,7 @@ async function openUser(userId) {
   fill($("memory-detail"), el("p", { class: "hint" }, "Open a memory to see its history and the messages it came from."));
   fill($("memory-summary"));
   $("memory-filters").hidden = true;
+  $("memory-detail").hidden = true;
   fill($("memory-list"), el("p", { class: "empty" }, "Loading the memories…"));
   selectTab("memories");
   try {
@@ -168,6 +169,7 @@ function currentFilters() {
 function showMemories() {
   const all = state.memories;
   $("memory-filters").hidden = all.length === 0;
+  $("memory-detail").hidden = all.length === 0;
   fill($("memory-summary"), summary(all));
   filterOptions($("filter-type"), "all types", countBy(all, "type", TYPES));
   filterOptions($("filter-tier"), "both tiers", countBy(all, "tier", TIERS));
