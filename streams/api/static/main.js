@@ -9,7 +9,8 @@ import { chartFigure, reportOptions, rowsTable } from "./reports.js";
 import { searchHit } from "./search.js";
 
 const $ = (id) => document.getElementById(id);
-const NARROW = window.matchMedia("(max-width: 899px)");
+// Below this width the memory opened shows under the list (inspector.css), so it is scrolled to.
+const NARROW = window.matchMedia("(max-width: 1099px)");
 
 const state = {
   userId: null,
