@@ -26,6 +26,7 @@ from fastapi.responses import JSONResponse
 from memstream.streams.api import memories, reports, sessions
 from memstream.streams.api.auth import KeyFile
 from memstream.streams.api.deps import RequireApiKey
+from memstream.streams.api.inspector import mount_inspector
 from memstream.streams.api.observability import observe
 from memstream.streams.api.schemas import Health, Readiness
 from memstream.streams.runtime.worker import worker_readiness
@@ -45,8 +46,9 @@ def _needs_a_key(path: str) -> bool:
 def create_api(service: Service, keys: KeyFile) -> FastAPI:
     """The HTTP API over ``service``, open to the holders of ``keys``.
 
-    OpenAPI at ``/openapi.json``, interactive docs at ``/docs``. The caller owns ``service``
-    (and closes it); the app only calls it, on the server's event loop.
+    OpenAPI at ``/openapi.json``, interactive docs at ``/docs``, the memory inspector at
+    ``/inspector/``. The caller owns ``service`` (and closes it); the app only calls it, on
+    the server's event loop.
 
     Examples
     --------
@@ -95,6 +97,7 @@ def create_api(service: Service, keys: KeyFile) -> FastAPI:
         # The routes themselves, not the router (FastAPI 0.16x nests an included router):
         # one flat table, which the metrics' route templates are read from.
         api.router.routes.extend(router.routes)
+    mount_inspector(api)
     observe(api, service.settings)  # request ids, access log, /metrics: the outermost layer
     return api
 

@@ -6,9 +6,6 @@ worker that holds it, the reports and the tenant's users are served, and a user 
 from __future__ import annotations
 
 import json
-import os
-import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,12 +13,11 @@ from typing import Any
 
 import httpx
 import pytest
-from harness import child_process, metric_values, wait_for, worker_metrics
+from harness import metric_values, wait_for, worker_metrics
+from serving import serve_settings, serving
 
 from memstream.models.settings import Settings
 from memstream.streams.api.auth import add_key
-from memstream.streams.runtime.broker import free_port
-from memstream.streams.runtime.worker import WorkerProcess
 
 BERLIN = [
     {"role": "user", "content": "I live in Berlin and I work at Siemens as a data engineer."},
@@ -52,33 +48,11 @@ def stack(
     """A worker and ``memstream serve`` in child processes, on one settings; two tenants. The
     worker serves the API too, on a port of its own."""
     tmp = tmp_path_factory.mktemp("serve")
-    settings = Settings(
-        broker=broker_address, broker_kind=broker_kind, data_dir=tmp / "data",  # type: ignore[arg-type]
-        topic_prefix=f"srv{int(time.time() * 1000) % 10**9}", partitions=4,
-        web_port=free_port(), api_port=free_port(), session_timeout_s=10.0,
-        heartbeat_interval_s=2.0,
-    )
+    settings = serve_settings(tmp, broker_address, broker_kind, "srv")
     acme = add_key(settings.api_keys_path, "acme")
     beta = add_key(settings.api_keys_path, "beta")
-    env = {**os.environ, **settings.to_env(), "PYTHONUNBUFFERED": "1"}
-    in_worker = settings.model_copy(update={"serve_in_worker": True, "api_port": free_port()})
-    command = [sys.executable, "-m", "memstream.streams.cli", "serve"]
-    with (
-        WorkerProcess(in_worker, log_path=tmp / "worker.log"),
-        child_process(command, env, tmp / "serve.log") as process,
-    ):
-        url = f"http://127.0.0.1:{settings.api_port}/v1"
-
-        def healthy() -> bool:
-            if process.poll() is not None:
-                raise RuntimeError(f"memstream serve exited: {(tmp / 'serve.log').read_text()}")
-            try:
-                return httpx.get(f"{url}/health", timeout=2).status_code == 200
-            except httpx.TransportError:
-                return False
-
-        wait_for(healthy, "memstream serve to answer", timeout_s=60)
-        yield Stack(settings, url, acme, beta, f"http://127.0.0.1:{in_worker.api_port}/v1", tmp)
+    with serving(settings, tmp) as served:
+        yield Stack(settings, f"{served.root}/v1", acme, beta, f"{served.worker_root}/v1", tmp)
 
 
 def test_add_search_isolate_and_delete_over_http(stack: Stack) -> None:

@@ -324,6 +324,23 @@ async def test_openapi_and_docs_are_served(client: httpx.AsyncClient) -> None:
     assert (await client.get("/docs")).status_code == 200
 
 
+async def test_the_inspector_page_needs_no_key_and_runs_only_its_own_scripts(
+    client: httpx.AsyncClient,
+) -> None:
+    moved = await client.get("/inspector")
+    assert moved.status_code in (307, 308) and moved.headers["location"].endswith("/inspector/")
+    page = await client.get("/inspector/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    policy = page.headers["content-security-policy"]
+    assert "script-src 'self';" in policy and "default-src 'none'" in policy
+    assert page.headers["x-content-type-options"] == "nosniff"
+    # Module scripts run only when served as JavaScript.
+    script = await client.get("/inspector/main.js")
+    assert script.status_code == 200 and "javascript" in script.headers["content-type"]
+    for outside in ("/inspector/../app.py", "/inspector/%2E%2E/app.py", "/inspector/..%2Fapp.py"):
+        assert "create_api" not in (await client.get(outside)).text
+
+
 async def test_no_key_reaches_the_log(
     client: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
 ) -> None:

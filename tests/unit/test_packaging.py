@@ -25,6 +25,12 @@ def test_wheel_installs_only_the_memstream_package_with_its_assets(tmp_path: Pat
     assert {"memstream/__init__.py", "memstream/py.typed"} <= set(names)
     assert "memstream/projections/assets/tokenizer.json" in names
     assert "memstream/streams/samples/demo.jsonl" in names
+    page = {
+        f"memstream/{path.relative_to(ROOT).as_posix()}"
+        for path in (ROOT / "streams" / "api" / "static").iterdir()
+    }
+    assert "memstream/streams/api/static/index.html" in page
+    assert page - set(names) == set(), "the memory inspector's files missing from the wheel"
     sources = {
         f"memstream/{path.relative_to(ROOT).as_posix()}"
         for folder in ("models", "projections", "streams")

@@ -10,6 +10,8 @@ from pathlib import Path
 from memstream.models.settings import Settings
 
 README = Path(__file__).resolve().parents[2] / "README.md"
+#: Files of a web page (the memory inspector's), listed in the layout like modules.
+PAGE_SUFFIXES = (".js", ".html", ".css")
 
 
 def test_every_setting_is_listed_under_its_variable() -> None:
@@ -36,6 +38,14 @@ def test_the_layout_lists_every_module_and_nothing_that_is_gone() -> None:
         for path in (root / folder).rglob("*.py")
         if path.name != "__main__.py"
     }
+    # The memory inspector's page is code too: each of its files, and their folder.
+    page = {
+        path.relative_to(root)
+        for folder in ("models", "projections", "streams")
+        for suffix in PAGE_SUFFIXES
+        for path in (root / folder).rglob(f"*{suffix}")
+    }
+    modules |= {path.as_posix() for path in page} | {f"{path.parent.as_posix()}/" for path in page}
     assert sorted(modules - listed) == [] and sorted(listed - modules) == []
 
 

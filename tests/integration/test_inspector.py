@@ -1,0 +1,360 @@
+"""The memory inspector (``/inspector/`` of ``memstream serve``) in a real browser: Debian's
+chromium driven by Playwright, over ``memstream serve`` beside a real worker on the real broker
+(one of each, and one browser, for the module).
+
+A user enters the key, picks a user, sees the memories by type, opens one and reads its
+history and the message it came from, searches and reads every part of a score, opens a
+report and sees its chart; HTML in a memory shows as text; a wrong key, and a key for other
+users, say what went wrong. Each step is saved as a screenshot (1280x900) under the test's
+temporary directory, and copied to ``MEMSTREAM_SCREENSHOTS_DIR`` when that is set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+from serving import serve_settings, serving
+
+from memstream.streams.api.auth import add_key
+
+#: Debian's chromium (apt-get install chromium): Playwright drives it, never a browser of its own.
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+    "--disable-background-networking", "--disable-component-update", "--no-first-run",
+]
+WIDE = {"width": 1280, "height": 900}
+
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="the memory inspector's browser test needs Debian's chromium: apt-get install chromium",
+)
+
+HOSTILE = 'My favourite HTML tag is <img src=x onerror="window.__pwned=1"> and I like <b>bold</b> text.'
+FIRST_SESSION = [
+    {"role": "user", "content": "I live in Berlin and I work at Siemens as a data engineer."},
+    {"role": "assistant", "content": "Nice. How can I help?"},
+    {"role": "user", "content": "I prefer window seats on long flights."},
+    {"role": "user", "content": HOSTILE},
+]
+
+
+@dataclass
+class Inspector:
+    root: str
+    key: str
+    ann_only_key: str
+    shots: Path
+    browser: Browser
+    #: Each page's script errors and refused resources (its Content-Security-Policy's too).
+    problems: dict[int, list[str]] = field(default_factory=dict)
+
+    def page(self, viewport: dict[str, int] = WIDE) -> Page:
+        """A new page, with its own session storage; what goes wrong in it is kept."""
+        page = self.browser.new_context(viewport=viewport).new_page()  # type: ignore[arg-type]
+        page.set_default_timeout(20_000)
+        problems = self.problems.setdefault(id(page), [])
+        page.on("pageerror", lambda error: problems.append(f"script error: {error}"))
+        page.on(
+            "console",
+            lambda message: problems.append(message.text) if message.type == "error" else None,
+        )
+        return page
+
+    def assert_no_problems(self, page: Page, *allowed: str) -> None:
+        """No script error and no refused resource in ``page`` but those naming one of
+        ``allowed`` (the 401 a test caused on purpose)."""
+        problems = [p for p in self.problems[id(page)] if not any(a in p for a in allowed)]
+        assert problems == []
+
+    def open_user(self, page: Page, key: str, user: str = "ann") -> None:
+        page.goto(f"{self.root}/inspector/")
+        page.get_by_label("API key", exact=True).fill(key)
+        page.get_by_role("button", name="Open", exact=True).click()
+        page.locator("button.user", has_text=user).click()
+        expect(page.get_by_role("heading", name=f"User {user}", exact=True)).to_be_visible()
+        expect(page.get_by_text("Loading the memories")).to_be_hidden()
+
+    def screenshot(self, page: Page, name: str, *, full_page: bool = False) -> None:
+        path = self.shots / f"{name}.png"
+        page.screenshot(path=path, full_page=full_page)
+        wanted = os.environ.get("MEMSTREAM_SCREENSHOTS_DIR")
+        if wanted:
+            Path(wanted).mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, Path(wanted) / path.name)
+
+
+@pytest.fixture(scope="module")
+def inspector(
+    tmp_path_factory: pytest.TempPathFactory, broker_address: str, broker_kind: str
+) -> Iterator[Inspector]:
+    """The stack, two sessions of ann three days apart (the second moves her: Berlin is
+    superseded), one of bo, and the browser."""
+    tmp = tmp_path_factory.mktemp("inspector")
+    settings = serve_settings(tmp, broker_address, broker_kind, "insp")
+    key = add_key(settings.api_keys_path, "acme")
+    ann_only_key = add_key(settings.api_keys_path, "acme", ["ann"])
+    shots = tmp / "screenshots"
+    shots.mkdir()
+    with serving(settings, tmp) as served:
+        root = served.root
+        now = datetime.now(UTC)
+        for user, messages, days_ago in [
+            ("ann", FIRST_SESSION, 3), ("ann", "I live in Munich now.", 0),
+            ("bo", "I prefer green tea.", 0),
+        ]:
+            made = httpx.post(
+                f"{root}/v1/memories",
+                headers={"Authorization": f"Bearer {key}"},
+                json={
+                    "user_id": user, "messages": messages, "wait": True, "timeout_s": 60,
+                    "occurred_at": (now - timedelta(days=days_ago)).isoformat(),
+                },
+                timeout=90,
+            )
+            assert made.status_code == 200 and made.json()["status"] == "searchable", made.text
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=str(CHROMIUM), args=CHROMIUM_ARGS
+            )
+            try:
+                yield Inspector(root, key, ann_only_key, shots, browser)
+            finally:
+                browser.close()
+
+
+def test_a_users_memories_by_type_and_one_memorys_history(inspector: Inspector) -> None:
+    page = inspector.page()
+    page.goto(f"{inspector.root}/inspector")  # redirected to /inspector/
+    expect(page.get_by_role("heading", name="Enter your API key")).to_be_visible()
+    inspector.screenshot(page, "01-key")
+    page.get_by_label("API key", exact=True).fill(inspector.key)
+    page.get_by_role("button", name="Open", exact=True).click()
+    users = page.locator("button.user")
+    expect(users).to_have_count(2)
+    expect(users.filter(has_text="ann")).to_contain_text("10 active of 11")
+    # The key is kept for the tab only, and never in the address.
+    assert page.evaluate("sessionStorage.length") == 1 and page.evaluate("localStorage.length") == 0
+    users.filter(has_text="ann").click()
+    assert inspector.key not in page.url
+
+    groups = page.locator(".type-group")
+    expect(groups.locator("h3")).to_have_text(
+        ["Preferences 3", "Facts 3", "Episodes 4", "Summaries 1"]
+    )
+    facts = groups.filter(has=page.get_by_role("heading", name="Facts"))
+    berlin = facts.locator(".memory-card", has_text="User lives in Berlin")
+    expect(berlin.locator(".badge-status")).to_have_text("superseded")
+    expect(berlin.locator(".badge-tier")).to_have_text("long-term")
+    expect(facts.locator(".memory-card", has_text="User lives in Munich").locator(".badge-status")).to_have_text("active")
+    expect(page.locator(".stats")).to_contain_text("11 memories")
+    inspector.screenshot(page, "02-memories")
+
+    # Filters: the superseded ones only.
+    page.get_by_label("Status").select_option("superseded")
+    expect(page.locator(".memory-card")).to_have_count(1)
+    expect(page.locator(".memory-card")).to_contain_text("User lives in Berlin")
+
+    page.get_by_role("button", name="User lives in Berlin").click()
+    detail = page.locator("#memory-detail")
+    steps = detail.locator(".timeline > .step")
+    expect(steps.locator(".step-label")).to_have_text(["Added", "Superseded"])
+    source = steps.nth(0).locator(".source")
+    expect(source.locator(".who")).to_have_text("user")
+    expect(source.locator(".source-text")).to_have_text(
+        "I live in Berlin and I work at Siemens as a data engineer."
+    )
+    expect(steps.nth(1)).to_contain_text("superseded by")
+    inspector.screenshot(page, "03-history")
+
+    # The memory that replaced it, opened from the timeline, tells the other side.
+    steps.nth(1).get_by_role("button", name="User lives in Munich").click()
+    expect(detail.locator(".detail-text")).to_have_text("User lives in Munich")
+    expect(steps.locator(".step-label")).to_have_text(["Added", "Replaced an older memory"])
+    inspector.assert_no_problems(page)
+
+
+def test_a_search_shows_every_part_of_each_score(inspector: Inspector) -> None:
+    page = inspector.page()
+    inspector.open_user(page, inspector.key)
+    page.get_by_role("tab", name="Search").click()
+    page.get_by_label("Search this user's memories").fill("where does the user live")
+    page.get_by_role("button", name="Search", exact=True).click()
+    best = page.locator(".hit").first
+    expect(best.locator(".memory-open")).to_have_text("User lives in Munich")
+    parts = best.locator(".explain-table tbody tr")
+    expect(parts.locator("th")).to_have_text(
+        ["relevance", "meaning (similarity)", "words (full text)", "importance", "recency", "use"]
+    )
+    expect(best.locator("meter")).to_have_count(6)
+    # What each weighted part adds makes the score shown.
+    score = float(best.locator(".hit-score strong").inner_text())
+    adds = [float(text) for text in best.locator("tr.part td:last-child").all_inner_texts()]
+    assert abs(sum(adds) - score) <= 0.003, (adds, score)
+    expect(best.locator(".explain-text")).to_contain_text(f"{score:.3f} = (")
+    inspector.screenshot(page, "04-search")
+    inspector.assert_no_problems(page)
+
+
+def test_a_report_shows_its_rows_and_its_chart(inspector: Inspector) -> None:
+    page = inspector.page()
+    inspector.open_user(page, inspector.key)
+    page.get_by_role("tab", name="Reports").click()
+    expect(page.get_by_label("Report", exact=True)).to_have_value("growth")
+    page.get_by_role("button", name="Show").click()
+    table = page.locator("table.rows")
+    expect(table.locator("thead th")).to_contain_text(["user_id", "day", "added", "total"])
+    # Two days of ann's memories: 9 on the first, 2 on the second, 11 in all.
+    expect(table.locator("tbody tr")).to_have_count(2)
+    expect(table.locator("tbody tr").last.locator("td")).to_contain_text(["ann", "2", "11"])
+    chart = page.get_by_role("img", name="Chart of the growth report for user ann")
+    expect(chart).to_be_visible()
+    page.wait_for_function("document.querySelector('.chart-image').naturalWidth > 0")
+    inspector.screenshot(page, "05-report")
+    inspector.assert_no_problems(page)
+
+
+def test_html_in_a_memory_shows_as_text(inspector: Inspector) -> None:
+    page = inspector.page()
+    inspector.open_user(page, inspector.key)
+    stated = "User's favourite HTML tag is <img src=x onerror=\"window.__pwned=1\">"
+    card = page.locator(".memory-card", has_text=stated)
+    expect(card.locator(".memory-open")).to_have_text(stated)
+    card.locator(".memory-open").click()
+    expect(page.locator("#memory-detail .detail-text")).to_have_text(stated)
+    expect(page.locator("#memory-detail .source-text")).to_have_text(HOSTILE)
+    inspector.screenshot(page, "06-html-as-text")
+    assert page.locator("main img, main b, main script").count() == 0
+    assert page.evaluate("window.__pwned") is None
+    inspector.assert_no_problems(page)
+
+
+# Markup, attributes that run code, and text, mixed: generated, not listed.
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+_ELEMENT = st.builds(
+    "<{0} {1}={2}>{3}</{0}>".format,
+    st.sampled_from(["img", "script", "b", "svg", "iframe", "a", "style", "template", "math"]),
+    st.sampled_from(["src", "onerror", "onload", "href", "style", "srcdoc"]),
+    _TEXT.map(json.dumps),
+    _TEXT,
+)
+HOSTILE_TEXT = st.lists(
+    st.one_of(_ELEMENT, _TEXT, st.sampled_from(["<!--", "-->", "]]>", "&lt;", "&amp;", "<", ">", '"'])),
+    min_size=1, max_size=6,
+).map("".join).filter(bool)
+
+#: Renders one text in every place the page shows API text (memory, history, source message,
+#: search hit, report cell), with the page's own modules; says which elements each made.
+RENDER = """async (text) => {
+  const load = (name) => import(new URL(name, document.baseURI).href);
+  const [m, s, r] = await Promise.all(["memories.js", "search.js", "reports.js"].map(load));
+  const at = "2026-11-02T09:00:00+00:00";
+  const memory = {memory_id: text, memory: text, type: "fact", tier: "short_term", status: "active",
+    importance: 0.5, created_at: at, session_id: text, entities: [text], reinforcement_count: 1,
+    access_count: 0, superseded_by: text, source_event_ids: ["e1"]};
+  const history = {results: [{event_id: "h1", type: "memory_added", occurred_at: at, memory_id: text,
+      source_event_ids: ["e1"], details: {content: text, memory_type: "fact", reason: text}}],
+    sources: [{event_id: "e1", type: "message_added", occurred_at: at, session_id: text,
+      role: "user", name: text, content: text}]};
+  const hit = {memory_id: text, memory: text, type: "fact", score: 0.5, created_at: at,
+    explain: {relevance: 0.5, similarity: 0.5, words: 0.5, importance: 0.5, recency: 0.5, use: 0,
+      weights: {relevance: 1, importance: 0.02, recency: 0.01, use: 0.01}, text}};
+  const nodes = [m.memoryCard(memory), m.memoryDetail(memory, history), s.searchHit(hit),
+    r.rowsTable(text, [text], [{[text]: text}])];
+  return nodes.map((node) => ({
+    tags: [...node.querySelectorAll("*")].map((e) => e.tagName),
+    text: node.textContent,
+  }));
+}"""
+
+
+def test_hostile_text_never_becomes_markup(inspector: Inspector) -> None:
+    page = inspector.page()
+    page.goto(f"{inspector.root}/inspector/")
+    plain: list[dict[str, Any]] = page.evaluate(RENDER, "plain words")
+
+    @hypothesis_settings(
+        max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    )
+    @given(HOSTILE_TEXT)
+    def renders_as_text(text: str) -> None:
+        rendered = page.evaluate(RENDER, text)
+        for made, expected in zip(rendered, plain, strict=True):
+            assert made["tags"] == expected["tags"]
+            assert text in made["text"]
+
+    renders_as_text()
+    assert page.evaluate("window.__pwned") is None
+    inspector.assert_no_problems(page)
+
+
+def test_a_wrong_key_and_a_user_the_key_may_not_read_say_what_to_do(inspector: Inspector) -> None:
+    page = inspector.page()
+    page.goto(f"{inspector.root}/inspector/")
+    page.get_by_label("API key", exact=True).fill("msk_not-a-key-of-this-server")
+    page.get_by_role("button", name="Open", exact=True).click()
+    alert = page.get_by_role("alert")
+    expect(alert).to_contain_text("The API key was not accepted (401)")
+    expect(alert).to_contain_text("Enter the key again")
+    # Asked again, and the wrong key is not kept.
+    expect(page.get_by_label("API key", exact=True)).to_be_visible()
+    assert page.evaluate("sessionStorage.length") == 0
+    inspector.screenshot(page, "07-wrong-key")
+
+    page.get_by_label("API key", exact=True).fill(inspector.ann_only_key)
+    page.get_by_role("button", name="Open", exact=True).click()
+    expect(alert).to_be_hidden()
+    # A key for ann alone lists ann alone.
+    expect(page.locator("button.user .user-id")).to_have_text(["ann"])
+    page.get_by_label("User id").fill("bo")
+    page.get_by_role("button", name="Open", exact=True).click()
+    expect(alert).to_contain_text("This key may not read user “bo” (403)")
+    inspector.screenshot(page, "08-other-user")
+    inspector.assert_no_problems(page, "401", "403")
+
+
+def test_a_service_not_ready_says_so_and_retry_loads(inspector: Inspector) -> None:
+    page = inspector.page()
+    # The server's 503 is stood in for here: a real one needs the memory table unreachable.
+    page.route(
+        "**/v1/memories?*",
+        lambda route: route.fulfill(
+            status=503, json={"detail": "the memory table does not open"}
+        ),
+    )
+    inspector.open_user(page, inspector.key)
+    alert = page.get_by_role("alert")
+    expect(alert).to_contain_text("The service is not ready (503)")
+    expect(alert).to_contain_text("retry in a moment")
+    page.unroute("**/v1/memories?*")
+    page.get_by_role("button", name="Retry").click()
+    expect(alert).to_be_hidden()
+    expect(page.locator(".memory-card")).to_have_count(11)
+    inspector.assert_no_problems(page, "503")
+
+
+def test_a_narrow_screen_shows_everything_in_one_column(inspector: Inspector) -> None:
+    page = inspector.page({"width": 390, "height": 844})
+    inspector.open_user(page, inspector.key)
+    inspector.screenshot(page, "09-narrow-list")
+    page.get_by_role("button", name="User lives in Berlin").click()
+    expect(page.locator("#memory-detail .step-label")).to_have_text(["Added", "Superseded"])
+    # The memory opened is scrolled to: below the list, on a narrow screen.
+    expect(page.locator("#memory-detail")).to_be_in_viewport()
+    # Nothing wider than the screen: no sideways scrolling.
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    inspector.screenshot(page, "10-narrow-history")
+    inspector.assert_no_problems(page)
