@@ -117,18 +117,64 @@ class _Cuts:
 # --- add and delete ---------------------------------------------------------------------
 
 
+class MadeMemory(_Answer):
+    """A memory ``add_memory`` made with ``wait``: ``decision`` is ``added`` (new) or
+    ``reinforced`` (it repeated one the user had)."""
+
+    memory_id: str
+    type: str
+    text: str
+    decision: str
+
+
 class AddAnswer(_Answer):
-    """What ``add_memory`` published."""
+    """What ``add_memory`` published and, with ``wait``, what it made: ``status``
+    (``searchable``, ``failed``, or ``pending`` when the wait ran out), the memories, and the
+    ids of those it replaced (``superseded``)."""
 
     user_id: str
     session_id: str
     event_ids: list[str]
     closed: bool
     note: str
+    status: str | None = None
+    memories: list[MadeMemory] | None = None
+    superseded: list[str] | None = None
 
 
-def add_answer(user_id: str, result: AddResult, *, closed: bool) -> AddAnswer:
-    """The published events of ``result``, with what happens next."""
+def add_answer(user_id: str, result: AddResult, *, closed: bool, limits: Limits) -> AddAnswer:
+    """The published events of ``result``, with what happens next (or, when the add waited,
+    what it made, within ``limits``)."""
+    if "status" in result:
+        cuts = _Cuts(what="memories", hints=["get_memory or search_memories show the others"])
+        made = [
+            MadeMemory(
+                memory_id=memory["memory_id"],
+                type=memory["type"],
+                text=cuts.cut(memory["memory"], limits.memory_chars),
+                decision=memory["decision"],
+            )
+            for memory in result.get("memories", [])
+        ]
+        kept = cuts.fit(made, limits.result_chars)
+        status = result["status"]
+        said = {
+            "searchable": "Stored: these memories are searchable now.",
+            "failed": "The extractor failed on part of the conversation: "
+            + "; ".join(result.get("failures", [])),
+            "pending": "Still being consolidated: the memories appear in search_memories "
+            "shortly.",
+        }.get(status, status)
+        return AddAnswer(
+            user_id=user_id,
+            session_id=result["session_id"],
+            event_ids=list(result["event_ids"]),
+            closed=closed,
+            note=" ".join(part for part in (said, cuts.note(limits)) if part),
+            status=status,
+            memories=kept,
+            superseded=list(result.get("superseded", [])),
+        )
     if closed:
         note = (
             "Published and the session closed. memstream's worker now consolidates it: the "

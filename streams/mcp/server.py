@@ -209,6 +209,14 @@ def create_mcp_server(
                 "(default). False keeps it open for more messages (see session_context)."
             ),
         ] = True,
+        wait: Annotated[
+            bool,
+            Field(
+                description="Answer only once the memories are searchable (needs close), "
+                "listing them; up to 30 seconds. Without it the answer comes at once and the "
+                "memories follow a few seconds later."
+            ),
+        ] = False,
         user_id: UserId = None,
     ) -> AddAnswer:
         """Store a conversation, or one thing the user said, in the user's long-term memory.
@@ -216,8 +224,9 @@ def create_mcp_server(
         memstream's worker extracts memories from it (facts, preferences, corrections, a
         summary, and episodes that keep the conversation around each user turn) once the
         session is closed, which this does by default. They appear in search_memories and
-        memory_context a few seconds later, not at once. Returns the session id and the ids
-        of the events published."""
+        memory_context a few seconds later, not at once; with wait=true the answer comes
+        once they do, and lists them. Returns the session id and the ids of the events
+        published."""
         who = caller(ctx, user_id, write=True)
         if (messages is None) == (text is None):
             raise ToolError("give either messages or text, not both and not neither")
@@ -226,11 +235,12 @@ def create_mcp_server(
         )
         try:
             result = await memories.add(
-                conversation, user_id=who.namespaced, session_id=session_id, close=close
+                conversation, user_id=who.namespaced, session_id=session_id, close=close,
+                wait=wait,
             )
         except (ValueError, TypeError) as exc:
             raise who.refusal(exc) from None
-        return add_answer(who.user_id, result, closed=close)
+        return add_answer(who.user_id, result, closed=close, limits=limits)
 
     async def search_memories(
         ctx: Context,

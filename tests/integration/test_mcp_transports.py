@@ -68,9 +68,11 @@ def answer(result: CallToolResult) -> dict[str, Any]:
     return result.structured_content
 
 
-async def remember_find_trace_and_delete(client: Client, city: str, **user: str) -> None:
-    """The path an agent takes: add a conversation, find it once consolidated, read it, its
-    history, delete it, and see it go."""
+async def remember_find_trace_and_delete(
+    client: Client, city: str, *, wait: bool = False, **user: str
+) -> None:
+    """The path an agent takes: add a conversation (waiting for its memories, or not), find
+    it once consolidated, read it, its history, delete it, and see it go."""
     said = f"I live in {city} and I work at Siemens as a data engineer."
     added = answer(
         await client.call_tool(
@@ -80,12 +82,16 @@ async def remember_find_trace_and_delete(client: Client, city: str, **user: str)
                     {"role": "user", "content": said},
                     {"role": "assistant", "content": "Nice."},
                 ],
+                "wait": wait,
                 **user,
             },
         )
     )
     assert len(added["event_ids"]) == 4 and added["closed"]
     assert added["user_id"] == user.get("user_id", "ann")  # the server's default user
+    if wait:
+        assert added["status"] == "searchable", added
+        assert any(city in m["text"] and m["decision"] == "added" for m in added["memories"])
 
     async def search() -> CallToolResult:
         return await client.call_tool(
@@ -97,9 +103,12 @@ async def remember_find_trace_and_delete(client: Client, city: str, **user: str)
         found = [] if result.is_error else answer(result)["memories"]
         return [m for m in found if city in m["text"]]
 
-    hits = about_the_city(
-        await wait_for_async(search, f"the {city} memory over MCP", until=about_the_city)
-    )
+    if wait:  # searchable the moment the answer came
+        hits = about_the_city(await search())
+    else:
+        hits = about_the_city(
+            await wait_for_async(search, f"the {city} memory over MCP", until=about_the_city)
+        )
     memory_id = hits[0]["memory_id"]
     assert hits[0]["session_id"] == added["session_id"]
     got = answer(await client.call_tool("get_memory", {"memory_id": memory_id, **user}))
@@ -210,7 +219,7 @@ async def test_over_http_each_request_brings_its_key(world: World, http_url: str
             assert (await http.post(http_url, json={}, headers=headers)).status_code == 401
 
     async with client(world.acme) as acme:
-        await remember_find_trace_and_delete(acme, "Tallinn", user_id="ben")
+        await remember_find_trace_and_delete(acme, "Tallinn", wait=True, user_id="ben")
         await acme.call_tool("add_memory", {"text": "I live in Riga", "user_id": "ben"})
         await wait_for_async(
             lambda: acme.call_tool("search_memories", {"query": "Riga", "user_id": "ben"}),
