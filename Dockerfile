@@ -8,6 +8,7 @@ ENV PYTHONUNBUFFERED=1 \
 WORKDIR /src
 # The project's metadata and packages only (.dockerignore keeps the rest out).
 COPY pyproject.toml README.md ./
+COPY memstream ./memstream
 COPY models ./models
 COPY projections ./projections
 COPY streams ./streams

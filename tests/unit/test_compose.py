@@ -6,6 +6,7 @@ broker address Kafka advertises to the containers)."""
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -110,3 +111,9 @@ def test_the_image_installs_the_project_on_python_311_slim() -> None:
     assert 'ENTRYPOINT ["memstream"]' in dockerfile
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert {".env", ".venv", ".memstream"} <= set(ignored)  # no secret or local state in the image
+    # Every folder pyproject installs a package from is copied in before the install.
+    folders = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-dir"
+    ].values())
+    copied = set(re.findall(r"^COPY (\S+) \./\1$", dockerfile, re.MULTILINE))
+    assert folders <= copied, sorted(folders - copied)
