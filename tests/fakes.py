@@ -176,10 +176,13 @@ class InMemoryMemoryIndex:
         self._rows.update(written)
         return len(written)
 
-    def positions(self) -> dict[tuple[str, int], int]:
-        """The next offset to read per (topic, partition): the highest projected + 1."""
+    def positions(self, user_id: str | None = None) -> dict[tuple[str, int], int]:
+        """The next offset to read per (topic, partition): the highest projected + 1; with
+        ``user_id``, of that user's rows only."""
         found: dict[tuple[str, int], int] = {}
         for row in self._rows.values():
+            if user_id is not None and row["user_id"] != user_id:
+                continue
             key = (row["source_topic"], row["source_partition"])
             last = max(row["source_offset"], row["changed_offset"])
             found[key] = max(found.get(key, 0), last + 1)

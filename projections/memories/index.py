@@ -33,8 +33,9 @@ class MemoryIndex(Protocol):
         """Project a batch of memory events; return the number of memories written."""
         ...
 
-    def positions(self) -> dict[tuple[str, int], int]:
-        """The next offset to read per (topic, partition): the highest projected + 1."""
+    def positions(self, user_id: str | None = None) -> dict[tuple[str, int], int]:
+        """The next offset to read per (topic, partition): the highest projected + 1; with
+        ``user_id``, of that user's rows only (one past the user's last applied event)."""
         ...
 
     def search(

@@ -37,8 +37,11 @@ from memstream.projections.memories.schema import (
 class MemoryReader(TableConnection):
     """The reading part of :class:`~memstream.projections.memories.table.MemoryProjection`."""
 
-    def positions(self) -> dict[tuple[str, int], int]:
-        """The next offset to read per (topic, partition): max projected offset + 1.
+    def positions(self, user_id: str | None = None) -> dict[tuple[str, int], int]:
+        """The next offset to read per (topic, partition): max projected offset + 1; with
+        ``user_id``, of that user's rows only (one indexed lookup, not a scan of the table):
+        one past the last of the user's events the projection applied, on the user's
+        partition.
 
         Examples
         --------
@@ -48,9 +51,11 @@ class MemoryReader(TableConnection):
         table = self._open()
         if table is None:
             return {}
+        query = table.search()
+        if user_id is not None:
+            query = query.where(_user_filter(user_id, SearchFilters(include_inactive=True)))
         rows = (
-            table.search()
-            .select(["source_topic", "source_partition", "source_offset", "changed_offset"])
+            query.select(["source_topic", "source_partition", "source_offset", "changed_offset"])
             .limit(None)
             .to_arrow()
         )

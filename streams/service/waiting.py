@@ -258,10 +258,16 @@ class ConsolidationWatch:
             self._supersessions.append((event, offset))
 
     async def _projected(self, offset: int) -> None:
-        """Wait until the projection has applied the memories partition up to ``offset``."""
+        """Wait until the projection has applied the user's event at ``offset``: the user's
+        rows record the offsets of the events that changed them, and the projector applies a
+        partition in order (a lookup of the user's rows, not a scan of the table)."""
         assert self._memories is not None
         key = (self._memories.topic, self._memories.partition)
-        while (await asyncio.to_thread(self.projection.positions)).get(key, 0) <= offset:
+
+        def applied() -> int:
+            return self.projection.positions(self.user_id).get(key, 0)
+
+        while await asyncio.to_thread(applied) <= offset:
             await asyncio.sleep(PROJECTION_POLL_S)
 
     def _outcome(self, status: Literal["searchable", "failed", "pending"]) -> Outcome:

@@ -123,6 +123,17 @@ class MemoryIndexContract:
         index.apply([(ALICE[0], at(7, partition=0)), (BOB[0], at(4, partition=2))])
         assert index.positions() == {(TOPIC, 0): 8, (TOPIC, 2): 5}
 
+    def test_a_users_positions_count_that_users_rows_and_changes_only(
+        self, index: MemoryIndex
+    ) -> None:
+        index.apply([(ALICE[0], at(3)), (BOB[0], at(9)), (ALICE[1], at(4, partition=1))])
+        assert index.positions("alice") == {(TOPIC, 0): 4, (TOPIC, 1): 5}
+        assert index.positions("bob") == {(TOPIC, 0): 10}
+        assert index.positions("carol") == {}
+        index.apply([(change("reinforced", "a-porto"), at(12))])
+        assert index.positions("alice") == {(TOPIC, 0): 13, (TOPIC, 1): 5}
+        assert index.positions("bob") == {(TOPIC, 0): 10}
+
     def test_the_first_add_of_a_memory_wins(self, index: MemoryIndex) -> None:
         again = memory("a-porto", "Alice lives in Lisbon", minutes=9)
         assert index.apply(batch(ALICE[0], again)) == 1
