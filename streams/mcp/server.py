@@ -55,7 +55,6 @@ __all__ = ["INSTRUCTIONS", "TOOLS", "create_mcp_server"]
 
 log = logging.getLogger(__name__)
 
-#: Where :mod:`memstream.streams.mcp.http` leaves a request's key in its ASGI state.
 #: The most memories one search returns over MCP (the service allows more; a context
 #: window does not).
 MAX_SEARCH_LIMIT = 50
