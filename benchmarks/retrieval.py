@@ -3,19 +3,9 @@
 Each size is a fresh LanceDB table with 10,000 memories per user (10k memories = 1 user,
 100k = 10 users, 1M = 100 users), so every query is prefiltered to 1 % or more of the table.
 
-Building a table through the real write path would mean embedding every memory with MiniLM:
-hours at 1M on two cores. The table is built in bulk instead:
-
-1. realistic short memory texts are generated from templates (facts, preferences,
-   episodes, summaries, corrections; names, places, employers, foods...);
-2. a pool of ``--pool`` distinct texts is embedded once with the real embedder;
-3. each row takes a pool text and that text's vector plus Gaussian noise, re-normalised
-   (cosine about 0.9 to the original), so vectors cluster the way text embeddings do and no
-   two rows are identical;
-4. rows are written with pyarrow in the projection's own schema (``memory_schema``) in large
-   ``add`` batches, then ``MemoryProjection.refresh_indexes()`` builds the full-text and
-   scalar indexes exactly as the worker would (no ANN index: the vector leg of a search
-   compares the user's rows exactly).
+The table is built in bulk (``memory_tables.py``: a pool of real texts embedded once,
+perturbed vectors, the projection's schema, the worker's full-text and scalar indexes; no ANN
+index: the vector leg of a search compares the user's rows exactly).
 
 Queries are questions from templates, embedded at query time (the embedder's time is part of
 both figures, as in production), for a random user. The goal from the issue: p95 at most
@@ -37,196 +27,27 @@ from __future__ import annotations
 
 import argparse
 import gc
-import hashlib
-import random
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import lancedb
 import numpy as np
-import pyarrow as pa
 from lancedb.index import Bitmap, BTree
+from memory_tables import MEMORIES_PER_USER, NOW, Pool, asks, build_pool, write_table
 
 from memstream.models.settings import Settings
 from memstream.projections.embedder import MiniLMOnnxEmbedder
-from memstream.projections.memories import MemoryProjection, memory_schema
+from memstream.projections.memories import MemoryProjection
 from memstream.projections.retrieval import Retriever
 
-MEMORIES_PER_USER = 10_000
-WRITE_BATCH = 100_000
-#: Per-dimension noise added to a pool vector: for 384 dimensions, cosine to the original
-#: is about 1 / sqrt(1 + 384 * 0.025 ** 2) = 0.9.
-NOISE = 0.025
-NOW = datetime(2026, 6, 1, tzinfo=UTC)
-#: Memories span two years of event time.
-SPAN = timedelta(days=730)
 GOAL_P95_MS = 20.0
-
-# --- texts -------------------------------------------------------------------------------------
-
-NAMES = ["Clara", "Maria", "Jonas", "Aiko", "Omar", "Lena", "Pablo", "Nina", "Tomás", "Priya",
-         "Felix", "Sofia", "Mateo", "Hana", "Ivan", "Chloe", "Yusuf", "Elif", "Noah", "Mia"]
-RELATIONS = ["sister", "brother", "mother", "father", "daughter", "son", "partner", "best friend",
-             "manager", "neighbour", "cousin", "grandmother"]
-CITIES = ["Munich", "Berlin", "Lisbon", "Porto", "Vienna", "Oslo", "Kyoto", "Toronto", "Madrid",
-          "Prague", "Dublin", "Seoul", "Lyon", "Krakow", "Zurich", "Austin", "Nairobi", "Lima"]
-COMPANIES = ["Siemens", "Bosch", "Acme", "SAP", "Spotify", "Zalando", "Airbus", "Philips",
-             "Novartis", "Shopify", "Canva", "Atlassian"]
-JOBS = ["data engineer", "nurse", "teacher", "product manager", "architect", "chef",
-        "physiotherapist", "accountant", "designer", "researcher"]
-FOODS = ["ramen", "sushi", "dark chocolate", "spicy curry", "sourdough bread", "olives",
-         "mushroom risotto", "falafel", "oat milk", "green tea", "peanuts", "shellfish"]
-HOBBIES = ["bouldering", "playing the cello", "trail running", "knitting", "chess", "birdwatching",
-           "sailing", "pottery", "photography", "salsa dancing", "gardening", "cycling"]
-THINGS = ["window seats", "night trains", "aisle seats", "quiet hotels", "early flights",
-          "paper books", "dark mode", "short answers", "metric units", "vegetarian options"]
-DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
-
-TEMPLATES: list[tuple[str, float, Callable[[random.Random], str]]] = [
-    ("fact", 0.75, lambda r: f"User's {r.choice(RELATIONS)} is called {r.choice(NAMES)}"),
-    ("fact", 0.85, lambda r: f"User works at {r.choice(COMPANIES)} as a {r.choice(JOBS)}"),
-    ("fact", 0.85, lambda r: f"User lives in {r.choice(CITIES)}"),
-    ("fact", 0.85, lambda r: f"User is allergic to {r.choice(FOODS)}"),
-    ("fact", 0.7, lambda r: f"User's {r.choice(RELATIONS)} lives in {r.choice(CITIES)}"),
-    ("fact", 0.6, lambda r: f"User has been {r.choice(HOBBIES)} for {r.randint(2, 20)} years"),
-    ("preference", 0.8, lambda r: f"User prefers {r.choice(THINGS)}"),
-    ("preference", 0.75, lambda r: f"User's favourite food is {r.choice(FOODS)}"),
-    ("preference", 0.7, lambda r: f"User enjoys {r.choice(HOBBIES)} on weekends"),
-    ("episode", 0.4, lambda r: f"Last {r.choice(DAYS)} I went {r.choice(HOBBIES)} with my "
-                               f"{r.choice(RELATIONS)} near {r.choice(CITIES)}"),
-    ("episode", 0.45, lambda r: f"Can you find me a restaurant in {r.choice(CITIES)} that serves "
-                                f"{r.choice(FOODS)}?"),
-    ("episode", 0.4, lambda r: f"I'm flying to {r.choice(CITIES)} on {r.choice(DAYS)} and need "
-                               f"{r.choice(THINGS)}"),
-    ("summary", 0.55, lambda r: f"User: asked about a trip to {r.choice(CITIES)}. Assistant: "
-                                f"suggested {r.choice(THINGS)} and places serving "
-                                f"{r.choice(FOODS)}."),
-    ("correction", 0.85, lambda r: f"Correction: User lives in {r.choice(CITIES)}, not "
-                                   f"{r.choice(CITIES)}"),
-]
-
-QUESTIONS: list[Callable[[random.Random], str]] = [
-    lambda r: f"What is my {r.choice(RELATIONS)}'s name?",
-    lambda r: "Where do I work?",
-    lambda r: "Which city do I live in now?",
-    lambda r: "What food am I allergic to?",
-    lambda r: f"Can you recommend something to do in {r.choice(CITIES)}?",
-    lambda r: "Book me a seat on the next flight, you know what I like",
-    lambda r: f"Where does my {r.choice(RELATIONS)} live?",
-    lambda r: f"Any restaurants with {r.choice(FOODS)} nearby?",
-    lambda r: "What hobbies do I have?",
-    lambda r: "What did we talk about last time?",
-]
-
-
-@dataclass(frozen=True)
-class Pool:
-    """Distinct memory texts with their types, importances and real vectors."""
-
-    texts: pa.Array
-    types: pa.Array
-    importance: np.ndarray
-    vectors: np.ndarray
-
-
-def build_pool(size: int, seed: int) -> Pool:
-    """Generate ``size`` distinct texts from the templates and embed them once."""
-    rng = random.Random(seed)
-    seen: dict[str, tuple[str, float]] = {}
-    attempts = 0
-    while len(seen) < size and attempts < size * 50:
-        attempts += 1
-        memory_type, importance, template = rng.choice(TEMPLATES)
-        seen.setdefault(template(rng), (memory_type, importance))
-    texts = list(seen)
-    # Two threads: the pool is embedded once, before anything is timed.
-    embedder = MiniLMOnnxEmbedder(threads=2, batch_size=64)
-    vectors = embedder.embed(texts)
-    return Pool(
-        texts=pa.array(texts, pa.string()),
-        types=pa.array([seen[t][0] for t in texts], pa.string()),
-        importance=np.array([seen[t][1] for t in texts], dtype=np.float64),
-        vectors=vectors,
-    )
-
-
-def _sha256_all(values: list[str]) -> pa.Array:
-    return pa.array([hashlib.sha256(v.encode()).hexdigest() for v in values], pa.string())
-
-
-def bulk_rows(
-    pool: Pool, model_id: str, first_user: int, rows: int, np_rng: np.random.Generator
-) -> Iterator[pa.Table]:
-    """Rows of ``rows // MEMORIES_PER_USER`` users, in tables of at most WRITE_BATCH rows."""
-    schema = memory_schema(pool.vectors.shape[1], model_id)
-    users = rows // MEMORIES_PER_USER
-    for start in range(0, rows, WRITE_BATCH):
-        n = min(WRITE_BATCH, rows - start)
-        row_ids = np.arange(start, start + n)
-        user_index = first_user + row_ids // MEMORIES_PER_USER
-        assert user_index.max() < first_user + users
-        picks = np_rng.integers(0, len(pool.texts), n)
-        user_ids = [f"user-{u:04d}" for u in user_index]
-        memory_ids = [f"user-{u:04d}-m{i}" for u, i in zip(user_index, row_ids, strict=True)]
-        session_ids = [f"user-{u:04d}-s{i // 25}" for u, i in zip(user_index, row_ids, strict=True)]
-        # Event times spread uniformly over SPAN up to NOW.
-        offsets_us = np_rng.uniform(0, SPAN.total_seconds() * 1e6, n).astype("timedelta64[us]")
-        created_us = np.datetime64((NOW - SPAN).replace(tzinfo=None), "us") + offsets_us
-        vectors = pool.vectors[picks] + np_rng.normal(0, NOISE, (n, pool.vectors.shape[1]))
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        # A few memories superseded, as the decider leaves them; they must be filtered out.
-        superseded = np_rng.random(n) < 0.03
-        access_count = np_rng.geometric(0.5, n) - 1
-        columns = {
-            "memory_id": pa.array(memory_ids, pa.string()),
-            "user_id": pa.array(user_ids, pa.string()),
-            "user_key": _sha256_all(user_ids),
-            "agent_id": pa.nulls(n, pa.string()),
-            "session_id": pa.array(session_ids, pa.string()),
-            "memory_type": pool.types.take(pa.array(picks)),
-            "content": pool.texts.take(pa.array(picks)),
-            "context": pa.array([""] * n, pa.string()),
-            "search_text": pool.texts.take(pa.array(picks)),
-            "importance": pa.array(pool.importance[picks]),
-            "tier": pa.array(np.where(pool.importance[picks] >= 0.8, "long_term", "short_term")),
-            "created_at": pa.array(created_us, pa.timestamp("us", tz="UTC")),
-            "entities": pa.array([[] for _ in range(n)], pa.list_(pa.string())),
-            "source_event_ids": pa.array([[] for _ in range(n)], pa.list_(pa.string())),
-            "extraction_event_id": pa.array(["bench"] * n, pa.string()),
-            "extractor": pa.nulls(n, pa.string()),
-            "event_id": pa.array([f"evt-{m}" for m in memory_ids], pa.string()),
-            "source_topic": pa.array(["memstream.memories"] * n, pa.string()),
-            "source_partition": pa.array(user_index % 4, pa.int32()),
-            "source_offset": pa.array(row_ids, pa.int64()),
-            "session_key": _sha256_all(session_ids),
-            "memory_key": _sha256_all(memory_ids),
-            "status": pa.array(np.where(superseded, "superseded", "active")),
-            "superseded_by": pa.nulls(n, pa.string()),
-            "ended_at": pa.array(
-                np.where(superseded, created_us, np.datetime64("NaT")), pa.timestamp("us", tz="UTC")
-            ),
-            "reinforcement_count": pa.array(np.zeros(n, dtype=np.int64)),
-            "last_reinforced_at": pa.nulls(n, pa.timestamp("us", tz="UTC")),
-            "reinforced_by": pa.array([[] for _ in range(n)], pa.list_(pa.string())),
-            "changed_offset": pa.array(np.full(n, -1, dtype=np.int64)),
-            "learned_at": pa.array(created_us, pa.timestamp("us", tz="UTC")),
-            "access_count": pa.array(access_count.astype(np.int64)),
-            "last_accessed_at": pa.nulls(n, pa.timestamp("us", tz="UTC")),
-            "access_offset": pa.array(np.full(n, -1, dtype=np.int64)),
-            "embedding_model": pa.array([model_id] * n, pa.string()),
-            "vector": pa.FixedSizeListArray.from_arrays(
-                pa.array(vectors.astype(np.float32).ravel()), pool.vectors.shape[1]
-            ),
-        }
-        yield pa.Table.from_arrays([columns[f.name] for f in schema], schema=schema)
 
 
 # --- measuring ---------------------------------------------------------------------------------
@@ -297,31 +118,21 @@ def measure_size(
     print(f"[{size:,}] building {users} user(s) under {db_dir.name}; df: {disk_free(base)}",
           flush=True)
 
-    started = time.perf_counter()
-    db = lancedb.connect(db_dir)
-    schema = memory_schema(pool.vectors.shape[1], embedder.model_id)
-    table = db.create_table("memories", schema=schema)
-    written = 0
-    for batch in bulk_rows(pool, embedder.model_id, 0, users * MEMORIES_PER_USER, np_rng):
-        table.add(batch)
-        written += batch.num_rows
-        print(f"[{size:,}]   {written:,} rows written", flush=True)
-    write_s = time.perf_counter() - started
-    del table, db
+    write_s = write_table(
+        db_dir, pool, embedder.model_id, users, np_rng,
+        progress=lambda line: print(f"[{size:,}]   {line}", flush=True),
+    )
     gc.collect()
 
     projection = MemoryProjection(db_dir, embedder)
-    assert projection.count() == written
+    assert projection.count() == users * MEMORIES_PER_USER
     started = time.perf_counter()
     projection.refresh_indexes()
     index_s = time.perf_counter() - started
     print(f"[{size:,}]   indexes built in {index_s:.1f} s", flush=True)
 
-    rng = random.Random(seed)
-    asks = [
-        (f"user-{rng.randrange(users):04d}", rng.choice(QUESTIONS)(rng)) for _ in range(queries)
-    ]
-    search_ms, retrieve_ms, embed_ms, client_ms = time_queries(projection, embedder, asks)
+    questions = asks(users, queries, seed)
+    search_ms, retrieve_ms, embed_ms, client_ms = time_queries(projection, embedder, questions)
     disk_mb = directory_size(db_dir) / 1e6
     print(f"[{size:,}]   table {disk_mb:,.0f} MB on disk; df: {disk_free(base)}", flush=True)
     rows = [
@@ -337,7 +148,9 @@ def measure_size(
         scalar_s = time.perf_counter() - started
         print(f"[{size:,}]   scalar indexes built in {scalar_s:.1f} s", flush=True)
         projection = MemoryProjection(db_dir, embedder)
-        search_ms, retrieve_ms, embed_ms, client_ms = time_queries(projection, embedder, asks)
+        search_ms, retrieve_ms, embed_ms, client_ms = time_queries(
+            projection, embedder, questions
+        )
         rows.append(
             Row(size, users, "+scalar", write_s, index_s + scalar_s, disk_mb, search_ms,
                 retrieve_ms, embed_ms, client_ms)

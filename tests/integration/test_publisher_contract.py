@@ -185,3 +185,22 @@ async def test_a_closed_kafka_publisher_starts_again(
     await publisher.close()
     held = await asyncio.wait_for(read_topic(settings, topic), timeout=30)
     assert [decode_event(r.value).event_id for r in held] == ["ann-m0", "ann-m1"]
+
+
+async def test_concurrent_writes_of_a_watching_publisher_all_go_out(
+    settings_factory: SettingsFactory, tmp_path: Path
+) -> None:
+    # A server publishes each search's access event in the background, so writes overlap;
+    # each checks the broker's log mark first, and the checks share one consumer.
+    settings = settings_factory(partitions=1)
+    publisher = KafkaPublisher(settings, FileKeyStore(tmp_path / "keys"), watch_log=True)
+    topic = f"{settings.topic_prefix}.chat"
+    try:
+        await publisher.publish(topic, [message("ann", 0)])  # claims the log: a bound one
+        await asyncio.gather(*(publisher.publish(topic, [message("ann", n)]) for n in range(1, 41)))
+    finally:
+        await publisher.close()
+    held = await asyncio.wait_for(read_topic(settings, topic), timeout=30)
+    assert sorted(decode_event(r.value).event_id for r in held) == sorted(
+        f"ann-m{n}" for n in range(41)
+    )
