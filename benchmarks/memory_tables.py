@@ -151,15 +151,16 @@ def bulk_rows(
     np_rng: np.random.Generator,
     *,
     user_prefix: str = "",
+    per_user: int = MEMORIES_PER_USER,
 ) -> Iterator[pa.Table]:
-    """Rows of ``rows // MEMORIES_PER_USER`` users, in tables of at most WRITE_BATCH rows;
-    user ids start with ``user_prefix`` (a tenant, for the HTTP API)."""
+    """Rows of ``rows // per_user`` users, in tables of at most WRITE_BATCH rows; user ids
+    start with ``user_prefix`` (a tenant, for the HTTP API)."""
     schema = memory_schema(pool.vectors.shape[1], model_id)
-    users = rows // MEMORIES_PER_USER
+    users = rows // per_user
     for start in range(0, rows, WRITE_BATCH):
         n = min(WRITE_BATCH, rows - start)
         row_ids = np.arange(start, start + n)
-        user_index = first_user + row_ids // MEMORIES_PER_USER
+        user_index = first_user + row_ids // per_user
         assert user_index.max() < first_user + users
         picks = np_rng.integers(0, len(pool.texts), n)
         user_ids = [user_id(int(u), user_prefix) for u in user_index]
@@ -225,16 +226,18 @@ def write_table(
     np_rng: np.random.Generator,
     *,
     user_prefix: str = "",
+    per_user: int = MEMORIES_PER_USER,
     progress: Callable[[str], None] = print,
 ) -> float:
-    """Write the ``memories`` table of ``users`` users (no indexes) into ``db_dir``; return
-    the seconds it took. Build the indexes with ``MemoryProjection.refresh_indexes()``."""
+    """Write the ``memories`` table of ``users`` users of ``per_user`` memories each (no
+    indexes) into ``db_dir``; return the seconds it took. Build the indexes with
+    ``MemoryProjection.refresh_indexes()``."""
     started = time.perf_counter()
     db = lancedb.connect(db_dir)
     table = db.create_table("memories", schema=memory_schema(pool.vectors.shape[1], model_id))
     written = 0
     for batch in bulk_rows(
-        pool, model_id, 0, users * MEMORIES_PER_USER, np_rng, user_prefix=user_prefix
+        pool, model_id, 0, users * per_user, np_rng, user_prefix=user_prefix, per_user=per_user
     ):
         table.add(batch)
         written += batch.num_rows

@@ -1,7 +1,8 @@
 """Search over HTTP (``memstream serve``) against the same search in-process, at 10k and 100k
 memories, and searches/s with 1 and 16 concurrent clients.
 
-Per size (10,000 memories per user, as ``retrieval.py``: 10k = 1 user, 100k = 10 users), in a
+Per size (10,000 memories per user by default, as ``retrieval.py``: 10k = 1 user, 100k = 10
+users; ``--per-user 100`` spreads them over 100 and 1,000 users), in a
 fresh temporary data directory, the script
 
 1. builds the memory table in bulk (``memory_tables.py``: real texts embedded once, clustered
@@ -49,6 +50,7 @@ import argparse
 import asyncio
 import itertools
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -285,13 +287,14 @@ class ServiceBench:
     async def measure_size(self, size: int, pool: Pool) -> None:
         """Build the table of ``size`` memories, serve it, and time the three paths."""
         args = self.args
-        users = size // MEMORIES_PER_USER
+        users = size // args.per_user
         settings = self.settings(size)
         service = Service.from_settings(settings)
         embedder = service.container.embedder()
         write_s = write_table(
             settings.lancedb_dir, pool, embedder.model_id, users,
             np.random.default_rng(args.seed + size), user_prefix=f"{TENANT}:",
+            per_user=args.per_user,
             progress=lambda line: log(f"[{size:,}] {line}"),
         )
         started = time.perf_counter()
@@ -312,7 +315,9 @@ class ServiceBench:
             await service.close()
             self.stop_server()
         log_text = (self.workdir / f"serve-{size}.log").read_text(errors="replace")
-        self.unpublished[size] = log_text.count("not published")
+        self.unpublished[size] = sum(
+            int(n) for n in re.findall(r"(\d+) access event\(s\) not published", log_text)
+        )
 
     def serve(self, settings: Settings, size: int) -> str:
         """Start ``memstream serve`` on ``settings``; its ``/v1`` URL once it answers."""
@@ -516,7 +521,7 @@ def print_table(bench: ServiceBench) -> None:
     print()
     print(f"- {args.queries} queries per size (random user and question, limit {LIMIT}), each "
           "on the three paths back to back in turns, after a warm-up; searches/s of those rows "
-          "is 1 / mean latency. 10,000 memories per user.")
+          f"is 1 / mean latency. {args.per_user:,} memories per user.")
     print(f"- Under load: asyncio clients calling back to back, {args.duration:.0f} s per row in "
           f"{args.rounds} parts (rows taken in turns, 1 s of warm-up each); p50-p99 are "
           "latencies under that load. The clients run in this process (bench), on the same "
@@ -569,6 +574,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=20, help="untimed queries per path first")
     parser.add_argument("--pool", type=int, default=3000, help="distinct texts embedded")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--per-user", type=int, default=MEMORIES_PER_USER,
+        help="memories of each user (default 10,000: 10k = 1 user; 100 gives 100 users per 10k)",
+    )
     parser.add_argument("--quick", action="store_true",
                         help="10k only, 60 queries, 6 s phases, a 500-text pool (about 1 min)")
     parser.add_argument("--dir", type=Path, default=None, help="parent of the temporary data")
@@ -578,8 +587,8 @@ def main(argv: list[str] | None = None) -> int:
         args.sizes, args.queries, args.duration, args.pool = "10000", 60, 6.0, 500
     args.sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     args.concurrency = [int(c) for c in args.concurrency.split(",") if c.strip()]
-    if any(s <= 0 or s % MEMORIES_PER_USER for s in args.sizes):
-        parser.error(f"sizes must be positive multiples of {MEMORIES_PER_USER:,}")
+    if args.per_user < 1 or any(s <= 0 or s % args.per_user for s in args.sizes):
+        parser.error("sizes must be positive multiples of --per-user")
     if not args.concurrency or min(args.concurrency) < 1:
         parser.error("--concurrency takes positive numbers")
     bench = ServiceBench(args)

@@ -81,6 +81,9 @@ class MemoryService:
         self.settings = container.settings
         self.topics = container.topics
         self._background: set[asyncio.Task[None]] = set()
+        #: Access events waiting for the background sender (see _publish_in_background).
+        self._accesses: list[MemoriesRetrieved] = []
+        self._access_sender: asyncio.Task[None] | None = None
 
     async def close(self) -> None:
         """Wait (bounded) for background access events."""
@@ -475,13 +478,23 @@ class MemoryService:
         return [s.event for s in sent if s.event is not None]
 
     def _publish_in_background(self, event: MemoriesRetrieved) -> None:
-        async def publish() -> None:
-            try:
-                await self._send(self.topics.accesses, [event])
-            except Exception:
-                # Access counts only steer promotion; losing one must not fail a read.
-                log.warning("memories: access event %s not published", event.event_id, exc_info=True)
+        """Queue a retrieval's access event; one background task sends what is queued, all
+        of it in one publish (one log-mark check, one produce batch), so under load a burst of
+        searches costs the broker one round trip instead of one each."""
+        self._accesses.append(event)
+        if self._access_sender is None or self._access_sender.done():
+            task = asyncio.get_running_loop().create_task(self._send_accesses())
+            self._access_sender = task
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
 
-        task = asyncio.get_running_loop().create_task(publish())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+    async def _send_accesses(self) -> None:
+        while self._accesses:
+            batch, self._accesses = self._accesses, []
+            try:
+                await self._send(self.topics.accesses, batch)
+            except Exception:
+                # Access counts only steer promotion; losing some must not fail a read.
+                log.warning(
+                    "memories: %d access event(s) not published", len(batch), exc_info=True
+                )
