@@ -10,7 +10,7 @@ import lancedb
 import numpy as np
 import pyarrow as pa
 from fakes import FakeEmbedder
-from retrieval import Pool, bulk_rows
+from memory_tables import Pool, bulk_rows
 
 from memstream.projections.memories import MemoryProjection, memory_schema
 
