@@ -5,10 +5,19 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+import functools
+from typing import Any, get_args, get_origin
 
 import pydantic_core
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    FutureDatetime,
+    NaiveDatetime,
+    PastDatetime,
+    TypeAdapter,
+    ValidationError,
+)
 
 from memstream.models.events import AnyEvent, Event
 from memstream.models.settings import Settings
@@ -184,19 +193,59 @@ class EventLimits:
 
 
 def _event_times(event: Event) -> list[tuple[str, datetime]]:
-    """Every datetime in ``event``: its fields, and the fields of models in tuples."""
+    """Every datetime in ``event``: its fields, and the fields of models in tuples (only the
+    fields whose type can hold one: see :func:`_time_fields`)."""
+    direct, nested = _time_fields(type(event))
     found: list[tuple[str, datetime]] = []
-    for name, value in event:
+    for name in direct:
+        value = getattr(event, name)
         if isinstance(value, datetime):
             found.append((name, value))
-        elif isinstance(value, tuple):
-            for index, item in enumerate(value):
-                if isinstance(item, BaseModel):
-                    found += [
-                        (f"{name}.{index}.{inner}", moment)
-                        for inner, moment in item
-                        if isinstance(moment, datetime)
-                    ]
+    for name, inner_names in nested:
+        for index, item in enumerate(getattr(event, name)):
+            for inner in inner_names:
+                moment = getattr(item, inner, None)
+                if isinstance(moment, datetime):
+                    found.append((f"{name}.{index}.{inner}", moment))
+    return found
+
+
+#: What a field holding a datetime is annotated with: the class, or pydantic's wrappers of it.
+_DATETIME_TYPES = frozenset({datetime, AwareDatetime, NaiveDatetime, PastDatetime, FutureDatetime})
+
+
+@functools.cache
+def _time_fields(model: type[BaseModel]) -> tuple[tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...]]:
+    """The fields of ``model`` that can hold a datetime, and its tuple fields of models with
+    such fields (with theirs): worked out once per event type, not per event."""
+    direct: list[str] = []
+    nested: list[tuple[str, tuple[str, ...]]] = []
+    for name, field in model.model_fields.items():
+        kinds = _types_in(field.annotation)
+        if kinds & _DATETIME_TYPES:
+            direct.append(name)
+        for kind in kinds:
+            if isinstance(kind, type) and issubclass(kind, BaseModel):
+                inner = _time_fields(kind)[0]
+                if inner:
+                    nested.append((name, inner))
+    return tuple(direct), tuple(nested)
+
+
+def _types_in(annotation: Any) -> set[Any]:
+    """The classes an annotation names, through ``Annotated``, unions, tuples and lists."""
+    found: set[Any] = set()
+    pending = [annotation]
+    while pending:
+        item = pending.pop()
+        args = get_args(item)
+        if args:
+            pending.extend(args)
+            origin = get_origin(item)
+            if isinstance(origin, type):
+                found.add(origin)
+        elif isinstance(item, type):
+            found.add(item)
     return found
 
 

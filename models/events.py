@@ -36,6 +36,8 @@ from pydantic import (
     StringConstraints,
 )
 
+from memstream.models.vectors import MAX_PACKED_CHARS, PACKED_PATTERN
+
 #: Identifiers come from clients: bounded, printable, never parsed as syntax anywhere.
 Identifier = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f]+$")]
 Text = Annotated[str, StringConstraints(max_length=1_000_000)]
@@ -75,6 +77,9 @@ PLAIN_TEXT_FIELDS: frozenset[str] = frozenset(
         "extractor_version",
         "model",
         "prompt_version",
+        # The embedder that made a memory's vector: operator configuration too, and the
+        # projection checks it against its own model before it takes the vector.
+        "embedding_model",
     }
 )
 
@@ -473,13 +478,18 @@ class MemoryAdded(Event):
 
     Version 2 records which extractor proposed the memory (``extractor``, name/version), so
     memories of two extractors can be told apart; version 1 events are upcast with
-    ``"unrecorded"`` (see :mod:`memstream.models.upcasting`).
+    ``"unrecorded"`` (see :mod:`memstream.models.upcasting`). Version 3 carries the memory's
+    vector (``vector``, packed by :func:`memstream.models.vectors.pack_vector`, and the
+    ``embedding_model`` that made it): the decider embeds a memory once, and every projection
+    and replay takes that vector instead of embedding again. Earlier events have none (the
+    projection embeds them).
     """
 
-    #: The entities are names taken from the user's words: content too; so is the context.
-    content_fields: ClassVar[tuple[str, ...]] = ("content", "entities", "context")
+    #: The entities are names taken from the user's words: content too; so is the context,
+    #: and the vector (it reveals its text to whoever holds the model).
+    content_fields: ClassVar[tuple[str, ...]] = ("content", "entities", "context", "vector")
     type: Literal["memory_added"] = "memory_added"
-    schema_version: Literal[2] = 2  # type: ignore[assignment]
+    schema_version: Literal[3] = 3  # type: ignore[assignment]
     extractor: Identifier
     memory_id: Identifier
     memory_type: MemoryType
@@ -491,6 +501,13 @@ class MemoryAdded(Event):
     entities: tuple[str, ...] = ()
     #: The conversation around the memory, as the extractor gave it (see ``MemoryCandidate``).
     context: Annotated[str, StringConstraints(max_length=20_000)] = ""
+    #: The embedding of what the memory is found by (its ``search_text``), float32 in base64.
+    vector: (
+        Annotated[str, StringConstraints(max_length=MAX_PACKED_CHARS, pattern=PACKED_PATTERN)]
+        | None
+    ) = None
+    #: The embedder that made ``vector`` (its model id, as the projection's table records it).
+    embedding_model: Identifier | None = None
 
 
 class MemoryReinforced(Event):

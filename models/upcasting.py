@@ -72,6 +72,13 @@ def upcast_memory_added_v1_v2(payload: Payload) -> Payload:
     return payload
 
 
+@UPCASTERS.register("memory_added", 2)
+def upcast_memory_added_v2_v3(payload: Payload) -> Payload:
+    """v3 may carry the memory's vector; v2 events carry none (the projection embeds them)."""
+    payload["schema_version"] = 3
+    return payload
+
+
 #: What a v1 ``user_erased`` reason that is not a short code becomes: its words are not kept.
 REDACTED_REASON = "redacted"
 _CODE = re.compile(CODE_PATTERN)

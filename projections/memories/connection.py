@@ -83,6 +83,9 @@ class TableConnection:
         #: A projection (the live one, during a replay) whose vectors are reused for the same
         #: memory and content instead of embedding again: the slow part of a rebuild.
         self.vector_donor: TableConnection | None = None
+        #: Memories whose vectors this connection embedded (events without a vector of
+        #: this table's model: older events, or a model change).
+        self.vectors_embedded = 0
 
     # --- opening --------------------------------------------------------------------
 

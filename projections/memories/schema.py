@@ -14,7 +14,7 @@ from typing import get_args
 
 import pyarrow as pa
 
-from memstream.models.events import MemoryAdded, MemoryType
+from memstream.models.events import MemoryAdded, MemoryCandidate, MemoryType
 
 #: The memory types a filter may name; anything else is refused before a query is built.
 MEMORY_TYPES: frozenset[str] = frozenset(get_args(MemoryType))
@@ -174,9 +174,10 @@ def memory_schema(dimensions: int, embedding_model: str) -> pa.Schema:
     )
 
 
-def search_text(event: MemoryAdded) -> str:
-    """What a memory is found by: its context when it has one (which shows the content in
-    its conversation), else its content; both when the context leaves the content out."""
+def search_text(event: MemoryAdded | MemoryCandidate) -> str:
+    """What a memory is found by (and its vector embeds): its context when it has one (which
+    shows the content in its conversation), else its content; both when the context leaves
+    the content out."""
     if not event.context or event.content in event.context:
         return event.context or event.content
     return f"{event.content}\n{event.context}"

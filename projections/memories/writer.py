@@ -24,6 +24,7 @@ from memstream.models.events import (
     MemoryReinforced,
 )
 from memstream.models.lifecycle import apply_change
+from memstream.models.vectors import unpack_vector
 from memstream.projections.memories.connection import KEY_LOOKUP_CHUNK, TableConnection
 from memstream.projections.memories.errors import (
     EmbeddingModelMismatch,
@@ -132,18 +133,27 @@ class MemoryWriter(TableConnection):
         return self._rows(items, vectors, memory_schema(vectors.shape[1], self.embedder.model_id))
 
     def _vectors(self, events: Sequence[MemoryAdded]) -> np.ndarray:
-        """The vectors of the events' contents: taken from ``vector_donor`` where it holds
-        the same memory with the same content from the same model, embedded otherwise."""
-        vectors: list[np.ndarray | None] = [None] * len(events)
+        """The vectors of the events' memories: the one each event carries when this table's
+        embedder made it (the decider embedded it once: nothing is embedded here); for an
+        event without one (before schema version 3), from ``vector_donor`` where it holds the
+        same memory with the same content from the same model; embedded otherwise. A carried
+        vector that does not fit (malformed, or not the table's size) is embedded again.
+        ``vectors_embedded`` counts what was embedded here."""
+        vectors: list[np.ndarray | None] = [self._carried(event) for event in events]
+        if any(v is not None for v in vectors):
+            size = self._vector_size()
+            vectors = [v if v is not None and v.shape[0] == size else None for v in vectors]
         donor = self.vector_donor
-        donor_table = donor._open() if donor is not None else None
+        wanted = [i for i, vector in enumerate(vectors) if vector is None]
+        donor_table = donor._open() if donor is not None and wanted else None
         if donor is not None and donor_table is not None:
             found = donor._rows_by_key(
                 donor_table,
-                [memory_key(e.memory_id) for e in events],
+                [memory_key(events[i].memory_id) for i in wanted],
                 ["memory_id", "search_text", "embedding_model", "vector"],
             )
-            for index, event in enumerate(events):
+            for index in wanted:
+                event = events[index]
                 row = found.get(event.memory_id)
                 if (
                     row is not None
@@ -158,7 +168,26 @@ class MemoryWriter(TableConnection):
                 raise ValueError(f"embedder returned {embedded.shape} for {len(missing)} texts")
             for i, vector in zip(missing, embedded, strict=True):
                 vectors[i] = vector
+            self.vectors_embedded += len(missing)
         return np.stack([v for v in vectors if v is not None]).astype(np.float32, copy=False)
+
+    def _carried(self, event: MemoryAdded) -> np.ndarray | None:
+        """The vector ``event`` carries, if this table's embedder made it and it unpacks."""
+        if event.vector is None or event.embedding_model != self.embedder.model_id:
+            return None
+        try:
+            return np.frombuffer(unpack_vector(event.vector), dtype=np.float32)
+        except ValueError:
+            log.warning("memories: memory %s carries a malformed vector", event.memory_id)
+            return None
+
+    def _vector_size(self) -> int:
+        """The length of the table's vectors (the embedder's, before the table exists)."""
+        table = self._open()
+        if table is None:
+            return int(self.embedder.dimensions)
+        size: int = table.schema.field("vector").type.list_size
+        return size
 
     def _changed_rows(
         self,

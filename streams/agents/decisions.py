@@ -19,8 +19,9 @@ from memstream.models.events import (
     MemorySuperseded,
     derived_id,
 )
+from memstream.models.vectors import pack_vector
 from memstream.projections.embedder import Embedder
-from memstream.projections.memories import MemoryProjection
+from memstream.projections.memories import MemoryProjection, search_text
 
 #: Default importance at or above which a memory goes straight to long-term (seed 2).
 LONG_TERM_IMPORTANCE = 0.8
@@ -71,7 +72,10 @@ class MemoryDecider:
         candidates = recorded.candidates
         if not candidates:
             return []
-        vectors = self.embedder.embed([c.content for c in candidates])
+        # One embedding per candidate, of what its row will be found by: the decision compares
+        # it with the stored rows' vectors (embeddings of the same kind of text), and an
+        # added memory carries it in its event, so no projection embeds it again.
+        vectors = self.embedder.embed([search_text(c) for c in candidates])
         moment = recorded.occurred_at
         # What this extraction adds and supersedes, seen by its later candidates.
         added: list[tuple[ExistingMemory, np.ndarray]] = []
@@ -79,7 +83,7 @@ class MemoryDecider:
         events: list[Event] = []
         for index, (candidate, vector) in enumerate(zip(candidates, vectors, strict=True)):
             nearby = self._nearby(recorded.user_id, vector, moment, added, superseded)
-            new = self._events(recorded, index, candidate, decide(candidate, nearby))
+            new = self._events(recorded, index, candidate, vector, decide(candidate, nearby))
             events += new
             for event in new:
                 if isinstance(event, MemoryAdded):
@@ -144,7 +148,11 @@ class MemoryDecider:
 
     def _events(
         self,
-        recorded: ExtractionRecorded, index: int, candidate: MemoryCandidate, decision: Decision
+        recorded: ExtractionRecorded,
+        index: int,
+        candidate: MemoryCandidate,
+        vector: np.ndarray,
+        decision: Decision,
     ) -> list[Event]:
         common: dict[str, Any] = {
             "user_id": recorded.user_id,
@@ -179,6 +187,8 @@ class MemoryDecider:
                 source_event_ids=candidate.source_event_ids,
                 entities=candidate.entities,
                 context=candidate.context,
+                vector=pack_vector(vector.tolist()),
+                embedding_model=self.embedder.model_id,
                 **common,
             )
         ]

@@ -115,3 +115,31 @@ def test_the_decider_holds_a_bounded_number_of_recent_memories() -> None:
     decider._remember("bob", memories("bob", 1))
     decider._remember("dan", memories("dan", 2))  # cho is now the oldest
     assert set(decider._recent) == {"bob", "dan"}
+
+
+def test_an_added_memory_carries_the_vector_of_what_it_is_found_by(tmp_path: Path) -> None:
+    from fakes import FakeEmbedder
+
+    from memstream.models.vectors import unpack_vector
+    from memstream.projections.memories import search_text
+
+    embedder = FakeEmbedder()
+    projection = MemoryProjection(tmp_path / "lancedb", embedder)
+    episode = MemoryCandidate(
+        memory_type="episode", content="I live in Lisbon.", importance=0.4,
+        context="Monday 2 November 2026\nUser: I live in Lisbon.\nAssistant: Lovely city.",
+    )
+    recorded = extraction("a", 0, "User lives in Lisbon.").model_copy(
+        update={"candidates": (*extraction("a", 0, "User lives in Lisbon.").candidates, episode)}
+    )
+    added = MemoryDecider(projection, embedder).decide(recorded)
+    assert [e.type for e in added] == ["memory_added", "memory_added"]
+    for event in added:
+        assert isinstance(event, MemoryAdded) and event.vector is not None
+        assert event.embedding_model == embedder.model_id
+        expected = embedder.embed([search_text(event)])[0]
+        assert np.array_equal(np.frombuffer(unpack_vector(event.vector), np.float32), expected)
+    # The projection takes them as they are: nothing embedded on the way in.
+    embedder.calls.clear()
+    Log(projection).publish(added)
+    assert embedder.calls == [] and projection.vectors_embedded == 0

@@ -19,6 +19,7 @@ from memstream.models.events import (
     MemoryReinforced,
     MemorySuperseded,
 )
+from memstream.models.vectors import pack_vector
 from memstream.projections.embedder import MiniLMOnnxEmbedder
 from memstream.projections.memories import (
     EmbeddingModelMismatch,
@@ -640,3 +641,50 @@ def test_erasing_a_user_leaves_no_row_and_no_file_holding_them(
     assert projection.erase_user("alice") == 0  # idempotent
     projection.refresh_indexes()
     assert projection.count("bob") == 60
+
+
+# --- vectors carried by the events -------------------------------------------------------
+
+
+def test_a_carried_vector_is_stored_as_it_came_and_nothing_is_embedded(tmp_path: Path) -> None:
+    embedder = FakeEmbedder()
+    projection = MemoryProjection(tmp_path / "lancedb", embedder)
+    made = embedder.embed(["Alice is allergic to peanuts"])[0]
+    embedder.calls.clear()
+    carried = memory("m-peanut", "Alice is allergic to peanuts").model_copy(
+        update={"vector": pack_vector(made.tolist()), "embedding_model": embedder.model_id}
+    )
+    assert projection.apply(batch_of(carried)) == 1
+    assert embedder.calls == [] and projection.vectors_embedded == 0
+    stored = table_snapshot(tmp_path / "lancedb").column("vector").to_pylist()[0]
+    assert np.array_equal(np.asarray(stored, dtype=np.float32), made)  # bit for bit
+    assert projection.search("alice", "peanuts", limit=1)[0].memory_id == "m-peanut"
+
+
+def test_what_carries_no_fitting_vector_is_embedded_here(tmp_path: Path) -> None:
+    embedder = FakeEmbedder()
+    projection = MemoryProjection(tmp_path / "lancedb", embedder)
+    good = pack_vector(embedder.embed(["Alice is allergic to peanuts"])[0].tolist())
+    events = [
+        # Before schema version 3: no vector.
+        memory("m-old", "Alice has a grey cat called Pixel"),
+        # Another model's vector: the table holds this embedder's only.
+        memory("m-model", "Alice lives in Lisbon").model_copy(
+            update={"vector": good, "embedding_model": "another-model"}
+        ),
+        # This model's id, but a vector of another size.
+        memory("m-size", "Alice works at Acme").model_copy(
+            update={"vector": pack_vector([1.0, 0.0]), "embedding_model": embedder.model_id}
+        ),
+        memory("m-good", "Alice is allergic to peanuts").model_copy(
+            update={"vector": good, "embedding_model": embedder.model_id}
+        ),
+    ]
+    embedder.calls.clear()
+    assert projection.apply(batch_of(*events)) == 4
+    assert projection.vectors_embedded == 3
+    assert sorted(text for call in embedder.calls for text in call) == sorted(
+        ["Alice has a grey cat called Pixel", "Alice lives in Lisbon", "Alice works at Acme"]
+    )
+    for memory_id, query in [("m-old", "grey cat Pixel"), ("m-size", "works at Acme")]:
+        assert projection.search("alice", query, limit=1)[0].memory_id == memory_id

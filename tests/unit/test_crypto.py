@@ -47,6 +47,7 @@ from memstream.models.events import (
     TranscriptMessage,
     UserErased,
 )
+from memstream.models.vectors import pack_vector
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 KEY = bytes(range(32))
@@ -121,6 +122,8 @@ EXAMPLES: list[Event] = [
         source_event_ids=("m1",),
         entities=(SECRET,),
         context=f"Monday 5 January 2026\nUser: I live in {SECRET}",
+        vector=pack_vector([0.25, -0.5, 1.0]),
+        embedding_model="test-model",
         **ENVELOPE,
     ),
     MemorySuperseded(
