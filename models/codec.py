@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-import functools
 from typing import Any, get_args, get_origin
 
 import pydantic_core
