@@ -89,3 +89,44 @@ class Topics:
     def from_settings(cls, settings: Settings) -> Topics:
         """The topics named by ``settings``."""
         return cls(prefix=settings.topic_prefix)
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's murmur2 hash of ``data`` (``org.apache.kafka.common.utils.Utils.murmur2``, as
+    the Java clients and aiokafka's default partitioner compute it), a 32-bit value."""
+    length = len(data)
+    m = 0x5BD1E995
+    h = (0x9747B28C ^ length) & 0xFFFFFFFF
+    for i in range(0, length - length % 4, 4):
+        k = int.from_bytes(data[i : i + 4], "little")
+        k = (k * m) & 0xFFFFFFFF
+        k ^= k >> 24
+        k = (k * m) & 0xFFFFFFFF
+        h = ((h * m) & 0xFFFFFFFF) ^ k
+    tail = data[length - length % 4 :]
+    if len(tail) >= 3:
+        h ^= tail[2] << 16
+    if len(tail) >= 2:
+        h ^= tail[1] << 8
+    if tail:
+        h ^= tail[0]
+        h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 15
+    return h
+
+
+def user_partition(user_id: str, partitions: int) -> int:
+    """The partition of every topic that ``user_id``'s events land on: Kafka's default
+    partitioner (murmur2 of the UTF-8 key, as every memstream producer and the Java clients
+    send it), so a reader finds a user's partition without a Kafka client.
+
+    Examples
+    --------
+    >>> user_partition("alice", 4) == user_partition("alice", 4)
+    True
+    """
+    if partitions < 1:
+        raise ValueError("a topic has at least one partition")
+    return (murmur2(user_id.encode("utf-8", "surrogatepass")) & 0x7FFFFFFF) % partitions

@@ -6,9 +6,9 @@ import asyncio
 from collections.abc import Sequence
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
-from aiokafka.partitioner import DefaultPartitioner
 
 from memstream.models.settings import Settings
+from memstream.models.topics import murmur2
 from memstream.streams.runtime.tansu import true_end_offsets
 
 
@@ -25,8 +25,8 @@ async def topic_partitions(consumer: AIOKafkaConsumer, topic: str) -> list[Topic
 def key_partition(key: bytes, partitions: Sequence[int]) -> int:
     """The partition Kafka's default partitioner (murmur2, as every memstream producer and
     the Java clients use) puts records keyed ``key`` on, out of ``partitions``."""
-    listed = list(partitions)
-    return int(DefaultPartitioner()(key, listed, listed))
+    listed = sorted(partitions)
+    return listed[(murmur2(key) & 0x7FFFFFFF) % len(listed)]
 
 
 async def key_topic_partition(
