@@ -69,7 +69,7 @@ from memstream.models.fingerprint import fingerprint
 from memstream.models.session import SessionState, SessionValue
 from memstream.models.settings import Settings
 from memstream.projections.embedder import Embedder, embedder_from_settings
-from memstream.projections.memories import VIEW_COLUMNS, MemoryProjection
+from memstream.projections.memories import VIEW_COLUMNS, PartitionedMemories
 from memstream.streams.runtime.broker import EmbeddedBroker, free_port
 from memstream.streams.runtime.logreader import read_topic
 from memstream.streams.runtime.topics import Topics, ensure_topics
@@ -189,7 +189,7 @@ def wait_until_done(
 ) -> list[dict[str, Any]]:
     """Poll until every chat event and consolidation request is committed and the memory view
     has not changed for three polls in a row (a second apart); return the view."""
-    projection = MemoryProjection(settings.lancedb_dir, embedder)
+    projection = PartitionedMemories.from_settings(settings, embedder)
     deadline = time.monotonic() + timeout_s
     previous = None
     steady = 0
@@ -424,7 +424,7 @@ class Bench:
     @staticmethod
     def progress(settings: Settings, embedder: Embedder) -> tuple[int, int]:
         """(records committed, memory rows): they change only while a worker makes progress."""
-        projection = MemoryProjection(settings.lancedb_dir, embedder)
+        projection = PartitionedMemories.from_settings(settings, embedder)
         return asyncio.run(group_position(settings))[1], projection.count()
 
     def uncrashed(self, name: str, events: list[Event], embedder: Embedder) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ from memstream.models.codec import decode_event
 from memstream.models.events import Event, MemoryAdded, MessageAdded, SessionClosed
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
-from memstream.projections.memories import MemoryProjection
+from memstream.projections.memories import PartitionedMemories
 from memstream.streams.runtime.broker import EmbeddedBroker, free_port
 from memstream.streams.runtime.logreader import read_topic
 from memstream.streams.runtime.topics import Topics
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     with EmbeddedBroker(free_port(), log_dir=workdir) as broker:
         settings = Settings(broker=broker.address, data_dir=workdir / "data", web_port=free_port())
         with WorkerProcess(settings, log_path=workdir / "worker.log"):
-            projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
+            projection = PartitionedMemories.from_settings(settings, embedder_from_settings(settings))
             for index in range(args.sessions):
                 messages, close = session_events(index)
                 asyncio.run(publish_events(settings, messages))

@@ -71,6 +71,8 @@ from memstream.projections.memories import (
     MemoryHit,
     MemoryIndex,
     MemoryProjection,
+    MemoryStore,
+    PartitionedMemories,
     SearchFilters,
     SourcePosition,
 )
@@ -177,7 +179,7 @@ NO_SUMMARIES = ("preference", "fact", "episode", "correction", "entity")
 
 
 def sweep_searches(
-    projection: MemoryProjection, dialogues: Sequence[Dialogue], turn_of: Mapping[str, str]
+    projection: MemoryStore, dialogues: Sequence[Dialogue], turn_of: Mapping[str, str]
 ) -> dict[str, Search]:
     """The Retriever's ranking with the priors scaled, and without summaries, as of the last
     turn (no access events): what justifies the default weights, and what summaries add."""
@@ -205,7 +207,7 @@ def sweep_searches(
 
 
 def without_context(
-    workdir: Path, built: MemoryProjection, dialogues: Sequence[Dialogue], embedder: Embedder
+    workdir: Path, built: MemoryStore, dialogues: Sequence[Dialogue], embedder: Embedder
 ) -> MemoryProjection:
     """A copy of ``built``'s active memories without their contexts (episodes indexed by
     their own words only): what the context adds."""
@@ -280,7 +282,7 @@ def memory_event_ends(settings: Settings) -> dict[int, int]:
 
 
 def wait_until_projected(
-    settings: Settings, projection: MemoryProjection, worker: WorkerProcess, timeout_s: float
+    settings: Settings, projection: MemoryStore, worker: WorkerProcess, timeout_s: float
 ) -> None:
     """Poll until the workers' group has committed every chat event and consolidation
     request (nothing is left to extract) and the projection holds every memory event of the
@@ -398,7 +400,7 @@ def online_tallies(
         log(f"added {turns} turns in {phases['add']:.0f} s; waiting for the worker")
         mark = time.perf_counter()
         # The worker's table, read by this process as another reader would.
-        projection = MemoryProjection(settings.lancedb_dir, embedder)
+        projection = PartitionedMemories.from_settings(settings, embedder)
         wait_until_projected(settings, projection, worker, timeout_s)
         phases["project"] = time.perf_counter() - mark
         log(f"projected: {projection.count()} memory rows, {phases['project']:.0f} s after the "

@@ -62,7 +62,7 @@ from memstream.models.codec import encode_event
 from memstream.models.events import Event, MessageAdded, SessionClosed, SessionStarted
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
-from memstream.projections.memories import MemoryProjection
+from memstream.projections.memories import MemoryStore, PartitionedMemories
 from memstream.streams.client import MemoryClient
 from memstream.streams.runtime.broker import EmbeddedBroker, free_port
 from memstream.streams.runtime.topics import Topics, ensure_topics
@@ -266,7 +266,7 @@ def search_steadily(
 def probe_steadily(settings: Settings, every_s: float, shared: Shared, stop: threading.Event) -> None:
     """Every ``every_s``: a two-message session of the probe user, closed; the time from the
     close's acknowledgement until the projection holds a memory of that session."""
-    projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
+    projection = PartitionedMemories.from_settings(settings, embedder_from_settings(settings))
     number = 0
     while not stop.wait(every_s):
         number += 1
@@ -427,7 +427,7 @@ class Bench:
                 name="prober",
             ),
         ]
-        projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
+        projection = PartitionedMemories.from_settings(settings, embedder_from_settings(settings))
         result = Result(duration_s=args.duration, rate=args.rate, search_rate=args.search_rate)
         started = time.monotonic()
         for thread in self.threads:
@@ -438,8 +438,13 @@ class Bench:
         broker_rss: list[tuple[float, float]] = []
         watch = (settings, shared, projection, worker_rss, broker_rss)
         self.watch(result.rows, args.duration, started, *watch)
-        # While the worker still runs: its open files, and the live table's files.
-        result.table = table_files(settings.lancedb_dir / f"{projection.table_name}.lance")
+        # While the worker still runs: its open files, and the live tables' files (one table
+        # per partition, summed).
+        result.table = {}
+        for partition in range(settings.partitions):
+            name = projection.table(partition).table_name
+            for kind, count in table_files(settings.lancedb_dir / f"{name}.lance").items():
+                result.table[kind] = result.table.get(kind, 0) + count
         files = open_files(worker_pid)
         if files is not None:
             result.worker_open_files, result.worker_deleted_open_files = files
@@ -471,7 +476,7 @@ class Bench:
         started: float,
         settings: Settings,
         shared: Shared,
-        projection: MemoryProjection,
+        projection: MemoryStore,
         worker_rss: list[tuple[float, float]],
         broker_rss: list[tuple[float, float]],
     ) -> None:
@@ -505,7 +510,7 @@ class Bench:
         shared: Shared,
         since: float,
         until: float,
-        projection: MemoryProjection,
+        projection: MemoryStore,
         worker_rss: list[tuple[float, float]],
         broker_rss: list[tuple[float, float]],
     ) -> Row:

@@ -24,7 +24,7 @@ from memstream.models.codec import InvalidEvent, decode_event, encode_event
 from memstream.models.events import Event, MemoryAdded, MemoryChange
 from memstream.models.session import session_key
 from memstream.models.settings import Settings
-from memstream.projections.memories import MemoryProjection
+from memstream.projections.memories import MemoryStore
 from memstream.streams.archive import (
     archive_positions,
     archived_topics,
@@ -171,7 +171,7 @@ def archive_caught_up(settings: Settings) -> bool:
     return all(archived.get((tp.topic, tp.partition), 0) == end for tp, end in ends.items())
 
 
-def wait_until_projected(settings: Settings, projection: MemoryProjection, timeout_s: float = 60) -> None:
+def wait_until_projected(settings: Settings, projection: MemoryStore, timeout_s: float = 60) -> None:
     """Wait until the projection has applied every memory, change and access event in the
     log (the rows record the offsets they took), so a comparison with a replay is not a race
     with a busy projector (it writes access counts every ``access_flush_interval_s``).

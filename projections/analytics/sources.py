@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import lancedb
@@ -12,9 +13,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from memstream.models.settings import Settings
+from memstream.models.topics import user_partition
 from memstream.projections.archive_format import SCHEMA as ARCHIVE_SCHEMA
 from memstream.projections.archive_format import live_archive_dir
-from memstream.projections.memories import DEFAULT_TABLE, VIEW_COLUMNS, memory_schema, user_key
+from memstream.projections.memories import (
+    DEFAULT_TABLE,
+    VIEW_COLUMNS,
+    memory_schema,
+    partition_table,
+    user_key,
+)
 from memstream.projections.shadow import live_name
 
 
@@ -30,18 +38,31 @@ def _memory_arrow_schema() -> pa.Schema:
 
 
 def _memory_rows(settings: Settings, user_id: str | None) -> pa.Table:
-    """The live memory table's rows (every status, no vectors), one user's when given.
+    """The live memory projection's rows (every status, no vectors), one user's when given:
+    every partition's table, or the user's partition's.
 
-    The table is opened with LanceDB itself: no embedder, no model load. The user's rows are
-    selected by the digest of the id (code-made SQL, as in the projection), then checked
+    The tables are opened with LanceDB itself: no embedder, no model load. The user's rows
+    are selected by the digest of the id (code-made SQL, as in the projection), then checked
     once more by equality in pyarrow.
     """
     schema = _memory_arrow_schema()
-    name = live_name(settings.lancedb_dir, "memories", DEFAULT_TABLE)
     if not settings.lancedb_dir.is_dir():
         return schema.empty_table()
+    base = live_name(settings.lancedb_dir, "memories", DEFAULT_TABLE)
+    partitions = (
+        [user_partition(user_id, settings.partitions)]
+        if user_id is not None
+        else range(settings.partitions)
+    )
+    db = lancedb.connect(settings.lancedb_dir)
+    parts = [_table_rows(db, partition_table(base, p), user_id, schema) for p in partitions]
+    return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+def _table_rows(db: Any, name: str, user_id: str | None, schema: pa.Schema) -> pa.Table:
+    """The rows of one memory table in the views' columns (none if it does not exist)."""
     try:
-        table = lancedb.connect(settings.lancedb_dir).open_table(name)
+        table = db.open_table(name)
     except (ValueError, FileNotFoundError):
         return schema.empty_table()
     present = [c for c in VIEW_COLUMNS if c in table.schema.names]

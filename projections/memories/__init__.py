@@ -6,7 +6,10 @@ Modules, each one part of it:
 * :mod:`~memstream.projections.memories.index`: the ``MemoryIndex`` port, what readers and
   writers of memories rely on.
 * :mod:`~memstream.projections.memories.table`: :class:`MemoryProjection`, the LanceDB
-  adapter of the port, composed of the parts below.
+  adapter of the port for one table, composed of the parts below.
+* :mod:`~memstream.projections.memories.partitioned`: :class:`PartitionedMemories`, the
+  projection as one such table per topic partition (what the workers write and the service
+  reads).
 * :mod:`~memstream.projections.memories.connection`: opening the table, checking its schema
   version and embedding model, following the live table, lookups by memory key.
 * :mod:`~memstream.projections.memories.writer`: batched, retried, checked ``merge_insert``
@@ -27,7 +30,7 @@ from memstream.projections.memories.cache import (
     METADATA_CACHE_BYTES,
     cache_session,
 )
-from memstream.projections.memories.connection import KEY_LOOKUP_CHUNK
+from memstream.projections.memories.connection import KEY_LOOKUP_CHUNK, partition_table
 from memstream.projections.memories.errors import (
     EmbeddingModelMismatch,
     EncryptedContentError,
@@ -41,6 +44,7 @@ from memstream.projections.memories.hybrid import (
     fuse,
 )
 from memstream.projections.memories.index import MemoryIndex
+from memstream.projections.memories.partitioned import MemoryStore, PartitionedMemories
 from memstream.projections.memories.records import (
     MemoryHit,
     MemoryRecord,
@@ -77,6 +81,8 @@ __all__ = [
     "MemoryIndex",
     "MemoryProjection",
     "MemoryRecord",
+    "MemoryStore",
+    "PartitionedMemories",
     "ProjectionOutdated",
     "ProjectionWriteError",
     "SearchFilters",
@@ -85,6 +91,7 @@ __all__ = [
     "fuse",
     "memory_key",
     "memory_schema",
+    "partition_table",
     "search_text",
     "session_filter_key",
     "user_key",

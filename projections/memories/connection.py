@@ -38,6 +38,18 @@ log = logging.getLogger(__name__)
 KEY_LOOKUP_CHUNK = 5_000
 
 
+def partition_table(base: str, partition: int | None) -> str:
+    """The table of one topic partition's memories in a projection named ``base``
+    (``memories-p3``); ``base`` itself for a table of every partition.
+
+    Examples
+    --------
+    >>> partition_table("memories", 3), partition_table("memories", None)
+    ('memories-p3', 'memories')
+    """
+    return base if partition is None else f"{base}-p{partition}"
+
+
 class TableConnection:
     """The table a projection reads and writes, opened on first use (None before the first
     write); the parameters are :class:`~memstream.projections.memories.table.MemoryProjection`'s."""
@@ -48,6 +60,7 @@ class TableConnection:
         embedder: Embedder,
         table_name: str | None = None,
         *,
+        partition: int | None = None,
         vector_index_min_rows: int | None = None,
         keep_versions_for: timedelta = timedelta(minutes=1),
         read_consistency_interval: timedelta | None = timedelta(0),
@@ -56,7 +69,10 @@ class TableConnection:
     ) -> None:
         self.db_dir = Path(db_dir)
         self.follows_live_table = table_name is None
-        table_name = live_name(self.db_dir, "memories", DEFAULT_TABLE) if table_name is None else table_name
+        #: The topic partition whose memories the table holds (None: every partition's).
+        self.partition = partition
+        base = live_name(self.db_dir, "memories", DEFAULT_TABLE) if table_name is None else table_name
+        table_name = partition_table(base, partition)
         if not _TABLE_NAME.fullmatch(table_name):
             raise ValueError(f"invalid table name {table_name!r}")
         self.embedder = embedder
@@ -106,7 +122,7 @@ class TableConnection:
         if stamp == self._pointer_stamp:
             return False
         self._pointer_stamp = stamp
-        name = live_name(self.db_dir, "memories", DEFAULT_TABLE)
+        name = partition_table(live_name(self.db_dir, "memories", DEFAULT_TABLE), self.partition)
         if name == self.table_name:
             return False
         with self._lock:

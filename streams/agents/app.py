@@ -46,6 +46,7 @@ from memstream.streams.agents.session import SessionAgent
 from memstream.streams.agents.session_table import IdleTracker, SessionStore
 from memstream.streams.archive import run_archive_sink
 from memstream.streams.projector.memories import ProjectorProgress, run_memory_projector
+from memstream.streams.projector.ownership import Ownership
 from memstream.streams.runtime.deadletters import DeadLetterSink
 from memstream.streams.runtime.health import (
     ComponentReport,
@@ -223,14 +224,27 @@ def create_app(
         progress=progress if "projector" in roles else None,
     )
 
+    # The projector writes the partitions whose spans this worker decides (or whose chat it
+    # folds): the decisions read tables their own process keeps caught up.
+    ownership = Ownership(
+        settings.partitions,
+        topics.consolidation
+        if "extraction" in roles
+        else topics.chat
+        if "sessions" in roles
+        else None,
+    )
+    app.on_partitions_assigned.connect(ownership.on_assigned)  # type: ignore[arg-type]
+
     async def project_memories(health: ComponentReport) -> None:
-        """Project memory events into LanceDB (single writer, tracks its own offsets); started
-        again after a crash (it resumes from the offsets its rows record)."""
+        """Project memory events into LanceDB, the owned partitions' tables (one writer per
+        partition; it tracks its own offsets); started again after a crash (it resumes from
+        the offsets its rows record)."""
         await supervise(
             "projector",
             lambda: run_memory_projector(
                 settings, progress=progress, log_intact=watch.verifier(), report=report,
-                keys=keys,
+                keys=keys, ownership=ownership,
             ),
             report=report,
         )

@@ -21,7 +21,7 @@ from memstream.models.events import (
 )
 from memstream.models.vectors import pack_vector
 from memstream.projections.embedder import Embedder
-from memstream.projections.memories import MemoryProjection, search_text
+from memstream.projections.memories import MemoryStore, search_text
 
 #: Default importance at or above which a memory goes straight to long-term (seed 2).
 LONG_TERM_IMPORTANCE = 0.8
@@ -47,7 +47,7 @@ class MemoryDecider:
     before deciding (see ``ExtractionAgent.projection_holds_the_log``).
     """
 
-    projection: MemoryProjection
+    projection: MemoryStore
     embedder: Embedder
     long_term_importance: float = LONG_TERM_IMPORTANCE
     neighbours: int = 5

@@ -1,14 +1,17 @@
 """The memory projector: the single writer that projects the memories and accesses topics
 into LanceDB, and runs the tier keeper beside it.
 
-It is a plain consumer with no consumer group: it reads every partition of both topics and
-resumes from the source offsets stored in the LanceDB rows themselves (the projection's
+The projection has one table per partition of the topics
+(:class:`~memstream.projections.memories.PartitionedMemories`). The projector is a plain
+consumer with no consumer group of its own: it reads the partitions of both topics its worker
+owns (the worker's Faust assignment: :mod:`memstream.streams.projector.ownership`), and
+resumes each from the source offsets stored in that partition's rows (the projection's
 tracking records: :meth:`MemoryProjection.positions` for memory events,
 :meth:`MemoryProjection.access_positions` for retrievals), so a crash between a write and a
-commit cannot lose or double anything, and every data directory holds a complete projection.
-An advisory lock on the data directory keeps it to one writer per table when several workers
-share a machine. Every write goes through the one loop below, so memory changes and access
-counts never race on a row.
+commit cannot lose or double anything, and a partition that moves to another worker is taken
+up where its table stands. An advisory lock per partition table keeps it to one writer when
+several workers share a data directory. Every write goes through the one loop below, so
+memory changes and access counts never race on a row.
 
 A retrieval names memories the retriever found in a projection, so they are earlier in the
 memories log than the retrieval is in the accesses log. A replay reads both topics at once and
@@ -46,6 +49,8 @@ from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import (
     DEFAULT_TABLE,
     MemoryProjection,
+    MemoryStore,
+    PartitionedMemories,
     SourcePosition,
 )
 from memstream.projections.shadow import live_name
@@ -57,6 +62,7 @@ from memstream.streams.agents.boundary import (
     StateReport,
 )
 from memstream.streams.agents.decoding import decode_opened
+from memstream.streams.projector.ownership import Ownership, partition_lock
 from memstream.streams.projector.tiers import run_tier_keeper, scan_interval
 from memstream.streams.runtime.deadletters import DeadLetterSink
 from memstream.streams.runtime.keys import BatchKeys, KeyStore, keystore_from_settings
@@ -159,15 +165,19 @@ async def run_memory_projector(
     log_intact: Callable[[], Awaitable[bool]] | None = None,
     report: StateReport | None = None,
     keys: KeyStore | None = None,
+    ownership: Ownership | None = None,
 ) -> None:
     """Project memory and access events into LanceDB until cancelled (or ``stop`` is set).
 
-    It writes the live table (:func:`memstream.projections.shadow.live_name`); when a replay
-    swaps a rebuilt table in, it finishes its batch, reopens on the new table and resumes
-    from that table's own positions.
+    It writes the live projection, one table per partition
+    (:class:`~memstream.projections.memories.PartitionedMemories`), and of those only the
+    partitions ``ownership`` says this worker owns (every one without it), holding each
+    partition's lock file while it writes it. When a replay swaps a rebuilt projection in,
+    or a rebalance changes the owned partitions, it finishes its batch and starts again on
+    the new ones, each from the positions its table holds.
 
     With ``tiers`` (the default) the tier keeper (:mod:`memstream.streams.projector.tiers`) runs in
-    the same process, on the projection this writes, and publishes its promotions and
+    the same process, on the partitions this writes, and publishes its promotions and
     expiries with the projector's producer. It scans only while the projection is caught up
     with the log, so a replay or a restart never acts on a half-built projection.
     ``progress`` is marked whenever it is caught up; ``report`` is told when it retries a
@@ -176,17 +186,21 @@ async def run_memory_projector(
     nothing fetched is applied and the projector stops.
     """
     stop = stop or asyncio.Event()
-    lock = WriterLock(settings.lancedb_dir / ".projector.lock")
-    while not lock.try_acquire():
-        log.info("projector: another process writes %s; waiting", settings.lancedb_dir)
-        await asyncio.sleep(5)
-    try:
-        embedder = await asyncio.to_thread(embedder_from_settings, settings)
-        while not stop.is_set():
+    ownership = ownership or Ownership(settings.partitions)
+    embedder = await asyncio.to_thread(embedder_from_settings, settings)
+    while not stop.is_set():
+        owned = await ownership.known()
+        locks = await _lock_partitions(settings, owned, ownership, stop)
+        if locks is None:
+            continue  # the owned partitions changed while waiting for a lock
+        try:
             table = live_table(settings)
-            projection = MemoryProjection(settings.lancedb_dir, embedder, table)
+            projection = PartitionedMemories.from_settings(settings, embedder, table, owned=owned)
+            projection.vector_donor = _unpartitioned(settings, embedder, table, projection)
             halt = asyncio.Event()
-            watcher = asyncio.create_task(_watch_live_table(settings, table, stop, halt))
+            watcher = asyncio.create_task(
+                _watch_spell(settings, table, owned, ownership, stop, halt)
+            )
             try:
                 await _project_table(
                     settings,
@@ -202,8 +216,40 @@ async def run_memory_projector(
                 watcher.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await watcher
-    finally:
-        lock.release()
+        finally:
+            for lock in locks:
+                lock.release()
+
+
+async def _lock_partitions(
+    settings: Settings, owned: frozenset[int], ownership: Ownership, stop: asyncio.Event
+) -> list[WriterLock] | None:
+    """The lock of every owned partition's table, waiting for another process (the previous
+    owner finishing its batch) to let go; None if the ownership changed meanwhile."""
+    locks: list[WriterLock] = []
+    for partition in sorted(owned):
+        lock = WriterLock(partition_lock(settings, partition))
+        while not lock.try_acquire():
+            if ownership.owned != owned or stop.is_set():
+                for held in locks:
+                    held.release()
+                return None
+            log.info("projector: another process writes partition %d; waiting", partition)
+            await asyncio.sleep(1)
+        locks.append(lock)
+    return locks
+
+
+def _unpartitioned(
+    settings: Settings, embedder: Any, table: str, projection: PartitionedMemories
+) -> MemoryProjection | None:
+    """The table of every partition a data directory held before the projection was
+    partitioned, when its partitions' tables are still to be built: they take its vectors
+    (rebuilt from the log, nothing embedded again). None otherwise."""
+    if projection.exists():
+        return None
+    old = MemoryProjection(settings.lancedb_dir, embedder, table)
+    return old if old.exists() else None
 
 
 def live_table(settings: Settings) -> str:
@@ -211,22 +257,34 @@ def live_table(settings: Settings) -> str:
     return live_name(settings.lancedb_dir, "memories", DEFAULT_TABLE)
 
 
-async def _watch_live_table(
-    settings: Settings, table: str, stop: asyncio.Event, halt: asyncio.Event
+async def _watch_spell(
+    settings: Settings,
+    table: str,
+    owned: frozenset[int],
+    ownership: Ownership,
+    stop: asyncio.Event,
+    halt: asyncio.Event,
 ) -> None:
-    """Set ``halt`` once ``stop`` is set or a replay swapped another table in."""
+    """Set ``halt`` once ``stop`` is set, a replay swapped another projection in, or the
+    owned partitions changed."""
     while not stop.is_set():
         if live_table(settings) != table:
             log.info("projector: a replay swapped in table %r", live_table(settings))
             break
+        if ownership.owned != owned:
+            log.info(
+                "projector: now owns partitions %s (was %s)",
+                sorted(ownership.owned or ()), sorted(owned),
+            )
+            break
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=1.0)
+            await asyncio.wait_for(stop.wait(), timeout=0.5)
     halt.set()
 
 
 async def _project_table(
     settings: Settings,
-    projection: MemoryProjection,
+    projection: PartitionedMemories,
     stop: asyncio.Event,
     *,
     tiers: bool,
@@ -250,6 +308,7 @@ async def _project_table(
         await consumer.start()
         partitions = await _assigned_partitions(consumer, topics.memories)
         partitions += await _assigned_partitions(consumer, topics.accesses)
+        partitions = [tp for tp in partitions if tp.partition in projection.owned]
         starts, shortfalls = await _positions(settings, projection, partitions)
         for shortfall in shortfalls:
             log.error("projector: %s", shortfall.explain())
@@ -322,7 +381,7 @@ class ProjectionPastLog:
 
 
 async def _positions(
-    settings: Settings, projection: MemoryProjection, partitions: list[TopicPartition]
+    settings: Settings, projection: MemoryStore, partitions: list[TopicPartition]
 ) -> tuple[dict[TopicPartition, int], list[ProjectionPastLog]]:
     """Where the projection left each partition, and the partitions whose log is shorter."""
     positions = await asyncio.to_thread(projection.positions)
@@ -391,7 +450,7 @@ class _Projector:
         settings: Settings,
         consumer: AIOKafkaConsumer,
         producer: EventPublisher | None,
-        projection: MemoryProjection,
+        projection: MemoryStore,
         starts: Mapping[TopicPartition, int],
         caught_up: asyncio.Event,
         *,

@@ -39,7 +39,7 @@ from datetime import UTC, datetime, timedelta
 
 from memstream.models.events import Event, MemoryExpired, MemoryPromoted, derived_id
 from memstream.models.settings import Settings
-from memstream.projections.memories import MemoryProjection
+from memstream.projections.memories import MemoryStore
 from memstream.streams.runtime.publisher import EventPublisher
 from memstream.streams.runtime.topics import Topics
 
@@ -73,7 +73,7 @@ class TierKeeper:
     """
 
     settings: Settings
-    projection: MemoryProjection
+    projection: MemoryStore
     #: Seals the events with their users' keys (never new ones) and sends them.
     publisher: EventPublisher
     #: Where the events go; the memories topic by default.
@@ -151,7 +151,7 @@ class TierKeeper:
 
 async def run_tier_keeper(
     settings: Settings,
-    projection: MemoryProjection,
+    projection: MemoryStore,
     publisher: EventPublisher,
     *,
     topic: str | None = None,

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     # Built on first use: a command that needs none of them (``memstream broker``) never
     # loads LanceDB or the model.
     from memstream.projections.embedder import Embedder
-    from memstream.projections.memories import MemoryIndex, MemoryProjection
+    from memstream.projections.memories import MemoryIndex, PartitionedMemories
 
 __all__ = ["Container"]
 
@@ -79,18 +79,18 @@ class Container:
                 self.projection = self.memory_table()
             return self.projection
 
-    def memory_table(self, table: str | None = None) -> MemoryProjection:
-        """A LanceDB memory table of the data directory: the live one (None), or another by
-        name (a re-extraction's), which must exist.
+    def memory_table(self, table: str | None = None) -> PartitionedMemories:
+        """A memory projection of the data directory, one LanceDB table per partition: the
+        live one (None), or another by name (a re-extraction's), which must exist.
 
         Raises
         ------
         LookupError
-            No table of that name.
+            No projection of that name.
         """
-        from memstream.projections.memories import MemoryProjection
+        from memstream.projections.memories import PartitionedMemories
 
-        projection = MemoryProjection(self.settings.lancedb_dir, self.embedder(), table)
+        projection = PartitionedMemories.from_settings(self.settings, self.embedder(), table)
         if table is not None and not projection.exists():
             raise LookupError(f"no memory table {table!r} in {self.settings.lancedb_dir}")
         return projection

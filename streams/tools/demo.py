@@ -11,7 +11,7 @@ from importlib import resources
 
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
-from memstream.projections.memories import MemoryIndex, MemoryProjection
+from memstream.projections.memories import MemoryIndex, PartitionedMemories
 from memstream.projections.retrieval import Retriever
 from memstream.streams.runtime.broker import EmbeddedBroker, broker_reachable
 from memstream.streams.runtime.worker import WorkerProcess, worker_healthy
@@ -83,7 +83,7 @@ def run_demo(settings: Settings, timeout_s: float = 120.0) -> int:
         print(f"published {published} chat events: {len(sessions)} users, "
               f"{sum(map(len, sessions.values()))} sessions")
 
-        projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
+        projection = PartitionedMemories.from_settings(settings, embedder_from_settings(settings))
         if not wait_for_sessions(projection, sessions, timeout_s):
             print(f"error: memories did not appear within {timeout_s:.0f} s")
             return 1

@@ -133,8 +133,9 @@ def _wait(check: Callable[[], bool], timeout_s: float) -> bool:
 
 
 def erase_lancedb(settings: Settings, user_id: str, *, skip: str | None) -> dict[str, int]:
-    """Remove the user from every memory table but ``skip`` (the projector's), files and
-    older versions included (:meth:`MemoryProjection.erase_user`); rows removed per table."""
+    """Remove the user from every memory table but those of the projection ``skip`` (the
+    projectors', one table per partition), files and older versions included
+    (:meth:`MemoryProjection.erase_user`); rows removed per table."""
     import lancedb
 
     from memstream.projections.embedder import embedder_from_settings
@@ -150,8 +151,16 @@ def erase_lancedb(settings: Settings, user_id: str, *, skip: str | None) -> dict
     embedder = embedder_from_settings(settings)
     db = lancedb.connect(directory)
     removed: dict[str, int] = {}
-    for name in db.list_tables().tables:
-        if name == skip:
+    names: list[str] = []
+    page_token: str | None = None
+    while True:  # list_tables() is paginated
+        page = db.list_tables(page_token=page_token)
+        names += page.tables
+        page_token = page.page_token
+        if not page_token:
+            break
+    for name in names:
+        if skip is not None and (name == skip or re.fullmatch(rf"{re.escape(skip)}-p\d+", name)):
             continue
         with warnings.catch_warnings():
             # Dropping every older version is the point: they still hold the user's rows.
@@ -330,19 +339,24 @@ async def erase(
             f"an erasure reason is a short code ({CODE_PATTERN}), not free text: it stays "
             "readable in the log after the user's key is gone"
         )
+    from memstream.models.topics import user_partition
     from memstream.projections.embedder import embedder_from_settings
-    from memstream.projections.memories import MemoryProjection, user_key
+    from memstream.projections.memories import PartitionedMemories, user_key
     from memstream.streams.projector.memories import WriterLock, live_table
+    from memstream.streams.projector.ownership import partition_lock
     from memstream.streams.runtime.keys import keystore_from_settings
 
     receipt = ErasureReceipt(
         user_key=user_key(user_id), erasure_id=uuid.uuid4().hex, started_at=datetime.now(UTC)
     )
     live = live_table(settings)
-    lock = WriterLock(settings.lancedb_dir / ".projector.lock")
+    # The writer of the user's partition (a worker that owns it) holds its lock.
+    lock = WriterLock(partition_lock(settings, user_partition(user_id, settings.partitions)))
     worker_running = not lock.try_acquire()
     try:
-        projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings), live)
+        projection = PartitionedMemories.from_settings(
+            settings, embedder_from_settings(settings), live
+        )
         rows_before = await asyncio.to_thread(projection.count, user_id) if worker_running else 0
         sessions_before = await sessions_held(settings, user_id)
         archived_before = await asyncio.to_thread(archived_records_of, settings, user_id)

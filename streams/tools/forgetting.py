@@ -57,7 +57,7 @@ from memstream.streams.runtime.topics import Topics
 # The command module builds its parser (add_forget_command) on every `memstream` call: LanceDB
 # and aiokafka (1.3 s to import) are imported where they are used, as streams/cli.py does.
 if TYPE_CHECKING:
-    from memstream.projections.memories import MemoryProjection
+    from memstream.projections.memories import MemoryStore, PartitionedMemories
     from memstream.streams.service.container import Container
 
 log = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ class ForgetReport:
 
 def plan_forgetting(
     settings: Settings,
-    projection: MemoryProjection,
+    projection: MemoryStore,
     now: datetime,
     *,
     user_id: str | None = None,
@@ -112,7 +112,7 @@ async def forget(
     dry_run: bool,
     user_id: str | None = None,
     now: datetime | None = None,
-    projection: MemoryProjection | None = None,
+    projection: MemoryStore | None = None,
     keys: KeyStore | None = None,
     publisher: EventPublisher | None = None,
 ) -> ForgetReport:
@@ -180,11 +180,11 @@ async def forget(
     )
 
 
-def _live_projection(settings: Settings) -> MemoryProjection:
+def _live_projection(settings: Settings) -> PartitionedMemories:
     from memstream.projections.embedder import embedder_from_settings
-    from memstream.projections.memories import MemoryProjection
+    from memstream.projections.memories import PartitionedMemories
 
-    return MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
+    return PartitionedMemories.from_settings(settings, embedder_from_settings(settings))
 
 
 def cmd_forget(args: argparse.Namespace, container: Container) -> int:

@@ -38,7 +38,7 @@ from memstream.models.events import (
 from memstream.models.extraction import Extractor
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
-from memstream.projections.memories import MemoryProjection, SourcePosition
+from memstream.projections.memories import PartitionedMemories, SourcePosition
 from memstream.streams.agents.consolidation import extraction_failure, record_extraction
 from memstream.streams.agents.decisions import MemoryDecider
 from memstream.streams.runtime.keys import KeyStore, keystore_from_settings, open_event
@@ -98,7 +98,7 @@ async def reextract(
     topic = f"{topics.memories}.{label}"
     table = f"memories-{label}"
     embedder = await asyncio.to_thread(embedder_from_settings, settings)
-    projection = MemoryProjection(settings.lancedb_dir, embedder, table)
+    projection = PartitionedMemories.from_settings(settings, embedder, table)
     if projection.exists():
         raise LabelInUse(f"table {table!r} exists: choose another --label")
     keys = keystore_from_settings(settings)

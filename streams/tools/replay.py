@@ -31,7 +31,8 @@ from memstream.projections.embedder import Embedder, embedder_from_settings
 from memstream.projections.memories import (
     VIEW_COLUMNS,
     EmbeddingModelMismatch,
-    MemoryProjection,
+    MemoryStore,
+    PartitionedMemories,
     ProjectionOutdated,
 )
 from memstream.projections.shadow import shadow_name, swap_in
@@ -75,7 +76,7 @@ class MemoryReplay:
         return self.live_fingerprint == self.fingerprint
 
 
-def memories_fingerprint(projection: MemoryProjection) -> Fingerprint:
+def memories_fingerprint(projection: MemoryStore) -> Fingerprint:
     """The fingerprint of the memory projection's current view (every row, every status)."""
     return fingerprint("memories", projection.view_rows(VIEW_COLUMNS), VIEW_COLUMNS)
 
@@ -97,10 +98,10 @@ async def rebuild_memories(
     table: str,
     *,
     embedder: Embedder | None = None,
-    donor: MemoryProjection | None = None,
+    donor: PartitionedMemories | None = None,
     until: datetime | None = None,
     progress: Progress | None = None,
-) -> tuple[MemoryProjection, int, int]:
+) -> tuple[PartitionedMemories, int, int]:
     """Project both topics into ``table`` up to their current ends; return the projection,
     the records read and the records that were not valid events.
 
@@ -119,7 +120,7 @@ async def rebuild_memories(
     """
     if embedder is None:
         embedder = await asyncio.to_thread(embedder_from_settings, settings)
-    projection = MemoryProjection(settings.lancedb_dir, embedder, table)
+    projection = PartitionedMemories.from_settings(settings, embedder, table)
     projection.vector_donor = donor
     # Bigger batches than live: nobody waits on a replay's individual events.
     settings = settings.model_copy(
@@ -204,7 +205,7 @@ async def replay_memories(
         _pending_path(settings).write_text(table + "\n", encoding="utf-8")
     embedder = await asyncio.to_thread(embedder_from_settings, settings)
     live = live_table(settings)
-    live_projection = MemoryProjection(settings.lancedb_dir, embedder, live)
+    live_projection = PartitionedMemories.from_settings(settings, embedder, live)
     projection, records, invalid = await rebuild_memories(
         settings,
         table,
@@ -238,7 +239,7 @@ async def replay_memories(
     )
 
 
-def _readable(projection: MemoryProjection) -> bool:
+def _readable(projection: PartitionedMemories) -> bool:
     """Whether a table exists and this memstream can read it (a table of an older schema or
     another embedding model is exactly what a replay replaces)."""
     try:
@@ -255,7 +256,7 @@ async def verify_memories(settings: Settings, *, progress: Progress | None = Non
     The live projector should be caught up (or stopped) for the two to be comparable.
     """
     embedder = await asyncio.to_thread(embedder_from_settings, settings)
-    live = MemoryProjection(settings.lancedb_dir, embedder, live_table(settings))
+    live = PartitionedMemories.from_settings(settings, embedder, live_table(settings))
     scratch = shadow_name("memories-verify")
     projection, _, _ = await rebuild_memories(
         settings,

@@ -21,7 +21,7 @@ from harness import archive_caught_up, cli, wait_for
 from memstream.models.codec import encode_event
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
-from memstream.projections.memories import MemoryProjection
+from memstream.projections.memories import MemoryStore, PartitionedMemories
 from memstream.streams.archive import archive_positions, live_archive_dir
 from memstream.streams.client import MemoryClient
 from memstream.streams.runtime.broker import EmbeddedBroker, free_port
@@ -36,7 +36,7 @@ REFUSED = [("user", "I prefer night trains over flights."), ("assistant", "Noted
 ELSEWHERE = [("user", "My sister Clara lives in Gdańsk."), ("assistant", "Nice.")]
 
 
-def remembered(projection: MemoryProjection, user: str, word: str) -> bool:
+def remembered(projection: MemoryStore, user: str, word: str) -> bool:
     return any(word in m.content for m in projection.list_memories(user))
 
 
@@ -63,7 +63,7 @@ def test_after_a_broker_loss_writes_are_refused_or_kept_and_restored_never_ackno
     port = free_port()
     first = EmbeddedBroker(port, log_dir=tmp_path / "broker").start()
     settings = settings_factory(broker=first.address, web_port=free_port(), archive_flush_s=0.5)
-    projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
+    projection = PartitionedMemories.from_settings(settings, embedder_from_settings(settings))
     worker = WorkerProcess(settings, log_path=tmp_path / "worker-1.log").start()
     client = MemoryClient(settings)
     second: EmbeddedBroker | None = None

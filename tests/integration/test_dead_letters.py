@@ -20,7 +20,7 @@ from memstream.models.codec import encode_event
 from memstream.models.events import MemoryAdded
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
-from memstream.projections.memories import MemoryProjection
+from memstream.projections.memories import PartitionedMemories
 from memstream.streams.cli import main
 from memstream.streams.runtime.broker import free_port
 from memstream.streams.runtime.keys import KeyStore, keystore_from_settings, seal_event
@@ -127,7 +127,7 @@ def test_a_thousand_malformed_records_are_dead_lettered_and_valid_events_all_pro
     order = iter(valid)
     mixed = [next(order) if r in valid else r for r in mixed]
 
-    projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
+    projection = PartitionedMemories.from_settings(settings, embedder_from_settings(settings))
     worker = WorkerProcess(settings, log_path=tmp_path / "worker.log").start()
     try:
         pid = worker._process.pid  # type: ignore[union-attr]

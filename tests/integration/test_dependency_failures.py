@@ -23,7 +23,7 @@ from harness import wait_for
 
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
-from memstream.projections.memories import MemoryProjection
+from memstream.projections.memories import MemoryStore, PartitionedMemories
 from memstream.streams.runtime.broker import EmbeddedBroker, free_port
 from memstream.streams.runtime.worker import WorkerProcess, worker_readiness
 from memstream.streams.tools.dlq import dead_letters
@@ -41,7 +41,7 @@ def sessions(prefix: str, count: int) -> list:
     ]
 
 
-def everyone_remembered(projection: MemoryProjection, prefix: str, count: int) -> bool:
+def everyone_remembered(projection: MemoryStore, prefix: str, count: int) -> bool:
     return all(projection.list_memories(f"{prefix}{n}") for n in range(count))
 
 
@@ -64,7 +64,7 @@ def test_a_frozen_broker_is_waited_out_and_nothing_is_skipped_or_dead_lettered(
 ) -> None:
     broker = EmbeddedBroker(free_port(), log_dir=tmp_path / "broker").start()
     settings = settings_factory(broker=broker.address, web_port=free_port())
-    projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
+    projection = PartitionedMemories.from_settings(settings, embedder_from_settings(settings))
     worker = WorkerProcess(settings, log_path=tmp_path / "worker.log").start()
     try:
         pid = worker.pid
@@ -94,7 +94,7 @@ def test_a_store_that_refuses_writes_is_retried_until_it_takes_them_and_nothing_
     settings_factory: SettingsFactory, tmp_path: Path
 ) -> None:
     settings = settings_factory(web_port=free_port())
-    projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
+    projection = PartitionedMemories.from_settings(settings, embedder_from_settings(settings))
     log = tmp_path / "worker.log"
     worker = WorkerProcess(settings, log_path=log).start()
     try:

@@ -20,7 +20,7 @@ from memstream.models.events import UserErased
 from memstream.models.session import SessionState, session_key
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
-from memstream.projections.memories import MemoryProjection
+from memstream.projections.memories import PartitionedMemories
 from memstream.streams.client import MemoryClient
 from memstream.streams.runtime.broker import free_port
 from memstream.streams.runtime.keys import FileKeyStore
@@ -105,7 +105,7 @@ def test_content_is_sealed_everywhere_and_an_erased_user_never_comes_back(
     settings = settings_factory(web_port=free_port())
     topics = Topics.from_settings(settings)
     keys = FileKeyStore(settings.keys_dir)
-    projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
+    projection = PartitionedMemories.from_settings(settings, embedder_from_settings(settings))
     with WorkerProcess(settings, log_path=tmp_path / "worker.log"):
         with MemoryClient(settings) as memory:
             memory.add(ANN_CHAT, user_id="ann")

@@ -12,7 +12,7 @@ from harness import wait_for
 
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
-from memstream.projections.memories import MemoryProjection
+from memstream.projections.memories import MemoryStore, PartitionedMemories
 from memstream.streams.runtime.broker import free_port
 from memstream.streams.runtime.deadletters import DeadLetter
 from memstream.streams.runtime.keys import keystore_from_settings
@@ -41,7 +41,7 @@ BOB = [
 
 
 def wait_for_memories(
-    projection: MemoryProjection, expected: dict[str, set[str]], timeout_s: float = 90
+    projection: MemoryStore, expected: dict[str, set[str]], timeout_s: float = 90
 ) -> None:
     """Wait until every user in ``expected`` has memories of each of its sessions."""
     wait_for(
@@ -86,7 +86,7 @@ def test_conversations_become_searchable_memories_scoped_to_their_user(
         asyncio.run(publish_raw(settings, malformed))  # bad events between good ones
         asyncio.run(publish_events(settings, events[4:]))
 
-        projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
+        projection = PartitionedMemories.from_settings(settings, embedder_from_settings(settings))
         wait_for_memories(projection, {"alice": {"trip", "later"}, "bob": {"intro"}})
         assert worker_healthy(settings), "a malformed event must not take the worker down"
 

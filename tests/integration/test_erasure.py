@@ -15,7 +15,7 @@ from harness import archive_caught_up, cli, publish_unchecked, wait_for
 from memstream.models.events import MessageAdded
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
-from memstream.projections.memories import MemoryProjection
+from memstream.projections.memories import PartitionedMemories
 from memstream.streams.archive import archived_topics
 from memstream.streams.client import MemoryClient
 from memstream.streams.runtime.broker import free_port
@@ -71,7 +71,7 @@ def test_erasure_leaves_no_trace_of_the_user_in_any_store(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     settings = settings_factory(web_port=free_port(), max_content_chars=400)
-    projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
+    projection = PartitionedMemories.from_settings(settings, embedder_from_settings(settings))
     oversized = MessageAdded(
         event_id="zed/open/too-long", user_id="zed", session_id="open",
         occurred_at=conversation("zed", "open", [])[0].occurred_at,

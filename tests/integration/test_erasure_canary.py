@@ -44,7 +44,7 @@ from memstream.models.events import (
 from memstream.models.settings import Settings
 from memstream.projections.analytics import REPORTS, VIEWS, Scope, run_report, run_sql
 from memstream.projections.embedder import embedder_from_settings
-from memstream.projections.memories import MemoryProjection
+from memstream.projections.memories import PartitionedMemories
 from memstream.streams.archive import (
     archive_directories,
     archive_files,
@@ -348,7 +348,7 @@ def test_no_canary_survives_an_erasure_anywhere(
 ) -> None:
     settings = settings_factory(web_port=free_port(), max_content_chars=400)
     topics = Topics.from_settings(settings)
-    projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
+    projection = PartitionedMemories.from_settings(settings, embedder_from_settings(settings))
 
     def mine(include_inactive: bool = True) -> list[Any]:
         return projection.list_memories(USER, include_inactive=include_inactive)

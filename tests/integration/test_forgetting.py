@@ -40,7 +40,7 @@ from memstream.models.events import (
     derived_id,
 )
 from memstream.models.settings import Settings
-from memstream.projections.memories import MemoryProjection, SearchFilters
+from memstream.projections.memories import MemoryStore, SearchFilters
 from memstream.streams.cli.command import settings_from_args
 from memstream.streams.client import AsyncMemoryClient
 from memstream.streams.runtime.keys import keystore_from_settings, open_event, seal_event
@@ -114,7 +114,7 @@ def sealed(settings: Settings, events: list[MemoryAdded]) -> list[Event]:
     return [e for e in (seal_event(event, keys) for event in events) if e is not None]
 
 
-def seed(settings: Settings) -> MemoryProjection:
+def seed(settings: Settings) -> MemoryStore:
     """Publish the memories (sealed) and ann/used's three retrievals; project them."""
     topics = Topics.from_settings(settings)
     asyncio.run(ensure_topics(settings))
@@ -123,7 +123,7 @@ def seed(settings: Settings) -> MemoryProjection:
     return project(settings)
 
 
-def project(settings: Settings) -> MemoryProjection:
+def project(settings: Settings) -> MemoryStore:
     """Bring the live table up to the end of the log, as the worker's projector would."""
     projection, _, invalid = asyncio.run(rebuild_memories(settings, "memories"))
     assert invalid == 0

@@ -36,7 +36,7 @@ from memstream.models.events import (
 )
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
-from memstream.projections.memories import MemoryProjection
+from memstream.projections.memories import PartitionedMemories
 from memstream.streams.runtime.broker import free_port
 from memstream.streams.runtime.keys import keystore_from_settings, seal_event
 from memstream.streams.runtime.topics import Topics, ensure_topics
@@ -117,7 +117,7 @@ def test_generated_hostile_records_between_valid_sessions_never_stop_a_partition
     for item in hostile:
         mixed.insert(rng.randrange(len(mixed) + 1), item)
 
-    projection = MemoryProjection(settings_.lancedb_dir, embedder_from_settings(settings_))
+    projection = PartitionedMemories.from_settings(settings_, embedder_from_settings(settings_))
     log_path = tmp / "worker.log"
     worker = WorkerProcess(settings_, log_path=log_path).start()
     pid = worker.pid

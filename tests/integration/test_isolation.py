@@ -19,7 +19,7 @@ from harness import open_sessions, wait_for
 
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
-from memstream.projections.memories import MemoryProjection, SearchFilters
+from memstream.projections.memories import PartitionedMemories, SearchFilters
 from memstream.streams.cli import main
 from memstream.streams.client import MemoryClient
 from memstream.streams.runtime.broker import free_port
@@ -82,7 +82,7 @@ def world(tmp_path_factory: pytest.TempPathFactory, broker_address: str, broker_
         web_port=free_port(), session_timeout_s=10.0, heartbeat_interval_s=2.0,
         web_token=TOKEN,
     )
-    projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
+    projection = PartitionedMemories.from_settings(settings, embedder_from_settings(settings))
     worker = WorkerProcess(settings, log_path=tmp / "worker.log").start()
     for user, turns in VICTIMS.items():
         asyncio.run(publish_events(settings, conversation(user, "trip", turns)))

@@ -15,7 +15,7 @@ from sealed import topic_events
 
 from memstream.models.events import ExtractionFailure, ExtractionRecorded
 from memstream.projections.embedder import embedder_from_settings
-from memstream.projections.memories import MemoryProjection
+from memstream.projections.memories import PartitionedMemories
 from memstream.streams.runtime.broker import free_port
 from memstream.streams.runtime.deadletters import DeadLetter
 from memstream.streams.runtime.keys import keystore_from_settings
@@ -56,7 +56,7 @@ def test_llm_extraction_is_recorded_with_usage_and_becomes_memories(settings_fac
         )
         with WorkerProcess(settings, log_path=tmp_path / "worker.log"):
             asyncio.run(publish_events(settings, events))
-            projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
+            projection = PartitionedMemories.from_settings(settings, embedder_from_settings(settings))
             wait_for(lambda: len(projection.list_memories("ann")) >= 3)
     finally:
         server.stop()

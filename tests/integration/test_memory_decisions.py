@@ -12,7 +12,7 @@ from harness import wait_for
 from memstream.models.codec import decode_event
 from memstream.models.events import MemoryReinforced, MemorySuperseded
 from memstream.projections.embedder import embedder_from_settings
-from memstream.projections.memories import MemoryProjection
+from memstream.projections.memories import PartitionedMemories
 from memstream.streams.runtime.broker import free_port
 from memstream.streams.runtime.keys import keystore_from_settings, open_event
 from memstream.streams.runtime.logreader import read_topic
@@ -34,7 +34,7 @@ def test_repeats_reinforce_and_corrections_supersede(settings_factory, tmp_path:
          ("user", "I prefer walking tours over bus tours.")],
         start=datetime(2026, 11, 9, 9, 0, tzinfo=UTC),
     )
-    projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
+    projection = PartitionedMemories.from_settings(settings, embedder_from_settings(settings))
     with WorkerProcess(settings, log_path=tmp_path / "worker.log"):
         asyncio.run(publish_events(settings, first))
         wait_for(lambda: projection.list_memories("ann"), "the first session's memories", 60)

@@ -27,7 +27,11 @@ from memstream.models.events import (
 from memstream.models.settings import Settings
 from memstream.models.upcasting import UNRECORDED_EXTRACTOR
 from memstream.projections.embedder import embedder_from_settings
-from memstream.projections.memories import MemoryProjection, MemoryRecord
+from memstream.projections.memories import (
+    MemoryRecord,
+    MemoryStore,
+    PartitionedMemories,
+)
 from memstream.projections.shadow import live_name
 from memstream.streams.client import MemoryClient
 from memstream.streams.runtime.broker import free_port
@@ -83,14 +87,14 @@ def retrieval(number: int, user_id: str, memory_id: str) -> MemoriesRetrieved:
     )
 
 
-def everything(projection: MemoryProjection, users: list[str]) -> list[MemoryRecord]:
+def everything(projection: MemoryStore, users: list[str]) -> list[MemoryRecord]:
     return [m for u in users for m in projection.list_memories(u, include_inactive=True)]
 
 
-def workload(settings: Settings, users: list[str], tmp_path: Path) -> MemoryProjection:
+def workload(settings: Settings, users: list[str], tmp_path: Path) -> MemoryStore:
     """Several users and sessions through a real worker: eviction chunks, duplicates,
     supersessions, promotions, expiries, deletions, access events and a malformed record."""
-    projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
+    projection = PartitionedMemories.from_settings(settings, embedder_from_settings(settings))
     topics = Topics.from_settings(settings)
     with WorkerProcess(settings, log_path=tmp_path / "worker.log"):
         for user in users:
@@ -167,8 +171,7 @@ def test_a_rebuilt_memory_projection_is_identical_to_the_live_one(
     assert "identical to the live table memories" in out and "swapped in" in out
     swapped = live_name(settings.lancedb_dir, "memories", "memories")
     assert swapped.startswith("memories-")
-    assert memories_fingerprint(MemoryProjection(
-        settings.lancedb_dir, embedder_from_settings(settings), swapped)) == live
+    assert memories_fingerprint(PartitionedMemories.from_settings(settings, embedder_from_settings(settings), swapped)) == live
     # Readers follow the pointer: the same answers from the new table.
     assert {m.memory_id for m in everything(projection, users)} == {m.memory_id for m in memories}
 
@@ -178,7 +181,7 @@ def test_a_replay_swaps_in_while_the_worker_runs_and_the_projector_follows(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     settings = settings_factory(web_port=free_port(), log_level="info")  # logs the swap
-    projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
+    projection = PartitionedMemories.from_settings(settings, embedder_from_settings(settings))
     log = tmp_path / "worker.log"
     with WorkerProcess(settings, log_path=log):
         asyncio.run(publish_events(settings, conversation("ann", "trip", TRIP)))
@@ -194,12 +197,13 @@ def test_a_replay_swaps_in_while_the_worker_runs_and_the_projector_follows(
             30,
         )
         asyncio.run(publish_events(settings, conversation("bob", "trip", TRIP)))
-        follower = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings), new_table)
+        follower = PartitionedMemories.from_settings(settings, embedder_from_settings(settings), new_table)
         wait_for(lambda: follower.list_memories("bob"), "bob's memories in the swapped-in table")
-    old = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings), "memories")
+    old = PartitionedMemories.from_settings(settings, embedder_from_settings(settings), "memories")
     assert old.list_memories("bob") == []
     # A reader opened before the swap follows the pointer on its next read.
-    assert projection.list_memories("bob") and projection.table_name == new_table
+    assert projection.list_memories("bob")
+    assert projection.of_user("bob").table_name.startswith(f"{new_table}-p")
 
 
 def test_v1_events_replay_through_the_v2_schema(
@@ -223,7 +227,7 @@ def test_reextract_writes_a_versioned_table_and_leaves_the_live_one_alone(
     settings_factory: SettingsFactory, tmp_path: Path
 ) -> None:
     settings = settings_factory(web_port=free_port())
-    projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
+    projection = PartitionedMemories.from_settings(settings, embedder_from_settings(settings))
     events = conversation("ann", "trip", TRIP[:4])
     with WorkerProcess(settings, log_path=tmp_path / "worker.log"):
         asyncio.run(publish_events(settings, events))
@@ -249,7 +253,7 @@ def test_reextract_writes_a_versioned_table_and_leaves_the_live_one_alone(
         server.stop()
     assert report.spans == 1 and report.failed == 0 and report.table == "memories-llm-test"
     assert memories_fingerprint(projection) == before  # the live table is untouched
-    version = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings), report.table)
+    version = PartitionedMemories.from_settings(settings, embedder_from_settings(settings), report.table)
     contents = {m.content for m in version.list_memories("ann")}
     assert {"Prefers walking tours to bus tours", "Is travelling to Lisbon in March"} <= contents
     assert all(m.extractor and m.extractor.startswith("llm/") for m in version.list_memories("ann"))
@@ -282,7 +286,7 @@ def test_until_keeps_a_past_projection_beside_the_live_one(
                "--until", cut.isoformat()) == 0
     out = capsys.readouterr().out
     table = out.split("--table ")[1].split()[0]
-    past = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings), table)
+    past = PartitionedMemories.from_settings(settings, embedder_from_settings(settings), table)
     assert [m.status for m in past.list_memories("ann", include_inactive=True)] == ["active"]
     assert live_name(settings.lancedb_dir, "memories", "memories") == "memories"
 
@@ -323,7 +327,7 @@ def test_a_lost_broker_is_reported_then_restored_from_the_archive_and_replayed_i
     first = EmbeddedBroker(free_port(), log_dir=tmp_path / "broker-a").start()
     try:
         settings = settings_factory(broker=first.address, web_port=free_port())
-        projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
+        projection = PartitionedMemories.from_settings(settings, embedder_from_settings(settings))
         with WorkerProcess(settings, log_path=tmp_path / "worker.log"):
             for user in ("ann", "bob"):
                 asyncio.run(publish_events(settings, conversation(user, "trip", TRIP)))
@@ -349,8 +353,8 @@ def test_a_lost_broker_is_reported_then_restored_from_the_archive_and_replayed_i
         assert "restored" in capsys.readouterr().out
         assert cli(fresh, monkeypatch, "replay", "--projection", "memories") == 0
         assert "identical to the live table memories" in capsys.readouterr().out
-        rebuilt = MemoryProjection(
-            fresh.lancedb_dir, embedder_from_settings(fresh),
+        rebuilt = PartitionedMemories.from_settings(
+            fresh, embedder_from_settings(fresh),
             live_name(fresh.lancedb_dir, "memories", "memories"),
         )
         assert memories_fingerprint(rebuilt) == before

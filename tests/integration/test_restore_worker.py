@@ -25,7 +25,7 @@ from memstream.models.events import ConsolidationRequested, Event, MessageAdded
 from memstream.models.session import session_key
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
-from memstream.projections.memories import MemoryProjection
+from memstream.projections.memories import PartitionedMemories
 from memstream.streams.archive import (
     archive_positions,
     archived_topics,
@@ -129,7 +129,7 @@ def test_a_worker_on_a_restored_broker_carries_on_from_its_committed_offsets(
     left_open = conversation(OPEN, "open", OPEN_TURNS, close=False)
     closing = conversation(OPEN, "open", OPEN_TURNS)[-1:]
     closed_keys = {(SAME, "trip"), (OTHER, "work")}
-    projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
+    projection = PartitionedMemories.from_settings(settings, embedder_from_settings(settings))
 
     def memories_of(keys: set[tuple[str, str]]) -> bool:
         return all(

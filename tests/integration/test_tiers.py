@@ -28,7 +28,11 @@ from memstream.models.events import (
 )
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
-from memstream.projections.memories import MemoryProjection, MemoryRecord
+from memstream.projections.memories import (
+    MemoryRecord,
+    MemoryStore,
+    PartitionedMemories,
+)
 from memstream.streams.projector.memories import run_memory_projector
 from memstream.streams.runtime.broker import free_port
 from memstream.streams.runtime.deadletters import DeadLetter
@@ -83,11 +87,11 @@ def state(records: list[MemoryRecord]) -> dict[str, tuple[str, str, int]]:
     return {r.memory_id: (r.tier, r.status, r.access_count) for r in records}
 
 
-async def replay(settings: Settings, done: Callable[[MemoryProjection], bool]) -> None:
+async def replay(settings: Settings, done: Callable[[MemoryStore], bool]) -> None:
     """Rebuild a projection from the log with the projector alone, until ``done``."""
     stop = asyncio.Event()
     projector = asyncio.create_task(run_memory_projector(settings, stop, tiers=False))
-    projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
+    projection = PartitionedMemories.from_settings(settings, embedder_from_settings(settings))
 
     async def caught_up() -> bool:
         assert not projector.done(), projector
@@ -104,7 +108,7 @@ def test_a_memory_retrieved_three_times_is_promoted(
     settings_factory: SettingsFactory, tmp_path: Path
 ) -> None:
     settings = settings_factory(web_port=free_port())
-    projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
+    projection = PartitionedMemories.from_settings(settings, embedder_from_settings(settings))
     with WorkerProcess(settings, log_path=tmp_path / "worker.log"):
         asyncio.run(publish_events(settings, conversation("ann", "trip", TRIP)))
         short = wait_for(
@@ -181,7 +185,7 @@ def test_the_ttl_expires_short_term_memories_but_never_episodes(
     settings_factory: SettingsFactory, tmp_path: Path
 ) -> None:
     settings = settings_factory(web_port=free_port(), short_term_ttl_s=1.0)
-    projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
+    projection = PartitionedMemories.from_settings(settings, embedder_from_settings(settings))
     with WorkerProcess(settings, log_path=tmp_path / "worker.log"):
         asyncio.run(publish_events(settings, conversation("ann", "trip", TRIP)))
 
@@ -247,10 +251,10 @@ def test_a_replay_holds_retrievals_until_their_memories_are_projected(
     asyncio.run(publish_to(settings, Topics.from_settings(settings).memories, added))
     asyncio.run(publish_to(settings, Topics.from_settings(settings).accesses, accesses))
 
-    def everything_applied(projection: MemoryProjection) -> bool:
+    def everything_applied(projection: MemoryStore) -> bool:
         return projection.count("ann") == len(added) and projection.access_positions() == {0: 3}
 
     asyncio.run(replay(settings, everything_applied))
-    projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
+    projection = PartitionedMemories.from_settings(settings, embedder_from_settings(settings))
     counts = {m.memory_id: m.access_count for m in projection.list_memories("ann")}
     assert counts[added[0].memory_id] == counts[last] == 3

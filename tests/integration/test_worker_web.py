@@ -19,6 +19,7 @@ from pydantic import SecretStr
 
 from memstream.models.settings import Settings
 from memstream.streams.projector.memories import WriterLock
+from memstream.streams.projector.ownership import partition_lock
 from memstream.streams.runtime.broker import free_port
 from memstream.streams.runtime.worker import WorkerProcess, worker_healthy, worker_readiness
 from memstream.streams.tools.publish import publish_events
@@ -141,10 +142,10 @@ def test_ready_names_a_projector_that_cannot_work_while_health_still_answers(
         log_level="info",  # the projector logs each attempt at the lock
     )
     log = tmp_path / "worker.log"
-    # Another process holds the projector's writer lock on this data directory: the
-    # worker's projector waits for it and projects nothing.
-    lock = WriterLock(settings.lancedb_dir / ".projector.lock")
-    assert lock.try_acquire()
+    # Another process holds the writer locks of every partition's table in this data
+    # directory: the worker's projector waits for them and projects nothing.
+    locks = [WriterLock(partition_lock(settings, p)) for p in range(settings.partitions)]
+    assert all(lock.try_acquire() for lock in locks)
     try:
         with WorkerProcess(settings, log_path=log):
 
@@ -157,8 +158,8 @@ def test_ready_names_a_projector_that_cannot_work_while_health_still_answers(
             wait_for(the_rest_runs, "the worker's other components to run")
 
             def waited_twice_for_the_lock() -> bool:
-                # Not ready at any point until the projector has tried the lock again (it
-                # retries every 5 s) and found it still held.
+                # Not ready at any point until the projector has tried a lock again (it
+                # retries every second) and found it still held.
                 status, found = get(settings, "/ready/")
                 assert status == 503 and found["ready"] is False, found
                 projector = found["components"]["projector"]
@@ -168,14 +169,16 @@ def test_ready_names_a_projector_that_cannot_work_while_health_still_answers(
                 return log.read_text(errors="replace").count("another process writes") >= 2
 
             wait_for(waited_twice_for_the_lock, "the projector to find the lock held twice", 60, interval_s=0.5)
-            lock.release()
+            for lock in locks:
+                lock.release()
             ready = wait_for(
                 lambda: worker_readiness(settings), "the projector to run", 90, until=lambda r: r["ready"]
             )
             assert ready["components"]["projector"]["state"] == "running"
             assert get(settings, "/ready/")[0] == 200
     finally:
-        lock.release()
+        for lock in locks:
+            lock.release()
 
 
 def test_a_task_that_keeps_raising_is_started_again_and_the_worker_is_never_ready(

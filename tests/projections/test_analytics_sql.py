@@ -46,7 +46,7 @@ from memstream.projections.analytics import (
     write_output,
 )
 from memstream.projections.embedder import MiniLMOnnxEmbedder
-from memstream.projections.memories import MemoryProjection, SourcePosition
+from memstream.projections.memories import PartitionedMemories, SourcePosition
 from memstream.streams.runtime.keys import key_prefix
 
 README = Path(__file__).parents[2] / "README.md"
@@ -92,6 +92,7 @@ def test_decay_sql_equals_the_python_formula(tmp_path: Path, minilm: MiniLMOnnxE
     rng = random.Random(7)
     settings = Settings(
         data_dir=tmp_path / "data",
+        partitions=1,  # the events below all come from partition 0
         weight_importance=0.3,
         weight_recency=0.25,
         weight_use=0.45,
@@ -101,7 +102,7 @@ def test_decay_sql_equals_the_python_formula(tmp_path: Path, minilm: MiniLMOnnxE
         forget_min_age_days=20,
         forget_keep_types="correction,summary",
     )
-    projection = MemoryProjection(settings.lancedb_dir, minilm)
+    projection = PartitionedMemories.from_settings(settings, minilm)
     memories = []
     for i in range(60):
         memory_type = TYPES[i % len(TYPES)]

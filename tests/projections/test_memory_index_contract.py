@@ -29,6 +29,7 @@ from memstream.projections.memories import (
     EncryptedContentError,
     MemoryIndex,
     MemoryProjection,
+    PartitionedMemories,
     SearchFilters,
     SourcePosition,
 )
@@ -325,3 +326,29 @@ class TestInMemoryMemoryIndex(MemoryIndexContract):
     @pytest.fixture
     def index(self, tmp_path: Path) -> Iterator[MemoryIndex]:
         yield InMemoryMemoryIndex()
+
+
+class TestPartitionedMemoriesOfOnePartition(MemoryIndexContract):
+    """The partitioned projection, held to the same contract (its events here come from
+    partitions no user hashes to, so one partition: every table routing is then exact)."""
+
+    @pytest.fixture
+    def index(self, tmp_path: Path, minilm: MiniLMOnnxEmbedder) -> Iterator[MemoryIndex]:
+        yield PartitionedMemories(tmp_path / "lancedb", minilm, partitions=1)
+
+    # One partition: the events of these two come from partitions 1 and 2 in the contract.
+
+    def test_positions_are_kept_per_topic_and_partition(self, index: MemoryIndex) -> None:
+        index.apply([(ALICE[0], at(7)), (BOB[0], SourcePosition("other.memories", 0, 4))])
+        assert index.positions() == {(TOPIC, 0): 8, ("other.memories", 0): 5}
+
+    def test_a_users_positions_count_that_users_rows_and_changes_only(
+        self, index: MemoryIndex
+    ) -> None:
+        index.apply([(ALICE[0], at(3)), (BOB[0], at(9)), (ALICE[1], at(4))])
+        assert index.positions("alice") == {(TOPIC, 0): 5}
+        assert index.positions("bob") == {(TOPIC, 0): 10}
+        assert index.positions("carol") == {}
+        index.apply([(change("reinforced", "a-porto"), at(12))])
+        assert index.positions("alice") == {(TOPIC, 0): 13}
+        assert index.positions("bob") == {(TOPIC, 0): 10}
