@@ -60,7 +60,12 @@ from memstream.streams.agents.decoding import decode_opened
 from memstream.streams.projector.tiers import run_tier_keeper, scan_interval
 from memstream.streams.runtime.deadletters import DeadLetterSink
 from memstream.streams.runtime.keys import BatchKeys, KeyStore, keystore_from_settings
-from memstream.streams.runtime.metrics import CONSUMER_LAG, PROJECTOR_ROWS, LagRow
+from memstream.streams.runtime.metrics import (
+    CONSUMER_LAG,
+    PROJECTOR_ROWS,
+    LagRow,
+    MeteredEmbedder,
+)
 from memstream.streams.runtime.publisher import EventPublisher, KafkaPublisher, RawRecord
 from memstream.streams.runtime.tansu import true_end_offsets
 from memstream.streams.runtime.topics import Topics
@@ -181,7 +186,9 @@ async def run_memory_projector(
         log.info("projector: another process writes %s; waiting", settings.lancedb_dir)
         await asyncio.sleep(5)
     try:
-        embedder = await asyncio.to_thread(embedder_from_settings, settings)
+        embedder = MeteredEmbedder(
+            await asyncio.to_thread(embedder_from_settings, settings), "projection"
+        )
         while not stop.is_set():
             table = live_table(settings)
             projection = MemoryProjection(settings.lancedb_dir, embedder, table)
