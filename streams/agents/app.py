@@ -59,7 +59,7 @@ from memstream.streams.runtime.health import (
 )
 from memstream.streams.runtime.llm_extractor import LLMExtractor
 from memstream.streams.runtime.logid import LogWatch
-from memstream.streams.runtime.metrics import CONSUMER_LAG, faust_lag_source
+from memstream.streams.runtime.metrics import CONSUMER_LAG, MeteredEmbedder, faust_lag_source
 from memstream.streams.runtime.tansu import faust_settings_for, prepare_for_broker
 from memstream.streams.runtime.topics import Topics, ensure_topics
 from memstream.streams.runtime.web import check_web_exposure, faust_web_settings, register_pages
@@ -201,7 +201,9 @@ def create_app(
     def memory_decider() -> MemoryDecider:
         # Built on first use, so a worker without the extraction role never loads a model.
         return MemoryDecider(
-            container.memory_table(), container.embedder(), settings.long_term_importance
+            container.memory_table(),
+            MeteredEmbedder(container.embedder(), "decisions"),
+            settings.long_term_importance,
         )
 
     def decider_store() -> None:

@@ -66,7 +66,12 @@ from memstream.streams.projector.ownership import Ownership, partition_lock
 from memstream.streams.projector.tiers import run_tier_keeper, scan_interval
 from memstream.streams.runtime.deadletters import DeadLetterSink
 from memstream.streams.runtime.keys import BatchKeys, KeyStore, keystore_from_settings
-from memstream.streams.runtime.metrics import CONSUMER_LAG, PROJECTOR_ROWS, LagRow
+from memstream.streams.runtime.metrics import (
+    CONSUMER_LAG,
+    PROJECTOR_ROWS,
+    LagRow,
+    MeteredEmbedder,
+)
 from memstream.streams.runtime.publisher import EventPublisher, KafkaPublisher, RawRecord
 from memstream.streams.runtime.tansu import true_end_offsets
 from memstream.streams.runtime.topics import Topics
@@ -187,7 +192,9 @@ async def run_memory_projector(
     """
     stop = stop or asyncio.Event()
     ownership = ownership or Ownership(settings.partitions)
-    embedder = await asyncio.to_thread(embedder_from_settings, settings)
+    embedder = MeteredEmbedder(
+        await asyncio.to_thread(embedder_from_settings, settings), "projection"
+    )
     while not stop.is_set():
         owned = await ownership.known()
         locks = await _lock_partitions(settings, owned, ownership, stop)

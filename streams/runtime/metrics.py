@@ -17,6 +17,8 @@ metric                                         labels                        mov
 ``memstream_llm_tokens_total``                 model, kind                   an LLM reply
 ``memstream_extraction_seconds``               extractor, outcome            an extraction
 ``memstream_projector_rows_written_total``     kind                          a projector write
+``memstream_embedded_texts_total``             stage                         an embedder call
+``memstream_embedding_seconds``                stage                         an embedder call
 ``memstream_http_requests_total``              method, route, status         an HTTP request
 ``memstream_http_request_duration_seconds``    method, route                 an HTTP request
 =============================================  ============================  ===============
@@ -32,8 +34,9 @@ consumer lag is computed only when /metrics is read.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Generic, TypeVar
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -45,9 +48,14 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+if TYPE_CHECKING:
+    from memstream.projections.embedder import Embedder, Vectors
+
 __all__ = [
     "CONSUMER_LAG",
     "DEAD_LETTERS",
+    "EMBEDDED_TEXTS",
+    "EMBEDDING_SECONDS",
     "EVENTS_PROCESSED",
     "EXTRACTION_SECONDS",
     "HTTP_REQUESTS",
@@ -56,6 +64,7 @@ __all__ = [
     "PROJECTOR_ROWS",
     "Children",
     "ConsumerLag",
+    "MeteredEmbedder",
     "exposition",
     "reason_class",
 ]
@@ -99,6 +108,18 @@ PROJECTOR_ROWS = Counter(
     "counts).",
     ["kind"],
 )
+EMBEDDED_TEXTS = Counter(
+    "memstream_embedded_texts",
+    "Texts the worker embedded, by stage (decisions: an extraction's candidates, compared "
+    "with the user's memories; projection: new memories' search texts, written to LanceDB).",
+    ["stage"],
+)
+EMBEDDING_SECONDS = Histogram(
+    "memstream_embedding_seconds",
+    "Time of one embedder call (a batch of texts), by stage (decisions, projection).",
+    ["stage"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+)
 HTTP_REQUESTS = Counter(
     "memstream_http_requests",
     "HTTP requests memstream serve answered, by method, route template and status.",
@@ -132,6 +153,43 @@ class Children(Generic[M]):
         if child is None:
             child = self._children[labels] = self.metric.labels(*labels)
         return child
+
+
+class MeteredEmbedder:
+    """An :class:`~memstream.projections.embedder.Embedder` whose calls are counted as
+    ``stage``: texts in ``memstream_embedded_texts_total``, each call's time in
+    ``memstream_embedding_seconds`` (two look-ups and a clock read per call, not per text).
+
+    Examples
+    --------
+    >>> embedder = MeteredEmbedder(embedder_from_settings(settings), "decisions")  # doctest: +SKIP
+    >>> embedder.embed(["I live in Oslo"]).shape  # doctest: +SKIP
+    (1, 384)
+    """
+
+    def __init__(self, embedder: Embedder, stage: str) -> None:
+        self.embedder = embedder
+        self.stage = stage
+        self._texts = EMBEDDED_TEXTS.labels(stage)
+        self._seconds = EMBEDDING_SECONDS.labels(stage)
+
+    @property
+    def model_id(self) -> str:
+        """The wrapped embedder's model id."""
+        return self.embedder.model_id
+
+    @property
+    def dimensions(self) -> int:
+        """The wrapped embedder's vector length."""
+        return self.embedder.dimensions
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """The wrapped embedder's vectors of ``texts``, the call counted."""
+        started = time.perf_counter()
+        vectors = self.embedder.embed(texts)
+        self._seconds.observe(time.perf_counter() - started)
+        self._texts.inc(len(texts))
+        return vectors
 
 
 def reason_class(reason: str) -> str:

@@ -276,6 +276,10 @@ def test_operations_are_observable(stack: Stack) -> None:
     assert written[frozenset({("kind", "memories")})] >= 1
     extractions = metric_values(text, "memstream_extraction_seconds_count")
     assert extractions[frozenset({("extractor", "offline"), ("outcome", "recorded")})] >= 1
+    # The memory's candidate embedded by the decisions, its search text by the projector.
+    embedded = metric_values(text, "memstream_embedded_texts_total")
+    assert embedded[frozenset({("stage", "decisions")})] >= 1
+    assert embedded[frozenset({("stage", "projection")})] >= 1
 
     def lag() -> dict[tuple[str, str], float] | None:
         found: dict[tuple[str, str], float] = {}

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
-from fakes import InMemoryMemoryIndex, InMemoryPublisher
+from fakes import FakeEmbedder, InMemoryMemoryIndex, InMemoryPublisher
 from faust.types import TP
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
@@ -36,7 +36,12 @@ from memstream.streams.api.auth import ApiKey, KeyFile
 from memstream.streams.api.observability import SAFE_REQUEST_ID
 from memstream.streams.runtime.keys import FileKeyStore
 from memstream.streams.runtime.logs import Redactor, configure_logging
-from memstream.streams.runtime.metrics import ConsumerLag, exposition, faust_lag_source
+from memstream.streams.runtime.metrics import (
+    ConsumerLag,
+    MeteredEmbedder,
+    exposition,
+    faust_lag_source,
+)
 from memstream.streams.service.app import Service
 from memstream.streams.service.container import Container
 
@@ -294,3 +299,31 @@ def test_the_exposition_is_prometheus_text() -> None:
     assert content_type.startswith("text/plain")
     names = {f.name for f in text_string_to_metric_families(body.decode())}
     assert {"memstream_events_processed", "memstream_consumer_lag", "process_resident_memory_bytes"} <= names
+
+
+def embedding_counts(stage: str) -> tuple[float, float]:
+    """(texts embedded, embedder calls) of ``stage`` on this process's /metrics page."""
+    samples = {
+        (sample.name, sample.labels.get("stage")): sample.value
+        for family in text_string_to_metric_families(exposition()[0].decode())
+        for sample in family.samples
+    }
+    return (
+        samples.get(("memstream_embedded_texts_total", stage), 0.0),
+        samples.get(("memstream_embedding_seconds_count", stage), 0.0),
+    )
+
+
+@given(batches=st.lists(st.lists(st.text(max_size=40), max_size=5), max_size=4))
+@hypothesis_settings(max_examples=20, deadline=None)
+def test_a_metered_embedder_counts_the_texts_of_its_stage_and_changes_no_vector(
+    batches: list[list[str]],
+) -> None:
+    plain, metered = FakeEmbedder(), MeteredEmbedder(FakeEmbedder(), "test-stage")
+    assert (metered.model_id, metered.dimensions) == (plain.model_id, plain.dimensions)
+    texts_before, calls_before = embedding_counts("test-stage")
+    for texts in batches:
+        assert (metered.embed(texts) == plain.embed(texts)).all()
+    texts_after, calls_after = embedding_counts("test-stage")
+    assert texts_after - texts_before == sum(len(texts) for texts in batches)
+    assert calls_after - calls_before == len(batches)
