@@ -269,6 +269,20 @@ class PartitionedMemories:
         """The user's memories nearest to ``vector`` (see :meth:`MemoryProjection.neighbours`)."""
         return self.of_user(user_id).neighbours(user_id, vector, limit=limit, before=before)
 
+    def neighbours_of_each(
+        self,
+        user_id: str,
+        vectors: np.ndarray,
+        *,
+        limit: int,
+        before: datetime | None = None,
+    ) -> list[list[tuple[MemoryRecord, np.ndarray]]]:
+        """:meth:`neighbours` of each of ``vectors`` (see
+        :meth:`MemoryProjection.neighbours_of_each`)."""
+        return self.of_user(user_id).neighbours_of_each(
+            user_id, vectors, limit=limit, before=before
+        )
+
     def get(self, user_id: str, memory_id: str) -> MemoryRecord | None:
         """One of the user's memories by id, active or not; None if it is not theirs."""
         return self.of_user(user_id).get(user_id, memory_id)

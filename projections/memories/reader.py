@@ -33,6 +33,10 @@ from memstream.projections.memories.schema import (
     user_key,
 )
 
+#: Memories of one user read whole for the neighbours of an extraction's candidates; a user
+#: with more is searched candidate by candidate with LanceDB's vector search.
+NEIGHBOUR_SCAN_ROWS = 20_000
+
 
 class MemoryReader(TableConnection):
     """The reading part of :class:`~memstream.projections.memories.table.MemoryProjection`."""
@@ -162,20 +166,62 @@ class MemoryReader(TableConnection):
         before: datetime | None = None,
     ) -> list[tuple[MemoryRecord, np.ndarray]]:
         """The user's memories nearest to ``vector`` (exact cosine, never the approximate
-        index), with their vectors, nearest first.
+        index), with their vectors, nearest first (ties by memory id).
 
         Without ``before``: the active ones. With it: the view just before that event time,
         memories recorded before it and not ended before it, whatever was written since (a
         decision made again after a crash sees what the first one saw).
         """
+        return self.neighbours_of_each(user_id, vector[np.newaxis, :], limit=limit, before=before)[0]
+
+    def neighbours_of_each(
+        self,
+        user_id: str,
+        vectors: np.ndarray,
+        *,
+        limit: int = 5,
+        before: datetime | None = None,
+    ) -> list[list[tuple[MemoryRecord, np.ndarray]]]:
+        """:meth:`neighbours` of each row of ``vectors`` (unit vectors), from one read of the
+        user's view: the decisions of one extraction cost one query, not one per candidate
+        (each LanceDB query costs milliseconds before it reads a row). A user with more than
+        ``NEIGHBOUR_SCAN_ROWS`` memories is searched vector by vector instead."""
         if before is None:
             filters = SearchFilters()
         else:
             filters = SearchFilters(as_of=before - timedelta(microseconds=1))
         where = _user_filter(user_id, filters)
         table = self._open()
-        if table is None or where is None:
-            return []
+        if table is None or where is None or len(vectors) == 0:
+            return [[] for _ in range(len(vectors))]
+        rows = (
+            table.search()
+            .where(where)
+            .select([*_RECORD_COLUMNS, "vector"])
+            .limit(NEIGHBOUR_SCAN_ROWS + 1)
+            .to_arrow()
+        )
+        if rows.num_rows > NEIGHBOUR_SCAN_ROWS:
+            return [self._nearest_indexed(table, where, vector, limit) for vector in vectors]
+        if rows.num_rows == 0:
+            return [[] for _ in range(len(vectors))]
+        matrix = np.asarray(rows.column("vector").to_pylist(), dtype=np.float32)
+        ids = np.asarray(rows.column("memory_id").to_pylist(), dtype=object)
+        similarity = matrix @ np.asarray(vectors, dtype=np.float32).T
+        records = rows.select(_RECORD_COLUMNS).to_pylist()
+        # Nearest first, ties broken by id (the same order whatever order rows come in): rows
+        # in id order, then a stable sort by similarity.
+        by_id = np.argsort(ids, kind="stable")
+        found = []
+        for column in range(similarity.shape[1]):
+            order = by_id[np.argsort(-similarity[by_id, column], kind="stable")][:limit]
+            found.append([(MemoryRecord(**_record_fields(records[i])), matrix[i]) for i in order])
+        return found
+
+    def _nearest_indexed(
+        self, table: Any, where: str, vector: np.ndarray, limit: int
+    ) -> list[tuple[MemoryRecord, np.ndarray]]:
+        """The ``limit`` rows nearest to ``vector`` by LanceDB's exact vector search."""
         rows = (
             table.search(vector)
             .distance_type("cosine")

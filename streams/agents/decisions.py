@@ -21,7 +21,7 @@ from memstream.models.events import (
 )
 from memstream.models.vectors import pack_vector
 from memstream.projections.embedder import Embedder
-from memstream.projections.memories import MemoryStore, search_text
+from memstream.projections.memories import MemoryRecord, MemoryStore, search_text
 
 #: Default importance at or above which a memory goes straight to long-term (seed 2).
 LONG_TERM_IMPORTANCE = 0.8
@@ -81,8 +81,12 @@ class MemoryDecider:
         added: list[tuple[ExistingMemory, np.ndarray]] = []
         superseded: set[str] = set()
         events: list[Event] = []
+        # One read of the user's view for every candidate (each query costs milliseconds).
+        stored = self.projection.neighbours_of_each(
+            recorded.user_id, vectors, limit=2 * self.neighbours, before=moment
+        )
         for index, (candidate, vector) in enumerate(zip(candidates, vectors, strict=True)):
-            nearby = self._nearby(recorded.user_id, vector, moment, added, superseded)
+            nearby = self._nearby(recorded.user_id, vector, moment, stored[index], added, superseded)
             new = self._events(recorded, index, candidate, vector, decide(candidate, nearby))
             events += new
             for event in new:
@@ -122,15 +126,15 @@ class MemoryDecider:
         user_id: str,
         vector: np.ndarray,
         moment: datetime,
+        stored: list[tuple[MemoryRecord, np.ndarray]],
         added: list[tuple[ExistingMemory, np.ndarray]],
         superseded: set[str],
     ) -> list[ExistingMemory]:
-        """The ``neighbours`` memories nearest to ``vector`` in the view at ``moment``."""
+        """The ``neighbours`` memories nearest to ``vector`` in the view at ``moment``:
+        among ``stored`` (the projection's nearest, twice as many as kept: the cut below is
+        made on similarities computed here), this decider's recent ones and ``added``."""
         pool: dict[str, tuple[ExistingMemory, np.ndarray]] = {}
-        # Twice as many as kept: the cut below is made on similarities computed here.
-        for record, other in self.projection.neighbours(
-            user_id, vector, limit=2 * self.neighbours, before=moment
-        ):
+        for record, other in stored:
             known = ExistingMemory(record.memory_id, record.memory_type, record.content, 0.0)
             pool[record.memory_id] = (known, other)
         for known, other, created in self._recent.get(user_id, []):

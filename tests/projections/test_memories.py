@@ -688,3 +688,29 @@ def test_what_carries_no_fitting_vector_is_embedded_here(tmp_path: Path) -> None
     )
     for memory_id, query in [("m-old", "grey cat Pixel"), ("m-size", "works at Acme")]:
         assert projection.search("alice", query, limit=1)[0].memory_id == memory_id
+
+
+def test_the_neighbours_of_many_vectors_are_each_one_s_nearest(tmp_path: Path) -> None:
+    embedder = FakeEmbedder()
+    projection = MemoryProjection(tmp_path / "lancedb", embedder)
+    texts = [f"Alice note {i} about {w}" for i, w in enumerate(
+        ["tea", "coffee", "trains", "tea and trains", "Lisbon", "Porto", "cats", "tea"] * 3
+    )]
+    projection.apply(batch_of(*(memory(f"m-{i:02d}", t, minutes=i) for i, t in enumerate(texts))))
+    queries = embedder.embed(["tea", "trains to Porto", "cats", "nothing in common here"])
+    together = projection.neighbours_of_each("alice", queries, limit=6)
+    table = projection._open()
+    where = "user_key IS NOT NULL"
+    for query, found in zip(queries, together, strict=True):
+        ids = [record.memory_id for record, _ in found]
+        sims = [float(np.dot(query, vector)) for _, vector in found]
+        assert sims == sorted(sims, reverse=True)
+        # As near as LanceDB's exact vector search finds (whose order of ties is its own).
+        indexed = projection._nearest_indexed(table, where, query, 6)
+        theirs = sorted((float(np.dot(query, vector)) for _, vector in indexed), reverse=True)
+        assert sims == pytest.approx(theirs, abs=1e-6) and len(found) == 6
+        # Ties (equal texts give equal vectors) in id order.
+        for (a, sa), (b, sb) in zip(zip(ids, sims), zip(ids[1:], sims[1:])):
+            if sa == sb:
+                assert a < b
+    assert projection.neighbours_of_each("bob", queries, limit=3) == [[], [], [], []]
