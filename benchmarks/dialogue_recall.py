@@ -268,15 +268,19 @@ def add_dialogues(client: MemoryClient, dialogues: Sequence[Dialogue]) -> dict[s
 def memory_event_ends(settings: Settings) -> dict[int, int]:
     """Per partition of the memories topic, 1 + the offset of its last memory event (an
     added memory or a change): where the projection must be for everything to be in it.
-    Extraction records make no row, so the topic's end itself would never be reached."""
+    Extraction records make no row, so the topic's end itself would never be reached; nor
+    do events published again (a decision re-delivered after a worker died: same event id),
+    which the projection takes once, at their first offset."""
     topics = Topics.from_settings(settings)
     ends: dict[int, int] = {}
+    seen: set[str] = set()
     for record in asyncio.run(read_topic(settings, topics.memories, timeout_s=120)):
         try:
             event = decode_event(record.value, max_bytes=settings.max_record_bytes)
         except InvalidEvent:
             continue
-        if isinstance(event, MemoryAdded | MemoryChange):
+        if isinstance(event, MemoryAdded | MemoryChange) and event.event_id not in seen:
+            seen.add(event.event_id)
             ends[record.partition] = record.offset + 1
     return ends
 

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from memstream.models.codec import InvalidEvent, decode_event, encode_event
@@ -29,11 +29,11 @@ from memstream.streams.archive import (
     archive_positions,
     archived_topics,
     live_archive_dir,
-    worker_group_id,
 )
 from memstream.streams.cli import main
 from memstream.streams.runtime.keys import keystore_from_settings, seal_event
 from memstream.streams.runtime.logreader import read_topic
+from memstream.streams.runtime.progress import committed_offsets, group_caught_up  # noqa: F401 - the tests import them from here
 from memstream.streams.runtime.tansu import true_end_offsets
 from memstream.streams.runtime.topics import Topics
 from memstream.streams.runtime.worker import fetch_json, worker_url
@@ -221,42 +221,6 @@ async def publish_unchecked(settings: Settings, events: list[Event]) -> None:
             )
     finally:
         await producer.stop()
-
-
-async def committed_offsets(
-    settings: Settings, positions: list[tuple[str, int]]
-) -> dict[tuple[str, int], int]:
-    """What a new consumer of the workers' group sees as committed (OffsetFetch), for the
-    (topic, partition) positions that have an offset."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.broker,
-        group_id=worker_group_id(settings),
-        enable_auto_commit=False,
-    )
-    await consumer.start()
-    try:
-        found = {}
-        for topic, partition in positions:
-            offset = await consumer.committed(TopicPartition(topic, partition))
-            if offset is not None:
-                found[(topic, partition)] = offset
-        return found
-    finally:
-        await consumer.stop()
-
-
-def group_caught_up(settings: Settings, topics: Iterable[str]) -> bool:
-    """Whether the workers' group has committed every record now in ``topics``: each record
-    there is processed, and what processing it sent (dead letters, the next topic's
-    records) is in the log. The positive marker an absence check waits for."""
-    tps = [TopicPartition(t, p) for t in topics for p in range(settings.partitions)]
-    try:
-        ends = asyncio.run(true_end_offsets(settings.broker, tps))
-    except Exception:  # noqa: BLE001 - a topic may not exist yet
-        return False
-    committed = asyncio.run(committed_offsets(settings, [(tp.topic, tp.partition) for tp in tps]))
-    return all(committed.get((tp.topic, tp.partition), 0) >= end for tp, end in ends.items())
-
 
 
 def metric_values(exposition: str, name: str) -> dict[frozenset[tuple[str, str]], float]:

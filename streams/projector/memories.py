@@ -68,6 +68,7 @@ from memstream.streams.runtime.deadletters import DeadLetterSink
 from memstream.streams.runtime.keys import BatchKeys, KeyStore, keystore_from_settings
 from memstream.streams.runtime.metrics import (
     CONSUMER_LAG,
+    PROJECTOR_PARTITIONS,
     PROJECTOR_ROWS,
     LagRow,
     MeteredEmbedder,
@@ -200,6 +201,7 @@ async def run_memory_projector(
         locks = await _lock_partitions(settings, owned, ownership, stop)
         if locks is None:
             continue  # the owned partitions changed while waiting for a lock
+        _show_partitions(owned)
         try:
             table = live_table(settings)
             projection = PartitionedMemories.from_settings(settings, embedder, table, owned=owned)
@@ -224,8 +226,16 @@ async def run_memory_projector(
                 with contextlib.suppress(asyncio.CancelledError):
                     await watcher
         finally:
+            _show_partitions(frozenset())
             for lock in locks:
                 lock.release()
+
+
+def _show_partitions(owned: frozenset[int]) -> None:
+    """Say on /metrics which partitions' tables this worker writes now."""
+    PROJECTOR_PARTITIONS.clear()
+    for partition in owned:
+        PROJECTOR_PARTITIONS.labels(partition=str(partition)).set(1)
 
 
 async def _lock_partitions(

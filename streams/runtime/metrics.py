@@ -42,6 +42,7 @@ from prometheus_client import (
     CONTENT_TYPE_LATEST,
     REGISTRY,
     Counter,
+    Gauge,
     Histogram,
     disable_created_metrics,
     generate_latest,
@@ -107,6 +108,12 @@ PROJECTOR_ROWS = Counter(
     "Rows the memory projector wrote to LanceDB (kind: memories, or accesses: retrieval "
     "counts).",
     ["kind"],
+)
+PROJECTOR_PARTITIONS = Gauge(
+    "memstream_projector_partitions",
+    "The partitions whose memory tables this worker's projector writes now (1 each; the "
+    "others are absent): where a rebalance moved them.",
+    ["partition"],
 )
 EMBEDDED_TEXTS = Counter(
     "memstream_embedded_texts",

@@ -55,7 +55,7 @@ def settings_of(service: dict[str, Any]) -> Settings:
 
 def test_every_memstream_variable_is_a_setting_with_an_accepted_value(compose: dict[str, Any]) -> None:
     services = memstream_services(compose)
-    assert set(services) == {"worker-1", "worker-2", "api"}
+    assert set(services) == {"worker-1", "worker-2", "worker-3", "api"}
     for name, service in services.items():
         unknown = [
             key for key in service["environment"]
@@ -70,7 +70,7 @@ def test_every_memstream_variable_is_a_setting_with_an_accepted_value(compose: d
 def test_the_workers_start_exposed_with_a_token_and_listen_on_distinct_ports(compose: dict[str, Any]) -> None:
     services = memstream_services(compose)
     workers = {name: s for name, s in services.items() if s["command"] == ["worker"]}
-    assert set(workers) == {"worker-1", "worker-2"}
+    assert set(workers) == {"worker-1", "worker-2", "worker-3"}
     ports = set()
     for name, service in workers.items():
         settings = settings_of(service)
@@ -78,10 +78,15 @@ def test_the_workers_start_exposed_with_a_token_and_listen_on_distinct_ports(com
         assert settings.web_host == name  # the name the other worker reaches it by
         assert f"{settings.web_port}:{settings.web_port}" in service["ports"]
         ports.add(settings.web_port)
-    assert len(ports) == 2
-    # One single writer of the shared data directory: the projector and the archive sink.
-    for role in ("projector", "archive"):
-        assert [n for n, s in workers.items() if role in settings_of(s).role_set] == ["worker-1"]
+    assert len(ports) == 3
+    # The archive sink is the one single writer of the shared data directory; every worker
+    # projects the memory tables of the partitions it is assigned.
+    assert [n for n, s in workers.items() if "archive" in settings_of(s).role_set] == ["worker-1"]
+    assert all({"sessions", "extraction", "projector"} <= settings_of(s).role_set for s in workers.values())
+    # Enough partitions for every worker, the same in Kafka's default as in memstream's.
+    partitions = {settings_of(s).partitions for s in services.values()}
+    kafka = compose["services"]["kafka"]["environment"]
+    assert partitions == {int(kafka["KAFKA_NUM_PARTITIONS"])} and min(partitions) >= len(workers)
     assert all(s["volumes"] == ["memstream-data:/data"] for s in services.values())
 
 
