@@ -35,7 +35,7 @@ table) with the same embedder (``embedder_from_settings``) in batches of
 ``projection_batch_size``, the projector's largest call. The end-to-end figure is the
 memories per second from the first publish to all searchable, divided by the embedder's
 texts per second there. Goal (2 cores, one worker): at least 0.7. Beside it: the same texts
-in the projector's mean call of the run, the memories' contents one extraction per call (as
+in the decider's mean call of the run, the memories' contents one extraction per call (as
 the decider embeds its candidates), and the decider's neighbour query
 (``MemoryProjection.neighbours``) on the final table, each timed alone.
 
@@ -77,7 +77,7 @@ from runner import exit_on_sigterm, log, release
 from memstream.models.codec import InvalidEvent, decode_event
 from memstream.models.settings import Settings
 from memstream.projections.embedder import Embedder, embedder_from_settings
-from memstream.projections.memories import MemoryProjection
+from memstream.projections.memories import PartitionedMemories
 from memstream.streams.client import MemoryClient
 from memstream.streams.runtime.logreader import read_topic
 from memstream.streams.runtime.tansu import true_end_offsets
@@ -155,6 +155,12 @@ class Run:
     memory_records: int = 0
     #: event type -> count, on the memories topic
     memory_events: Counter[str] = field(default_factory=Counter)
+    #: event type -> bytes of its records (key and value), on the memories topic
+    memory_bytes: Counter[str] = field(default_factory=Counter)
+    #: bytes of the chat topic's records; of the LanceDB directory; rows of the projection
+    chat_bytes: int = 0
+    lancedb_bytes: int = 0
+    rows: int = 0
     #: what was timed after the pipeline -> (texts or queries, seconds); the first is the bound
     bound: dict[str, tuple[int, float]] = field(default_factory=dict)
     loads: list[tuple[float, float, float]] = field(default_factory=list)
@@ -174,7 +180,7 @@ class Run:
         log(f"  {stage}: ended {reading.at:.1f} s after the first publish")
 
 
-def searchable(projection: MemoryProjection, dialogue: Dialogue) -> bool:
+def searchable(projection: PartitionedMemories, dialogue: Dialogue) -> bool:
     """Whether a search of ``dialogue``'s user by the content of the memory citing the
     user's latest turn finds that memory (False while no memory cites any of its turns)."""
     order = {turn.turn_id: index for index, turn in enumerate(dialogue.turns)}
@@ -203,7 +209,7 @@ def follow(
     """Read /metrics every ``poll_s`` until every stage ended; record when each did."""
     topics = Topics.from_settings(settings)
     run.chat_records = topic_records(settings, topics.chat)
-    projection = MemoryProjection(settings.lancedb_dir, embedder_from_settings(settings))
+    projection = PartitionedMemories.from_settings(settings, embedder_from_settings(settings))
     deadline = time.monotonic() + timeout_s
     next_report = time.monotonic() + 30
     while len(run.ended) < len(STAGES):
@@ -247,28 +253,43 @@ def follow(
         time.sleep(poll_s)
 
 
-def memory_event_counts(settings: Settings) -> Counter[str]:
-    """Events of the memories topic by type (the type is readable in a sealed envelope)."""
+def memory_event_counts(settings: Settings) -> tuple[Counter[str], Counter[str]]:
+    """Events of the memories topic by type (the type is readable in a sealed envelope), and
+    their record values' bytes by type."""
     counts: Counter[str] = Counter()
+    sizes: Counter[str] = Counter()
     topic = Topics.from_settings(settings).memories
     for record in asyncio.run(read_topic(settings, topic, timeout_s=120)):
         try:
-            counts[decode_event(record.value, max_bytes=settings.max_record_bytes).type] += 1
+            kind = decode_event(record.value, max_bytes=settings.max_record_bytes).type
         except InvalidEvent:
-            counts["invalid"] += 1
-    return counts
+            kind = "invalid"
+        counts[kind] += 1
+        sizes[kind] += len(record.value) + len(record.key or b"")
+    return counts, sizes
+
+
+def topic_bytes(settings: Settings, topic: str) -> int:
+    """Bytes of every record's key and value in ``topic``."""
+    records = asyncio.run(read_topic(settings, topic, timeout_s=120))
+    return sum(len(r.value) + len(r.key or b"") for r in records)
+
+
+def directory_bytes(path: Path) -> int:
+    """Bytes of every file under ``path``."""
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
 def embedder_bound(
-    settings: Settings, embedder: Embedder, projector_call: int
+    settings: Settings, embedder: Embedder, decider_call: int
 ) -> dict[str, tuple[int, float]]:
     """This process's embedder on the worker's texts: the memories' search texts in batches
-    of ``projection_batch_size`` (the bound), and of ``projector_call`` (the projector's mean
+    of ``projection_batch_size`` (the bound), and of ``decider_call`` (the decider's mean
     call in the run), and their contents one extraction at a time (as the decider;
     reinforced candidates are not rows, so it embeds a few more); then the decider's
     neighbour query (``MemoryProjection.neighbours``, exact, as of a memory's time) on the
     final table for up to 500 memories."""
-    projection = MemoryProjection(settings.lancedb_dir, embedder)
+    projection = PartitionedMemories.from_settings(settings, embedder)
     rows = projection.view_rows(
         ["user_id", "search_text", "content", "extraction_event_id", "created_at", "vector"]
     )
@@ -288,8 +309,8 @@ def embedder_bound(
     found: dict[str, tuple[int, float]] = {}
     batch = settings.projection_batch_size
     found[f"search texts, {batch} per call (projection_batch_size)"] = timed_batches(batch)
-    found[f"search texts, {projector_call} per call (the projector's mean call)"] = (
-        timed_batches(projector_call)
+    found[f"search texts, {decider_call} per call (the decider's mean call)"] = (
+        timed_batches(decider_call)
     )
     mark = time.perf_counter()
     for contents in per_extraction.values():
@@ -496,6 +517,13 @@ def print_report(run: Run, settings: Settings, args: argparse.Namespace) -> None
     print(f"\nmemories topic: {run.memory_records} records ({events}); "
           f"{run.consolidation_requests} consolidation requests from {run.chat_records} chat "
           "records")
+    added = run.memory_events["memory_added"]
+    print(f"storage: chat topic {run.chat_bytes / max(run.chat_records, 1):,.0f} bytes per record; "
+          f"memories topic {run.memory_bytes['memory_added'] / max(added, 1):,.0f} bytes per "
+          f"memory_added event (vector and content sealed), "
+          f"{sum(run.memory_bytes.values()) / max(added, 1):,.0f} bytes of the topic per memory; "
+          f"LanceDB {run.lancedb_bytes / max(run.rows, 1):,.0f} bytes per row "
+          f"({run.rows} rows, {run.lancedb_bytes / 1e6:.1f} MB, indexes and versions included)")
     used = f"worker {run.worker_cpu_s:.0f} s"
     if run.broker_cpu_s is not None:
         used += f", broker {run.broker_cpu_s:.0f} s"
@@ -611,11 +639,16 @@ def main(argv: list[str] | None = None) -> int:
                 stop_profiler(profiler)
                 profiler = None
             run.loads.append(os.getloadavg())
-            run.memory_events = memory_event_counts(settings)
+            run.memory_events, run.memory_bytes = memory_event_counts(settings)
+            run.chat_bytes = topic_bytes(settings, Topics.from_settings(settings).chat)
+            run.lancedb_bytes = directory_bytes(settings.lancedb_dir)
+            run.rows = PartitionedMemories.from_settings(
+                settings, embedder_from_settings(settings)
+            ).count()
             log("measuring the embedder alone on the same texts")
             last = run.readings["all searchable"]
-            calls = last.total("memstream_embedding_seconds_count", stage="projection")
-            texts = last.total("memstream_embedded_texts_total", stage="projection")
+            calls = last.total("memstream_embedding_seconds_count", stage="decisions")
+            texts = last.total("memstream_embedded_texts_total", stage="decisions")
             run.bound = embedder_bound(
                 settings, embedder_from_settings(settings), max(1, round(texts / max(calls, 1)))
             )

@@ -228,13 +228,14 @@ def write_table(
     user_prefix: str = "",
     per_user: int = MEMORIES_PER_USER,
     progress: Callable[[str], None] = print,
+    name: str = "memories",
 ) -> float:
-    """Write the ``memories`` table of ``users`` users of ``per_user`` memories each (no
+    """Write the table ``name`` of ``users`` users of ``per_user`` memories each (no
     indexes) into ``db_dir``; return the seconds it took. Build the indexes with
     ``MemoryProjection.refresh_indexes()``."""
     started = time.perf_counter()
     db = lancedb.connect(db_dir)
-    table = db.create_table("memories", schema=memory_schema(pool.vectors.shape[1], model_id))
+    table = db.create_table(name, schema=memory_schema(pool.vectors.shape[1], model_id))
     written = 0
     for batch in bulk_rows(
         pool, model_id, 0, users * per_user, np_rng, user_prefix=user_prefix, per_user=per_user

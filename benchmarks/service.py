@@ -71,13 +71,18 @@ from runner import log, run_to_end
 
 from memstream.models.settings import Settings
 from memstream.projections.embedder import Embedder
-from memstream.projections.memories import MemoryProjection
+from memstream.projections.memories import PartitionedMemories
+from memstream.projections.memories.connection import partition_table
 from memstream.projections.memories.schema import user_key
 from memstream.streams.api.auth import add_key
 from memstream.streams.runtime.broker import EmbeddedBroker, free_port
 from memstream.streams.service.app import Service
 
 TENANT = "bench"
+#: One partition: every user's memories in one table, as before the projection was
+#: partitioned, so the figures compare with the earlier ones and the baseline reads the same table.
+PARTITIONS = 1
+TABLE = partition_table("memories", 0)
 HTTP_ONE = "HTTP, 1 client (keep-alive)"
 #: Hits per search, as the client's default page of results.
 LIMIT = 10
@@ -101,8 +106,8 @@ class DirectLanceDB:
     """The baseline a user could write with LanceDB and the same embedder: one hybrid query
     (vector + full-text, fused by RRF), prefiltered to the user's active rows."""
 
-    def __init__(self, db_dir: Path, embedder: Embedder) -> None:
-        self.table = lancedb.connect(db_dir).open_table("memories")
+    def __init__(self, db_dir: Path, embedder: Embedder, table: str) -> None:
+        self.table = lancedb.connect(db_dir).open_table(table)
         self.embedder = embedder
         self.reranker = RRFReranker()
 
@@ -282,6 +287,7 @@ class ServiceBench:
             topic_prefix=f"svc{uuid.uuid4().hex[:8]}",
             api_port=free_port(),
             web_port=free_port(),
+            partitions=PARTITIONS,
         )
 
     async def measure_size(self, size: int, pool: Pool) -> None:
@@ -296,15 +302,16 @@ class ServiceBench:
             np.random.default_rng(args.seed + size), user_prefix=f"{TENANT}:",
             per_user=args.per_user,
             progress=lambda line: log(f"[{size:,}] {line}"),
+            name=TABLE,
         )
         started = time.perf_counter()
-        MemoryProjection(settings.lancedb_dir, embedder).refresh_indexes()
+        PartitionedMemories.from_settings(settings, embedder).refresh_indexes()
         log(f"[{size:,}] {users} user(s): written in {write_s:.1f} s, indexed in "
             f"{time.perf_counter() - started:.1f} s")
         key = add_key(settings.api_keys_path, TENANT)
         url = self.serve(settings, size)
         http = Http(url, key)
-        direct = DirectLanceDB(settings.lancedb_dir, embedder)
+        direct = DirectLanceDB(settings.lancedb_dir, embedder, TABLE)
         questions = asks(users, args.queries, args.seed, user_prefix=f"{TENANT}:")
         try:
             await self.check_same_hits(service, http, questions[:20])

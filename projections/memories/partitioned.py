@@ -276,11 +276,12 @@ class PartitionedMemories:
         *,
         limit: int,
         before: datetime | None = None,
+        same_text: Sequence[str] | None = None,
     ) -> list[list[tuple[MemoryRecord, np.ndarray]]]:
         """:meth:`neighbours` of each of ``vectors`` (see
         :meth:`MemoryProjection.neighbours_of_each`)."""
         return self.of_user(user_id).neighbours_of_each(
-            user_id, vectors, limit=limit, before=before
+            user_id, vectors, limit=limit, before=before, same_text=same_text
         )
 
     def get(self, user_id: str, memory_id: str) -> MemoryRecord | None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from memstream.models.decisions import normalised
 from memstream.projections.memories.connection import TableConnection
 from memstream.projections.memories.filters import _sql_time, _user_filter
 from memstream.projections.memories.hybrid import (
@@ -181,11 +182,17 @@ class MemoryReader(TableConnection):
         *,
         limit: int = 5,
         before: datetime | None = None,
+        same_text: Sequence[str] | None = None,
     ) -> list[list[tuple[MemoryRecord, np.ndarray]]]:
         """:meth:`neighbours` of each row of ``vectors`` (unit vectors), from one read of the
         user's view: the decisions of one extraction cost one query, not one per candidate
         (each LanceDB query costs milliseconds before it reads a row). A user with more than
-        ``NEIGHBOUR_SCAN_ROWS`` memories is searched vector by vector instead."""
+        ``NEIGHBOUR_SCAN_ROWS`` memories is searched vector by vector instead.
+
+        With ``same_text`` (one text per vector), each list also holds, after the nearest,
+        the rows whose content is that text (compared :func:`normalised`) however far their
+        vectors are: a vector embeds a memory's context too, so the same words said in
+        another conversation need not be near, and a decision must still see them."""
         if before is None:
             filters = SearchFilters()
         else:
@@ -202,7 +209,11 @@ class MemoryReader(TableConnection):
             .to_arrow()
         )
         if rows.num_rows > NEIGHBOUR_SCAN_ROWS:
-            return [self._nearest_indexed(table, where, vector, limit) for vector in vectors]
+            return [
+                self._nearest_indexed(table, where, vector, limit)
+                + (self._same_text(table, where, same_text[i]) if same_text else [])
+                for i, vector in enumerate(vectors)
+            ]
         if rows.num_rows == 0:
             return [[] for _ in range(len(vectors))]
         matrix = np.asarray(rows.column("vector").to_pylist(), dtype=np.float32)
@@ -212,11 +223,29 @@ class MemoryReader(TableConnection):
         # Nearest first, ties broken by id (the same order whatever order rows come in): rows
         # in id order, then a stable sort by similarity.
         by_id = np.argsort(ids, kind="stable")
+        texts = [normalised(r["content"]) for r in records] if same_text else []
         found = []
         for column in range(similarity.shape[1]):
-            order = by_id[np.argsort(-similarity[by_id, column], kind="stable")][:limit]
+            order = list(by_id[np.argsort(-similarity[by_id, column], kind="stable")][:limit])
+            if same_text:
+                wanted = normalised(same_text[column])
+                order += [i for i in by_id if texts[i] == wanted and i not in order]
             found.append([(MemoryRecord(**_record_fields(records[i])), matrix[i]) for i in order])
         return found
+
+    def _same_text(self, table: Any, where: str, text: str) -> list[tuple[MemoryRecord, np.ndarray]]:
+        """The rows under ``where`` whose content is ``text`` (normalised): the best 50 by
+        the full-text leg of a search for its words, checked exactly here."""
+        wanted = normalised(text)
+        if not wanted or not self._has_fts(table):
+            return []
+        rows = _search_words(table, wanted, where, 50)
+        vectors = rows.column("vector").to_pylist()
+        return [
+            (MemoryRecord(**_record_fields(row)), np.asarray(found, dtype=np.float32))
+            for row, found in zip(rows.select(_RECORD_COLUMNS).to_pylist(), vectors, strict=True)
+            if normalised(row["content"]) == wanted
+        ]
 
     def _nearest_indexed(
         self, table: Any, where: str, vector: np.ndarray, limit: int

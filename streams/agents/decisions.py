@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from memstream.models.decisions import Decision, ExistingMemory, decide
+from memstream.models.decisions import Decision, ExistingMemory, decide, normalised
 from memstream.models.events import (
     Event,
     ExtractionRecorded,
@@ -82,11 +82,19 @@ class MemoryDecider:
         superseded: set[str] = set()
         events: list[Event] = []
         # One read of the user's view for every candidate (each query costs milliseconds).
+        # Each candidate's nearest, and the memories of the same words however far (a vector
+        # embeds a memory's context too: the same fact said in another conversation).
         stored = self.projection.neighbours_of_each(
-            recorded.user_id, vectors, limit=2 * self.neighbours, before=moment
+            recorded.user_id,
+            vectors,
+            limit=2 * self.neighbours,
+            before=moment,
+            same_text=[c.content for c in candidates],
         )
         for index, (candidate, vector) in enumerate(zip(candidates, vectors, strict=True)):
-            nearby = self._nearby(recorded.user_id, vector, moment, stored[index], added, superseded)
+            nearby = self._nearby(
+                recorded.user_id, candidate, vector, moment, stored[index], added, superseded
+            )
             new = self._events(recorded, index, candidate, vector, decide(candidate, nearby))
             events += new
             for event in new:
@@ -124,15 +132,18 @@ class MemoryDecider:
     def _nearby(
         self,
         user_id: str,
+        candidate: MemoryCandidate,
         vector: np.ndarray,
         moment: datetime,
         stored: list[tuple[MemoryRecord, np.ndarray]],
         added: list[tuple[ExistingMemory, np.ndarray]],
         superseded: set[str],
     ) -> list[ExistingMemory]:
-        """The ``neighbours`` memories nearest to ``vector`` in the view at ``moment``:
-        among ``stored`` (the projection's nearest, twice as many as kept: the cut below is
-        made on similarities computed here), this decider's recent ones and ``added``."""
+        """The ``neighbours`` memories nearest to ``vector`` in the view at ``moment``, and
+        any further one whose content is the candidate's (normalised): among ``stored`` (the
+        projection's nearest, twice as many as kept: the cut below is made on similarities
+        computed here; and its memories of the same words), this decider's recent ones and
+        ``added``."""
         pool: dict[str, tuple[ExistingMemory, np.ndarray]] = {}
         for record, other in stored:
             known = ExistingMemory(record.memory_id, record.memory_type, record.content, 0.0)
@@ -148,7 +159,10 @@ class MemoryDecider:
             if memory_id not in superseded and not self._ended_before(memory_id, moment)
         ]
         scored.sort(key=lambda m: (-m.similarity, m.memory_id))
-        return scored[: self.neighbours]
+        text = normalised(candidate.content)
+        return scored[: self.neighbours] + [
+            m for m in scored[self.neighbours :] if normalised(m.content) == text
+        ]
 
     def _events(
         self,

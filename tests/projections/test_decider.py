@@ -143,3 +143,41 @@ def test_an_added_memory_carries_the_vector_of_what_it_is_found_by(tmp_path: Pat
     embedder.calls.clear()
     Log(projection).publish(added)
     assert embedder.calls == [] and projection.vectors_embedded == 0
+
+
+def test_the_same_words_in_another_conversation_reinforce_the_memory(
+    tmp_path: Path, minilm: MiniLMOnnxEmbedder
+) -> None:
+    # An episode's vector embeds its context (the turns around it), so the same words said
+    # in another conversation need not be among the nearest: here a dozen episodes of the
+    # later conversation's topic are nearer. They are still the same memory, reinforced.
+    projection = MemoryProjection(tmp_path / "lancedb", minilm)
+    log = Log(projection)
+    decider = MemoryDecider(projection, minilm)
+    said = "Ha, that reminds me of last summer."
+
+    def episode(topic: str, words: str) -> MemoryCandidate:
+        return MemoryCandidate(
+            memory_type="episode", content=words, importance=0.3,
+            context="\n".join([
+                f"User: I spent the whole weekend on {topic}.",
+                f"Assistant: How did {topic} go? Tell me everything about {topic}.",
+                f"User: {words}",
+                f"Assistant: Back to {topic}: what is next for {topic}?",
+            ]),
+        )
+
+    def told(name: str, hours: int, *episodes: MemoryCandidate) -> ExtractionRecorded:
+        return extraction(name, hours).model_copy(update={"candidates": episodes})
+
+    log.publish(decider.decide(told("sailing", 0, episode("sailing", said))))
+    chatter = [f"The {thing} was the best part of it." for thing in (
+        "wind", "crew", "harbour", "weather", "food", "route", "boat", "sunset", "island",
+        "music", "start", "finish")]
+    log.publish(decider.decide(told("jazz", 1, *(episode("jazz records", c) for c in chatter))))
+    for deciding in (decider, MemoryDecider(projection, minilm)):  # and after a restart
+        again = deciding.decide(told("jazz-again", 2, episode("jazz records", said)))
+        assert [e.type for e in again] == ["memory_reinforced"]
+    log.publish(again)
+    episodes = [m for m in projection.list_memories("alice") if m.content == said]
+    assert len(episodes) == 1 and episodes[0].reinforcement_count == 1

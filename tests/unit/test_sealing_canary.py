@@ -74,10 +74,16 @@ def _text(metadata: tuple[Any, ...]) -> st.SearchStrategy[str]:
     except ValueError:
         pattern = next(c.pattern for c in constraints if c.pattern)
         return st.from_regex(pattern, fullmatch=True).filter(lambda text: CANARY not in text)
-    alphabet = _NO_CONTROL if any(c.pattern for c in constraints) else _ANY_CHAR
     longest = min([c.max_length for c in constraints if c.max_length] or [200])
     room = max(0, (longest - len(CANARY)) // 2)
-    side = st.text(alphabet, max_size=min(room, 20))
+    pattern = next((c.pattern for c in constraints if c.pattern), None)
+    side: st.SearchStrategy[str]
+    if pattern is not None:
+        # Text around the canary that the pattern allows (a packed vector: base64); most
+        # random characters would be refused, and hypothesis gives up on such a filter.
+        side = st.from_regex(pattern, fullmatch=True).map(lambda text: text[: min(room, 20)])
+    else:
+        side = st.text(_ANY_CHAR, max_size=min(room, 20))
     return st.tuples(side, side).map(lambda parts: parts[0] + CANARY + parts[1]).filter(
         lambda text: _valid(adapter, text)
     )
