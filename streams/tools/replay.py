@@ -101,13 +101,17 @@ async def rebuild_memories(
     donor: PartitionedMemories | None = None,
     until: datetime | None = None,
     progress: Progress | None = None,
+    bulk: bool = True,
 ) -> tuple[PartitionedMemories, int, int]:
     """Project both topics into ``table`` up to their current ends; return the projection,
     the records read and the records that were not valid events.
 
-    ``table`` may hold part of a projection already (a resumed replay): it continues from
-    the offsets its rows record. With ``until``, records the log got after that time are
-    read past and not applied (the projection as it stood then). Vectors are taken from
+    A new ``table`` is built in bulk (:meth:`PartitionedMemories.stage`: events folded in
+    memory, each partition written with one ``create_table``); one that holds part of a
+    projection already (a resumed replay) continues from the offsets its rows record,
+    through merges (as every table does with ``bulk`` False). With ``until``, records the
+    log got after that time are read past and not applied (the projection as it stood
+    then). Vectors are taken from
     ``donor`` (the live table) for memories it holds with the same content, so a rebuild
     embeds only what is new.
 
@@ -156,6 +160,15 @@ async def rebuild_memories(
         consumer.assign(partitions)
         for tp, offset in starts.items():
             consumer.seek(tp, offset)
+        # A new table is built in bulk: the same fold, in memory, then one create_table per
+        # partition. A resumed one (rows and offsets already in it) goes through merges.
+        bulk = (
+            bulk
+            and not any(starts.values())
+            and not await asyncio.to_thread(projection.exists)
+        )
+        if bulk:
+            await asyncio.to_thread(projection.stage)
         projector = _Projector(
             settings,
             consumer,
@@ -168,6 +181,8 @@ async def rebuild_memories(
             on_batch=on_batch,
         )
         await projector.run(asyncio.Event())
+        if bulk:
+            await asyncio.to_thread(projection.write_staged)
         await asyncio.to_thread(projection.refresh_indexes)
         if progress is not None:
             progress(total, total)
