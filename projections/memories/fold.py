@@ -36,6 +36,22 @@ log = logging.getLogger(__name__)
 Row = dict[str, Any]
 
 
+def split_adds(
+    batch: Sequence[tuple[MemoryAdded | MemoryChange, SourcePosition]],
+) -> tuple[
+    list[tuple[MemoryAdded, SourcePosition]], list[tuple[MemoryChange, SourcePosition]]
+]:
+    """The batch's new memories and its changes, each in batch order."""
+    added: list[tuple[MemoryAdded, SourcePosition]] = []
+    changes: list[tuple[MemoryChange, SourcePosition]] = []
+    for event, position in batch:
+        if isinstance(event, MemoryAdded):
+            added.append((event, position))
+        else:
+            changes.append((event, position))
+    return added, changes
+
+
 def first_adds(
     batch: Sequence[tuple[MemoryAdded, SourcePosition]],
 ) -> dict[str, tuple[MemoryAdded, SourcePosition]]:

@@ -35,6 +35,7 @@ from memstream.projections.memories.fold import (
     fold_changes,
     new_row,
     rows_table,
+    split_adds,
 )
 from memstream.projections.memories.records import SourcePosition
 from memstream.projections.memories.schema import (
@@ -128,8 +129,7 @@ class MemoryWriter(TableConnection):
         """:meth:`apply` of a bulk build: the batch folded into the held rows, all of it or
         nothing (the fold runs on copies, kept once it is through)."""
         assert self._staged is not None
-        added = [(e, p) for e, p in batch if isinstance(e, MemoryAdded)]
-        changes = [(e, p) for e, p in batch if not isinstance(e, MemoryAdded)]
+        added, changes = split_adds(batch)
         first = {m: item for m, item in first_adds(added).items() if m not in self._staged}
         rows: dict[str, Row] = {}
         vectors: dict[str, np.ndarray] = {}
@@ -140,9 +140,9 @@ class MemoryWriter(TableConnection):
             for (event, position), vector in zip(items, embedded, strict=True):
                 rows[event.memory_id] = new_row(event, position, model)
                 vectors[event.memory_id] = vector
-        for event, _ in changes:
-            if event.memory_id not in rows and event.memory_id in self._staged:
-                rows[event.memory_id] = _copied(self._staged[event.memory_id])
+        for change, _ in changes:
+            if change.memory_id not in rows and change.memory_id in self._staged:
+                rows[change.memory_id] = _copied(self._staged[change.memory_id])
         touched = fold_changes(rows, changes)
         written = first.keys() | touched
         for memory_id in written:
@@ -190,8 +190,7 @@ class MemoryWriter(TableConnection):
         """
         if self._staged is not None:
             return self._apply_staged(batch)
-        added = [(e, p) for e, p in batch if isinstance(e, MemoryAdded)]
-        changes = [(e, p) for e, p in batch if not isinstance(e, MemoryAdded)]
+        added, changes = split_adds(batch)
         new = self._new_rows(added)
         changed = self._changed_rows(changes, new)
         if new is None and not changed:
@@ -415,7 +414,16 @@ class MemoryWriter(TableConnection):
 
         Readers in other processes that still hold an older version lose it (they reopen on
         the next read): an erasure outranks them. Only this projection's table is touched.
+        During a bulk build (:meth:`stage`) the user's held rows are dropped: nothing of
+        them was written.
         """
+        if self._staged is not None:
+            key = user_key(user_id)
+            doomed = [m for m, row in self._staged.items() if row["user_key"] == key]
+            for memory_id in doomed:
+                del self._staged[memory_id]
+                del self._staged_vectors[memory_id]
+            return len(doomed)
         table = self._open()
         if table is None:
             return 0

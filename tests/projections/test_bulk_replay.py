@@ -18,18 +18,7 @@ from fakes import FakeEmbedder
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memstream.models.events import (
-    MemoriesRetrieved,
-    MemoryAdded,
-    MemoryChange,
-    MemoryDeleted,
-    MemoryExpired,
-    MemoryForgotten,
-    MemoryPromoted,
-    MemoryReinforced,
-    MemorySuperseded,
-    RetrievedMemory,
-)
+from memstream.models import events as ev
 from memstream.models.topics import user_partition
 from memstream.models.vectors import pack_vector
 from memstream.projections.memories import (
@@ -53,14 +42,14 @@ CONTENTS = ("likes green tea", "lives in Lisbon", "works at a bakery", "has a do
 class Memories:
     """A batch of the memories topic, in log order."""
 
-    items: tuple[tuple[MemoryAdded | MemoryChange, SourcePosition], ...]
+    items: tuple[tuple[ev.MemoryAdded | ev.MemoryChange, SourcePosition], ...]
 
 
 @dataclass(frozen=True)
 class Accesses:
     """A batch of the accesses topic, in log order."""
 
-    items: tuple[tuple[MemoriesRetrieved, SourcePosition], ...]
+    items: tuple[tuple[ev.MemoriesRetrieved, SourcePosition], ...]
 
 
 @dataclass(frozen=True)
@@ -91,7 +80,7 @@ def build_log(draws: list[tuple[Any, ...]]) -> list[tuple[str, Any]]:
     """The log the draws make: (topic kind, item) in order, offsets counted per partition."""
     next_offset: dict[tuple[str, int], int] = {}
     log: list[tuple[str, Any]] = []
-    published: list[tuple[MemoryAdded | MemoryChange, SourcePosition]] = []
+    published: list[tuple[ev.MemoryAdded | ev.MemoryChange, SourcePosition]] = []
 
     def position(topic: str, user: str) -> SourcePosition:
         key = (topic, user_partition(user, PARTITIONS))
@@ -117,12 +106,12 @@ def build_log(draws: list[tuple[Any, ...]]) -> list[tuple[str, Any]]:
         user = USERS[draw[1]]
         common: dict[str, Any] = {"user_id": user, "session_id": f"s-{number % 3}", "occurred_at": at}
         if kind == "retrieve":
-            retrieved = tuple(RetrievedMemory(memory_id=f"m-{m}", score=0.5) for m in draw[2])
-            event = MemoriesRetrieved(event_id=f"r-{number}", query="what?", memories=retrieved, **common)
+            retrieved = tuple(ev.RetrievedMemory(memory_id=f"m-{m}", score=0.5) for m in draw[2])
+            event = ev.MemoriesRetrieved(event_id=f"r-{number}", query="what?", memories=retrieved, **common)
             log.append(("accesses", (event, position(ACCESSES, user))))
             continue
         memory_id = f"m-{draw[2]}"
-        change: MemoryAdded | MemoryChange
+        change: ev.MemoryAdded | ev.MemoryChange
         if kind == "add":
             content = f"{CONTENTS[number % len(CONTENTS)]} ({number})"
             carried: dict[str, Any] = {}
@@ -130,27 +119,27 @@ def build_log(draws: list[tuple[Any, ...]]) -> list[tuple[str, Any]]:
                 vector = EMBEDDER.embed([content])[0]
                 model = EMBEDDER.model_id if draw[3] == "carried" else "another-model"
                 carried = {"vector": pack_vector(vector.tolist()), "embedding_model": model}
-            change = MemoryAdded(
+            change = ev.MemoryAdded(
                 event_id=f"a-{number}", memory_id=memory_id, memory_type="fact", content=content,
                 importance=0.5, tier="short_term" if number % 2 else "long_term",
                 extraction_event_id=f"x-{number}", extractor="test/1", **common, **carried,
             )
         elif kind == "reinforce":
-            change = MemoryReinforced(event_id=f"re-{number}", memory_id=memory_id,
+            change = ev.MemoryReinforced(event_id=f"re-{number}", memory_id=memory_id,
                                       extraction_event_id="x", similarity=0.9, **common)
         elif kind == "supersede":
-            change = MemorySuperseded(event_id=f"su-{number}", memory_id=memory_id,
+            change = ev.MemorySuperseded(event_id=f"su-{number}", memory_id=memory_id,
                                       superseded_by=f"m-{number}", reason="newer", similarity=0.8,
                                       **common)
         elif kind == "delete":
-            change = MemoryDeleted(event_id=f"de-{number}", memory_id=memory_id, **common)
+            change = ev.MemoryDeleted(event_id=f"de-{number}", memory_id=memory_id, **common)
         elif kind == "promote":
-            change = MemoryPromoted(event_id=f"pr-{number}", memory_id=memory_id, reason="used",
+            change = ev.MemoryPromoted(event_id=f"pr-{number}", memory_id=memory_id, reason="used",
                                     **common)
         elif kind == "expire":
-            change = MemoryExpired(event_id=f"ex-{number}", memory_id=memory_id, **common)
+            change = ev.MemoryExpired(event_id=f"ex-{number}", memory_id=memory_id, **common)
         else:
-            change = MemoryForgotten(event_id=f"fo-{number}", memory_id=memory_id, policy="decay",
+            change = ev.MemoryForgotten(event_id=f"fo-{number}", memory_id=memory_id, policy="decay",
                                      score=0.1, threshold=0.2, reason="faded", **common)
         item = (change, position(MEMORIES, user))
         published.append(item)
@@ -201,7 +190,7 @@ def every_row(projection: PartitionedMemories) -> list[dict[str, Any]]:
 
 
 @settings(
-    max_examples=40,
+    max_examples=60,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
