@@ -6,9 +6,11 @@ deletions for a tenth of them, and retrievals on the accesses topic), builds the
 projection once from it, then measures in the same run:
 
 1. **replay**: ``rebuild_memories`` into a fresh table, as ``memstream replay`` does (read
-   both topics, decode, fold changes, write batches, build the indexes), every memory's
-   vector taken from its event as the decider recorded it (schema version 3): nothing is
-   embedded;
+   both topics, decode, fold changes in memory, one ``create_table`` per partition, build
+   the indexes), every memory's vector taken from its event as the decider recorded it
+   (schema version 3): nothing is embedded; and the same log through merges, batch by
+   batch (the path of a resumed replay, and of the live projector), whose result the bulk
+   one must equal (fingerprints compared);
 2. **replay, cold**: the live build of the same log's events without their vectors (schema
    version 2, or a model change), so every memory is embedded;
 3. **raw bulk load**: the rebuilt table's rows (vectors included) written to a new table
@@ -35,6 +37,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import lancedb
+import pyarrow as pa
 from aiokafka import AIOKafkaProducer
 
 from memstream.models.codec import encode_event
@@ -50,7 +53,7 @@ from memstream.models.events import (
 from memstream.models.settings import Settings
 from memstream.models.vectors import pack_vector
 from memstream.projections.embedder import Embedder, embedder_from_settings
-from memstream.projections.memories import MemoryProjection
+from memstream.projections.memories import MemoryProjection, PartitionedMemories
 from memstream.streams.runtime.broker import EmbeddedBroker, free_port
 from memstream.streams.runtime.topics import Topics, ensure_topics
 from memstream.streams.tools.replay import memories_fingerprint, rebuild_memories
@@ -131,15 +134,19 @@ async def publish(settings: Settings, topic: str, events: list[Event]) -> None:
         await producer.stop()
 
 
-def timed_rebuild(settings: Settings, table: str, donor: MemoryProjection | None) -> tuple[float, MemoryProjection]:
+def timed_rebuild(
+    settings: Settings, table: str, *, bulk: bool = True
+) -> tuple[float, PartitionedMemories]:
     started = time.perf_counter()
-    projection, _, _ = asyncio.run(rebuild_memories(settings, table, donor=donor))
+    projection, _, _ = asyncio.run(rebuild_memories(settings, table, bulk=bulk))
     return time.perf_counter() - started, projection
 
 
-def raw_bulk_load(projection: MemoryProjection, db_dir: Path) -> float:
-    """Write the projection's rows with one create_table and build the same indexes."""
-    rows = projection._open().to_arrow()
+def raw_bulk_load(projection: PartitionedMemories, db_dir: Path) -> float:
+    """Write the projection's rows (every partition's) with one create_table and build the
+    same indexes."""
+    tables = [projection.table(p) for p in range(projection.partitions)]
+    rows = pa.concat_tables([t._open().to_arrow() for t in tables if t.exists()])
     db = lancedb.connect(db_dir)
     started = time.perf_counter()
     db.create_table("raw", rows)
@@ -178,16 +185,17 @@ def main(argv: list[str] | None = None) -> int:
             settings = log_of("carried", events)
             print(f"published {len(events):,} memory events (vectors in them) and "
                   f"{len(accesses):,} retrievals", file=sys.stderr)
-            _, live = timed_rebuild(settings, "memories", None)
+            # The live projection as the projector builds it: merges, batch by batch.
+            merges_s, live = timed_rebuild(settings, "memories", bulk=False)
             rows = live.count()
-            replay_s, rebuilt = timed_rebuild(settings, "replay", None)
+            replay_s, rebuilt = timed_rebuild(settings, "replay")
             assert rebuilt.vectors_embedded == 0, rebuilt.vectors_embedded
             assert memories_fingerprint(rebuilt) == memories_fingerprint(live)
             cold_s = None
             if not args.no_cold:
                 bare = [e.model_copy(update={"vector": None, "embedding_model": None})
                         if isinstance(e, MemoryAdded) else e for e in events]
-                cold_s, cold = timed_rebuild(log_of("bare", bare), "memories", None)
+                cold_s, cold = timed_rebuild(log_of("bare", bare), "memories")
                 assert cold.vectors_embedded == rows, (cold.vectors_embedded, rows)
             raw_s = raw_bulk_load(rebuilt, base / "raw")
         finally:
@@ -198,8 +206,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| {rows:,} memories ({len(events) + len(accesses):,} events) | seconds | memories/s | vs raw |")
     print("|---|---|---|---|")
     print(f"| raw LanceDB bulk load (create_table + indexes) | {raw_s:.2f} | {rows / raw_s:,.0f} | 1.00× |")
-    print(f"| replay (vectors from the events) | {replay_s:.2f} | {rows / replay_s:,.0f} | "
+    print(f"| replay, bulk (vectors from the events) | {replay_s:.2f} | {rows / replay_s:,.0f} | "
           f"{raw_s / replay_s:.2f}× |")
+    print(f"| replay through merges (a resumed replay's path) | {merges_s:.2f} | "
+          f"{rows / merges_s:,.0f} | {raw_s / merges_s:.2f}× |")
     if cold_s is not None:
         print(f"| replay, events without vectors (every memory embedded) | {cold_s:.2f} | "
               f"{rows / cold_s:,.0f} | "

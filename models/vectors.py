@@ -55,12 +55,11 @@ def unpack_vector(packed: str) -> array[float]:
     floats.frombytes(raw)
     if sys.byteorder == "big":
         floats.byteswap()
-    # One C-level pass: a NaN or an infinity makes the sum one (float32 values cannot add up
-    # to an overflow in float64), and +inf with -inf makes fsum raise.
-    try:
-        finite = math.isfinite(math.fsum(floats))
-    except (ValueError, OverflowError):
-        finite = False
+    # One C-level pass: a NaN or an infinity makes the float64 sum non-finite, and float32
+    # values (at most 3.4e38 each, 16k of them) cannot add up to an overflow in float64.
+    # sum() over math.fsum: the same answer here, in 60 % of the time (one replay unpacks
+    # every memory's vector).
+    finite = math.isfinite(sum(floats))
     if not finite:
         raise ValueError("a packed vector holds a value that is not finite")
     return floats

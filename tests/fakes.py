@@ -31,6 +31,7 @@ from memstream.projections.memories import (
     SourcePosition,
     search_text,
 )
+from memstream.projections.memories.fold import new_row
 from memstream.streams.runtime.broker import free_port
 from memstream.streams.runtime.keys import FileKeyStore, KeyStore
 from memstream.streams.runtime.publisher import RawRecord, Sent, prepare
@@ -239,34 +240,11 @@ class InMemoryMemoryIndex:
         return [MemoryRecord(**_record(row)) for row in rows]
 
     def _row(self, event: MemoryAdded, position: SourcePosition) -> dict[str, Any]:
+        # The projection's own row of a new memory (fold.new_row), with its vector.
         return {
-            "memory_id": event.memory_id,
-            "user_id": event.user_id,
-            "memory_type": event.memory_type,
-            "content": event.content,
-            "context": event.context,
-            "search_text": search_text(event),
-            "importance": event.importance,
-            "created_at": event.occurred_at.astimezone(UTC),
-            "session_id": event.session_id,
-            "event_id": event.event_id,
+            **new_row(event, position, self.embedder.model_id),
             "source_event_ids": tuple(event.source_event_ids),
-            "source_topic": position.topic,
-            "source_partition": position.partition,
-            "source_offset": position.offset,
-            "tier": event.tier,
-            "status": "active",
-            "superseded_by": None,
-            "ended_at": None,
-            "reinforcement_count": 0,
-            "last_reinforced_at": None,
-            "reinforced_by": [],
-            "changed_offset": -1,
             "entities": tuple(event.entities),
-            "access_count": 0,
-            "last_accessed_at": None,
-            "learned_at": position.timestamp,
-            "extractor": event.extractor,
             "vector": self.embedder.embed([search_text(event)])[0],
         }
 

@@ -13,7 +13,10 @@ Modules, each one part of it:
 * :mod:`~memstream.projections.memories.connection`: opening the table, checking its schema
   version and embedding model, following the live table, lookups by memory key.
 * :mod:`~memstream.projections.memories.writer`: batched, retried, checked ``merge_insert``
-  writes, idempotent by source offsets; the lifecycle fold; access counts; erasure.
+  writes, idempotent by source offsets; access counts; erasure; the bulk build of a replay
+  (one ``create_table``).
+* :mod:`~memstream.projections.memories.fold`: the rules both writers fold events by (new
+  rows, first adds, lifecycle changes, retrievals).
 * :mod:`~memstream.projections.memories.reader`: positions, search, neighbours, get, list,
   and the scans of the tier keeper and of forgetting.
 * :mod:`~memstream.projections.memories.maintenance`: index refresh and ``optimize()``.

@@ -176,6 +176,22 @@ class PartitionedMemories:
             for partition, items in _by_partition(batch)
         )
 
+    def stage(self) -> None:
+        """Build every partition's table in bulk (see :meth:`MemoryProjection.stage`):
+        writes are folded in memory until :meth:`write_staged`.
+
+        Raises
+        ------
+        ValueError
+            A partition's table exists already.
+        """
+        for partition in range(self.partitions):
+            self.table(partition).stage()
+
+    def write_staged(self) -> int:
+        """Write each partition's held rows with one ``create_table``; return the rows."""
+        return sum(self.table(p).write_staged() for p in range(self.partitions))
+
     def erase_user(self, user_id: str) -> int:
         """Remove every row of ``user_id`` (from the user's partition); return how many."""
         return self.of_user(user_id).erase_user(user_id)

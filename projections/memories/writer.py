@@ -10,7 +10,7 @@ import logging
 import time
 import warnings
 from collections.abc import Sequence
-from datetime import UTC, timedelta
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -21,15 +21,21 @@ from memstream.models.events import (
     MemoriesRetrieved,
     MemoryAdded,
     MemoryChange,
-    MemoryReinforced,
 )
-from memstream.models.lifecycle import apply_change
 from memstream.models.vectors import unpack_vector
 from memstream.projections.memories.connection import KEY_LOOKUP_CHUNK, TableConnection
 from memstream.projections.memories.errors import (
     EmbeddingModelMismatch,
-    EncryptedContentError,
     ProjectionWriteError,
+)
+from memstream.projections.memories.fold import (
+    Row,
+    first_adds,
+    fold_accesses,
+    fold_changes,
+    new_row,
+    rows_table,
+    split_adds,
 )
 from memstream.projections.memories.records import SourcePosition
 from memstream.projections.memories.schema import (
@@ -37,7 +43,6 @@ from memstream.projections.memories.schema import (
     memory_key,
     memory_schema,
     search_text,
-    session_filter_key,
     user_key,
 )
 
@@ -58,6 +63,108 @@ class MemoryWriter(TableConnection):
     #: Attempts of one merge when concurrent commits conflict, and the first backoff.
     write_attempts = 4
     write_backoff_s = 0.05
+    #: Rows a bulk build (:meth:`stage`) holds before it writes the table: past that, the
+    #: table is written and the rest goes through merges, so memory stays bounded.
+    bulk_max_rows = 50_000
+    #: The rows of a bulk build, by memory id, and their vectors (None: not staging).
+    _staged: dict[str, Row] | None = None
+    _staged_vectors: dict[str, np.ndarray]
+
+    # --- bulk build (a fresh replay) ----------------------------------------------------
+
+    def stage(self) -> None:
+        """Build the table in bulk: from now on :meth:`apply`, :meth:`apply_accesses` and
+        :meth:`erase_user` fold into rows held in memory, by the same rules
+        (:mod:`~memstream.projections.memories.fold`), and :meth:`write_staged` writes them
+        with one ``create_table``. A replay into a new table takes this path: one write
+        instead of a merge per batch (each of which looks rows up and commits a version).
+
+        Raises
+        ------
+        ValueError
+            The table exists already (a resumed replay goes through merges).
+        """
+        if self._open() is not None:
+            raise ValueError(f"table {self.table_name!r} exists: only a new table is built in bulk")
+        self._staged = {}
+        self._staged_vectors = {}
+
+    @property
+    def staging(self) -> bool:
+        """Whether writes are held in memory for :meth:`write_staged`."""
+        return self._staged is not None
+
+    def write_staged(self) -> int:
+        """Write the rows held since :meth:`stage` with one ``create_table`` (none: no
+        table, as merges would leave it), stop staging, and return the rows written.
+
+        Raises
+        ------
+        ProjectionWriteError
+            The table holds another number of rows than were written.
+        """
+        staged = self._staged
+        if not staged:
+            self._staged, self._staged_vectors = None, {}
+            return 0
+        vectors = np.stack([self._staged_vectors[m] for m in staged])
+        schema = memory_schema(vectors.shape[1], self.embedder.model_id)
+        data = rows_table(list(staged.values()), vectors, schema)
+        with self._lock:
+            # mode "create": a table made meanwhile is an error, never overwritten.
+            table = self._db.create_table(self.table_name, data, schema=schema)
+        # Held until written: a failed create_table leaves them for another attempt.
+        self._staged, self._staged_vectors = None, {}
+        if table.count_rows() != data.num_rows:
+            raise ProjectionWriteError(
+                f"create_table holds {table.count_rows()} rows for {data.num_rows} memories"
+            )
+        self._ids_written = set(staged)
+        log.debug("memories: %r built in bulk, %d rows", self.table_name, data.num_rows)
+        return data.num_rows
+
+    def _apply_staged(
+        self, batch: Sequence[tuple[MemoryAdded | MemoryChange, SourcePosition]]
+    ) -> int:
+        """:meth:`apply` of a bulk build: the batch folded into the held rows, all of it or
+        nothing (the fold runs on copies, kept once it is through)."""
+        assert self._staged is not None
+        added, changes = split_adds(batch)
+        first = {m: item for m, item in first_adds(added).items() if m not in self._staged}
+        rows: dict[str, Row] = {}
+        vectors: dict[str, np.ndarray] = {}
+        if first:
+            items = list(first.values())
+            model = self.embedder.model_id
+            embedded = self._vectors([event for event, _ in items])
+            for (event, position), vector in zip(items, embedded, strict=True):
+                rows[event.memory_id] = new_row(event, position, model)
+                vectors[event.memory_id] = vector
+        for change, _ in changes:
+            if change.memory_id not in rows and change.memory_id in self._staged:
+                rows[change.memory_id] = _copied(self._staged[change.memory_id])
+        touched = fold_changes(rows, changes)
+        written = first.keys() | touched
+        for memory_id in written:
+            self._staged[memory_id] = rows[memory_id]
+        self._staged_vectors.update(vectors)
+        if len(self._staged) >= self.bulk_max_rows:
+            self.write_staged()
+        return len(written)
+
+    def _apply_staged_accesses(
+        self, batch: Sequence[tuple[MemoriesRetrieved, SourcePosition]]
+    ) -> int:
+        """:meth:`apply_accesses` of a bulk build."""
+        assert self._staged is not None
+        named = {m.memory_id for e, _ in batch for m in e.memories}
+        rows = {m: _copied(self._staged[m]) for m in named if m in self._staged}
+        touched = fold_accesses(rows, batch)
+        for memory_id in touched:
+            self._staged[memory_id] = rows[memory_id]
+        return len(touched)
+
+    # --- merges ---------------------------------------------------------------------------
 
     def apply(
         self, batch: Sequence[tuple[MemoryAdded | MemoryChange, SourcePosition]]
@@ -81,8 +188,9 @@ class MemoryWriter(TableConnection):
         EncryptedContentError
             An event's content is encrypted; nothing of the batch is written.
         """
-        added = [(e, p) for e, p in batch if isinstance(e, MemoryAdded)]
-        changes = [(e, p) for e, p in batch if not isinstance(e, MemoryAdded)]
+        if self._staged is not None:
+            return self._apply_staged(batch)
+        added, changes = split_adds(batch)
         new = self._new_rows(added)
         changed = self._changed_rows(changes, new)
         if new is None and not changed:
@@ -107,13 +215,7 @@ class MemoryWriter(TableConnection):
 
     def _new_rows(self, batch: Sequence[tuple[MemoryAdded, SourcePosition]]) -> pa.Table | None:
         """Rows (not written) for the batch's memories the table does not hold yet."""
-        first: dict[str, tuple[MemoryAdded, SourcePosition]] = {}
-        for event, position in batch:
-            if event.encryption is not None and "content" in event.encryption.fields:
-                raise EncryptedContentError(
-                    f"memory {event.memory_id} (event {event.event_id}) has encrypted content"
-                )
-            first.setdefault(event.memory_id, (event, position))
+        first = first_adds(batch)
         if not first:
             return None
         table = self._open()
@@ -209,23 +311,7 @@ class MemoryWriter(TableConnection):
         if table is not None:
             rest = [memory_key(m) for m in named if m not in rows]
             rows.update(self._rows_by_key(table, rest) if rest else {})
-        touched: set[str] = set()
-        for event, position in changes:
-            row = rows.get(event.memory_id)
-            if row is None:
-                log.warning("memories: %s names unknown memory %s", event.type, event.memory_id)
-                continue
-            if row["user_key"] != user_key(event.user_id):
-                # Isolation: a change only ever applies to the memory of the same user.
-                log.warning("memories: %s for another user's memory refused", event.type)
-                continue
-            if position.offset <= row["changed_offset"]:
-                continue  # re-delivered
-            if isinstance(event, MemoryReinforced) and event.event_id in row["reinforced_by"]:
-                continue  # the same decision published again (after a crash), later in the log
-            apply_change(row, event)
-            row["changed_offset"] = position.offset
-            touched.add(event.memory_id)
+        touched = fold_changes(rows, changes)
         return {m: rows[m] for m in sorted(touched)}
 
     def apply_accesses(self, batch: Sequence[tuple[MemoriesRetrieved, SourcePosition]]) -> int:
@@ -234,23 +320,14 @@ class MemoryWriter(TableConnection):
         Each row records the offset of the last access event it counted, so a re-delivered
         event counts once. Only the retrieving user's own memories are touched.
         """
+        if self._staged is not None:
+            return self._apply_staged_accesses(batch)
         wanted = sorted({memory_key(m.memory_id) for e, _ in batch for m in e.memories})
         table = self._open()
         if table is None or not wanted:
             return 0
         rows = self._rows_by_key(table, wanted)
-        touched: set[str] = set()
-        for event, position in batch:
-            for memory in event.memories:
-                row = rows.get(memory.memory_id)
-                if row is None or row["user_key"] != user_key(event.user_id):
-                    continue
-                if position.offset <= row["access_offset"]:
-                    continue  # re-delivered (or the same memory twice in one retrieval)
-                row["access_count"] += 1
-                row["last_accessed_at"] = event.occurred_at.astimezone(UTC)
-                row["access_offset"] = position.offset
-                touched.add(memory.memory_id)
+        touched = fold_accesses(rows, batch)
         if not touched:
             return 0
         data = pa.Table.from_pylist([rows[m] for m in sorted(touched)], schema=table.schema)
@@ -273,46 +350,8 @@ class MemoryWriter(TableConnection):
         vectors: np.ndarray,
         schema: pa.Schema,
     ) -> pa.Table:
-        columns: dict[str, list[Any]] = {name: [] for name in schema.names if name != "vector"}
-        for event, position in items:
-            columns["memory_id"].append(event.memory_id)
-            columns["user_id"].append(event.user_id)
-            columns["user_key"].append(user_key(event.user_id))
-            columns["agent_id"].append(event.agent_id)
-            columns["session_id"].append(event.session_id)
-            columns["memory_type"].append(event.memory_type)
-            columns["content"].append(event.content)
-            columns["context"].append(event.context)
-            columns["search_text"].append(search_text(event))
-            columns["importance"].append(event.importance)
-            columns["tier"].append(event.tier)
-            columns["created_at"].append(event.occurred_at.astimezone(UTC))
-            columns["entities"].append(list(event.entities))
-            columns["source_event_ids"].append(list(event.source_event_ids))
-            columns["extraction_event_id"].append(event.extraction_event_id)
-            columns["extractor"].append(event.extractor)
-            columns["event_id"].append(event.event_id)
-            columns["source_topic"].append(position.topic)
-            columns["source_partition"].append(position.partition)
-            columns["source_offset"].append(position.offset)
-            columns["session_key"].append(session_filter_key(event.session_id))
-            columns["memory_key"].append(memory_key(event.memory_id))
-            columns["status"].append("active")
-            columns["superseded_by"].append(None)
-            columns["ended_at"].append(None)
-            columns["reinforcement_count"].append(0)
-            columns["last_reinforced_at"].append(None)
-            columns["reinforced_by"].append([])
-            columns["changed_offset"].append(-1)
-            columns["learned_at"].append(position.timestamp)
-            columns["access_count"].append(0)
-            columns["last_accessed_at"].append(None)
-            columns["access_offset"].append(-1)
-            columns["embedding_model"].append(self.embedder.model_id)
-        arrays = [pa.array(columns[f.name], type=f.type) for f in schema if f.name != "vector"]
-        flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).ravel(), pa.float32())
-        arrays.append(pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1]))
-        return pa.Table.from_arrays(arrays, schema=schema)
+        model = self.embedder.model_id
+        return rows_table([new_row(e, p, model) for e, p in items], vectors, schema)
 
     def _merge_with_retry(self, table: Any, data: pa.Table) -> tuple[int, int]:
         # merge_insert retries conflicts internally for up to 30 s; this outer loop covers
@@ -375,7 +414,16 @@ class MemoryWriter(TableConnection):
 
         Readers in other processes that still hold an older version lose it (they reopen on
         the next read): an erasure outranks them. Only this projection's table is touched.
+        During a bulk build (:meth:`stage`) the user's held rows are dropped: nothing of
+        them was written.
         """
+        if self._staged is not None:
+            key = user_key(user_id)
+            doomed = [m for m, row in self._staged.items() if row["user_key"] == key]
+            for memory_id in doomed:
+                del self._staged[memory_id]
+                del self._staged_vectors[memory_id]
+            return len(doomed)
         table = self._open()
         if table is None:
             return 0
@@ -408,3 +456,9 @@ class MemoryWriter(TableConnection):
             self._ids_written.difference_update(row["memory_id"] for row in mine)
         log.info("memories: erased %d row(s) of one user from %r", len(mine), self.table_name)
         return len(mine)
+
+
+def _copied(row: Row) -> Row:
+    """A row to fold into without touching the held one (lists are the only mutable values:
+    a fold reassigns them, never appends in place, but a copy costs little)."""
+    return {k: list(v) if isinstance(v, list) else v for k, v in row.items()}

@@ -16,9 +16,11 @@ offsets like any projection's, so a second run continues where the first stopped
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -31,6 +33,7 @@ from memstream.projections.embedder import Embedder, embedder_from_settings
 from memstream.projections.memories import (
     VIEW_COLUMNS,
     EmbeddingModelMismatch,
+    MemoryProjection,
     MemoryStore,
     PartitionedMemories,
     ProjectionOutdated,
@@ -52,6 +55,9 @@ log = logging.getLogger(__name__)
 REPLAY_BATCH = 5_000
 #: Called with (records done, records in all) as a replay goes.
 Progress = Callable[[int, int], None]
+#: Allocations between two young-generation collections while a replay runs (CPython's
+#: default is 700).
+REPLAY_GC_THRESHOLD = 100_000
 
 
 @dataclass(frozen=True)
@@ -101,13 +107,17 @@ async def rebuild_memories(
     donor: PartitionedMemories | None = None,
     until: datetime | None = None,
     progress: Progress | None = None,
+    bulk: bool = True,
 ) -> tuple[PartitionedMemories, int, int]:
     """Project both topics into ``table`` up to their current ends; return the projection,
     the records read and the records that were not valid events.
 
-    ``table`` may hold part of a projection already (a resumed replay): it continues from
-    the offsets its rows record. With ``until``, records the log got after that time are
-    read past and not applied (the projection as it stood then). Vectors are taken from
+    A new ``table`` is built in bulk (:meth:`PartitionedMemories.stage`: events folded in
+    memory, each partition written with one ``create_table``); one that holds part of a
+    projection already (a resumed replay) continues from the offsets its rows record,
+    through merges (as every table does with ``bulk`` False). With ``until``, records the
+    log got after that time are read past and not applied (the projection as it stood
+    then). Vectors are taken from
     ``donor`` (the live table) for memories it holds with the same content, so a rebuild
     embeds only what is new.
 
@@ -118,6 +128,37 @@ async def rebuild_memories(
     TopicMissing
         The memories or accesses topic is not on the broker.
     """
+    with _collections_deferred():
+        return await _rebuild(settings, table, embedder, donor, until, progress, bulk)
+
+
+@contextlib.contextmanager
+def _collections_deferred() -> Iterator[None]:
+    """Run the cyclic garbage collector rarely meanwhile (the thresholds are the process's).
+
+    A replay allocates millions of objects that stay alive (decoded events, rows held for
+    the bulk write) and makes no cycles of its own, so each collection finds nothing while
+    it walks them all: at CPython's thresholds, collections took about half of decoding and
+    of building rows (20,000 memories: decoding 0.37 -> 0.20 s, rows 0.30 -> 0.10 s).
+    """
+    before = gc.get_threshold()
+    gc.set_threshold(max(before[0], REPLAY_GC_THRESHOLD), *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
+async def _rebuild(
+    settings: Settings,
+    table: str,
+    embedder: Embedder | None,
+    donor: PartitionedMemories | None,
+    until: datetime | None,
+    progress: Progress | None,
+    bulk: bool,
+) -> tuple[PartitionedMemories, int, int]:
+    """:func:`rebuild_memories`' work."""
     if embedder is None:
         embedder = await asyncio.to_thread(embedder_from_settings, settings)
     projection = PartitionedMemories.from_settings(settings, embedder, table)
@@ -156,6 +197,15 @@ async def rebuild_memories(
         consumer.assign(partitions)
         for tp, offset in starts.items():
             consumer.seek(tp, offset)
+        # A new table is built in bulk: the same fold, in memory, then one create_table per
+        # partition. A resumed one (rows and offsets already in it) goes through merges.
+        bulk = (
+            bulk
+            and not any(starts.values())
+            and not await asyncio.to_thread(projection.exists)
+        )
+        if bulk:
+            await asyncio.to_thread(projection.stage)
         projector = _Projector(
             settings,
             consumer,
@@ -168,12 +218,23 @@ async def rebuild_memories(
             on_batch=on_batch,
         )
         await projector.run(asyncio.Event())
-        await asyncio.to_thread(projection.refresh_indexes)
+        # One thread per partition's table: LanceDB writes and builds indexes without the GIL.
+        tables = [projection.table(p) for p in range(projection.partitions)]
+        if bulk:
+            await asyncio.gather(*(asyncio.to_thread(t.write_staged) for t in tables))
+        await asyncio.gather(
+            *(asyncio.to_thread(_refresh_indexes, t) for t in tables)
+        )
         if progress is not None:
             progress(total, total)
         return projection, total, projector.invalid
     finally:
         await consumer.stop()
+
+
+def _refresh_indexes(table: MemoryProjection) -> None:
+    if table.exists():
+        table.refresh_indexes()
 
 
 class LogShorterThanProjection(RuntimeError):
