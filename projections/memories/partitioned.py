@@ -292,13 +292,19 @@ class PartitionedMemories:
         *,
         limit: int,
         before: datetime | None = None,
-        same_text: Sequence[str] | None = None,
     ) -> list[list[tuple[MemoryRecord, np.ndarray]]]:
         """:meth:`neighbours` of each of ``vectors`` (see
         :meth:`MemoryProjection.neighbours_of_each`)."""
         return self.of_user(user_id).neighbours_of_each(
-            user_id, vectors, limit=limit, before=before, same_text=same_text
+            user_id, vectors, limit=limit, before=before
         )
+
+    def same_text_of_each(
+        self, user_id: str, texts: Sequence[str], *, before: datetime | None = None
+    ) -> list[list[MemoryRecord]]:
+        """The user's memories of each of ``texts`` (see
+        :meth:`MemoryProjection.same_text_of_each`)."""
+        return self.of_user(user_id).same_text_of_each(user_id, texts, before=before)
 
     def get(self, user_id: str, memory_id: str) -> MemoryRecord | None:
         """One of the user's memories by id, active or not; None if it is not theirs."""

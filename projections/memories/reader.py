@@ -182,22 +182,12 @@ class MemoryReader(TableConnection):
         *,
         limit: int = 5,
         before: datetime | None = None,
-        same_text: Sequence[str] | None = None,
     ) -> list[list[tuple[MemoryRecord, np.ndarray]]]:
         """:meth:`neighbours` of each row of ``vectors`` (unit vectors), from one read of the
         user's view: the decisions of one extraction cost one query, not one per candidate
         (each LanceDB query costs milliseconds before it reads a row). A user with more than
-        ``NEIGHBOUR_SCAN_ROWS`` memories is searched vector by vector instead.
-
-        With ``same_text`` (one text per vector), each list also holds, after the nearest,
-        the rows whose content is that text (compared :func:`normalised`) however far their
-        vectors are: a vector embeds a memory's context too, so the same words said in
-        another conversation need not be near, and a decision must still see them."""
-        if before is None:
-            filters = SearchFilters()
-        else:
-            filters = SearchFilters(as_of=before - timedelta(microseconds=1))
-        where = _user_filter(user_id, filters)
+        ``NEIGHBOUR_SCAN_ROWS`` memories is searched vector by vector instead."""
+        where = _view_filter(user_id, before)
         table = self._open()
         if table is None or where is None or len(vectors) == 0:
             return [[] for _ in range(len(vectors))]
@@ -209,11 +199,7 @@ class MemoryReader(TableConnection):
             .to_arrow()
         )
         if rows.num_rows > NEIGHBOUR_SCAN_ROWS:
-            return [
-                self._nearest_indexed(table, where, vector, limit)
-                + (self._same_text(table, where, same_text[i]) if same_text else [])
-                for i, vector in enumerate(vectors)
-            ]
+            return [self._nearest_indexed(table, where, vector, limit) for vector in vectors]
         if rows.num_rows == 0:
             return [[] for _ in range(len(vectors))]
         matrix = np.asarray(rows.column("vector").to_pylist(), dtype=np.float32)
@@ -223,28 +209,40 @@ class MemoryReader(TableConnection):
         # Nearest first, ties broken by id (the same order whatever order rows come in): rows
         # in id order, then a stable sort by similarity.
         by_id = np.argsort(ids, kind="stable")
-        texts = [normalised(r["content"]) for r in records] if same_text else []
         found = []
         for column in range(similarity.shape[1]):
-            order = list(by_id[np.argsort(-similarity[by_id, column], kind="stable")][:limit])
-            if same_text:
-                wanted = normalised(same_text[column])
-                order += [i for i in by_id if texts[i] == wanted and i not in order]
+            order = by_id[np.argsort(-similarity[by_id, column], kind="stable")][:limit]
             found.append([(MemoryRecord(**_record_fields(records[i])), matrix[i]) for i in order])
         return found
 
-    def _same_text(self, table: Any, where: str, text: str) -> list[tuple[MemoryRecord, np.ndarray]]:
-        """The rows under ``where`` whose content is ``text`` (normalised): the best 50 by
-        the full-text leg of a search for its words, checked exactly here."""
-        wanted = normalised(text)
-        if not wanted or not self._has_fts(table):
-            return []
-        rows = _search_words(table, wanted, where, 50)
-        vectors = rows.column("vector").to_pylist()
+    def same_text_of_each(
+        self, user_id: str, texts: Sequence[str], *, before: datetime | None = None
+    ) -> list[list[MemoryRecord]]:
+        """For each of ``texts``, the user's memories whose content is that text (compared
+        :func:`~memstream.models.decisions.normalised`: case, punctuation and spacing
+        ignored), in the view of :meth:`neighbours` (``before``), by memory id. One read of
+        the user's view; past ``NEIGHBOUR_SCAN_ROWS`` memories, the best 50 of a words
+        search for each text, checked exactly."""
+        wanted = [normalised(text) for text in texts]
+        where = _view_filter(user_id, before)
+        table = self._open()
+        if table is None or where is None or not texts:
+            return [[] for _ in texts]
+        rows = table.search().where(where).select(_RECORD_COLUMNS).limit(NEIGHBOUR_SCAN_ROWS + 1)
+        records = rows.to_arrow().to_pylist()
+        if len(records) > NEIGHBOUR_SCAN_ROWS:
+            records = []
+            if self._has_fts(table):
+                for text in dict.fromkeys(t for t in wanted if t):
+                    records += _search_words(table, text, where, 50).select(_RECORD_COLUMNS).to_pylist()
+        by_text: dict[str, dict[str, MemoryRecord]] = {}
+        for record in records:
+            by_text.setdefault(normalised(record["content"]), {})[record["memory_id"]] = MemoryRecord(
+                **_record_fields(record)
+            )
         return [
-            (MemoryRecord(**_record_fields(row)), np.asarray(found, dtype=np.float32))
-            for row, found in zip(rows.select(_RECORD_COLUMNS).to_pylist(), vectors, strict=True)
-            if normalised(row["content"]) == wanted
+            [found[m] for m in sorted(found)] if (found := by_text.get(text)) else []
+            for text in wanted
         ]
 
     def _nearest_indexed(
@@ -379,3 +377,11 @@ class MemoryReader(TableConnection):
             user_id = row.pop("user_id")
             due.append((user_id, MemoryRecord(**_record_fields(row))))
         return due
+
+
+def _view_filter(user_id: str, before: datetime | None) -> str | None:
+    """The filter of a user's view: the active memories, or (``before``) those recorded
+    before that event time and not ended before it."""
+    if before is None:
+        return _user_filter(user_id, SearchFilters())
+    return _user_filter(user_id, SearchFilters(as_of=before - timedelta(microseconds=1)))

@@ -42,7 +42,9 @@ class MemoryDecider:
     recorded before it and not ended before it (:meth:`MemoryProjection.neighbours` with
     ``before``), plus the earlier candidates of the same extraction; nearest by exact cosine
     (never an approximate index), computed here the same way for every source, ties broken by
-    id. The memories this decider announced recently fill in for the projector's lag; after
+    id. A candidate whose words (normalised) a memory of its type already holds reinforces
+    it without being embedded (``similarity`` 1.0 in its event), the first such memory by id.
+    The memories this decider announced recently fill in for the projector's lag; after
     a start or a rebalance the worker waits until the projector has caught up with the log
     before deciding (see ``ExtractionAgent.projection_holds_the_log``).
     """
@@ -72,29 +74,40 @@ class MemoryDecider:
         candidates = recorded.candidates
         if not candidates:
             return []
-        # One embedding per candidate, of what its row will be found by: the decision compares
-        # it with the stored rows' vectors (embeddings of the same kind of text), and an
-        # added memory carries it in its event, so no projection embeds it again.
-        vectors = self.embedder.embed([search_text(c) for c in candidates])
-        moment = recorded.occurred_at
+        user, moment = recorded.user_id, recorded.occurred_at
+        # A candidate whose very words a memory of its type holds reinforces it, found by
+        # its text and never embedded: an episode's vector embeds its context too, so the
+        # same line said in another conversation need not be near it (and most candidates
+        # of a long history are things said before).
+        same = self.projection.same_text_of_each(
+            user, [c.content for c in candidates], before=moment
+        )
+        # One embedding for each other candidate, of what its row will be found by: the
+        # decision compares it with the stored rows' vectors (embeddings of the same kind of
+        # text), and an added memory carries it in its event, so nothing embeds it again.
+        texts = [search_text(c) for c in candidates]
+        unknown = [
+            i for i, c in enumerate(candidates)
+            if self._same_words(user, c, moment, same[i], [], set()) is None
+        ]
+        vectors: dict[int, np.ndarray] = {}
+        stored: dict[int, list[tuple[MemoryRecord, np.ndarray]]] = {}
+        if unknown:
+            self._embed(user, moment, unknown, texts, vectors, stored)
         # What this extraction adds and supersedes, seen by its later candidates.
         added: list[tuple[ExistingMemory, np.ndarray]] = []
         superseded: set[str] = set()
         events: list[Event] = []
-        # One read of the user's view for every candidate (each query costs milliseconds).
-        # Each candidate's nearest, and the memories of the same words however far (a vector
-        # embeds a memory's context too: the same fact said in another conversation).
-        stored = self.projection.neighbours_of_each(
-            recorded.user_id,
-            vectors,
-            limit=2 * self.neighbours,
-            before=moment,
-            same_text=[c.content for c in candidates],
-        )
-        for index, (candidate, vector) in enumerate(zip(candidates, vectors, strict=True)):
-            nearby = self._nearby(
-                recorded.user_id, candidate, vector, moment, stored[index], added, superseded
-            )
+        for index, candidate in enumerate(candidates):
+            target = self._same_words(user, candidate, moment, same[index], added, superseded)
+            if target is not None:
+                decision = Decision("duplicate", target, 1.0, "same text")
+                events += self._events(recorded, index, candidate, None, decision)
+                continue
+            if index not in vectors:  # its memory of the same words was superseded just now
+                self._embed(user, moment, [index], texts, vectors, stored)
+            vector = vectors[index]
+            nearby = self._nearby(user, vector, moment, stored[index], added, superseded)
             new = self._events(recorded, index, candidate, vector, decide(candidate, nearby))
             events += new
             for event in new:
@@ -104,11 +117,57 @@ class MemoryDecider:
                     )
                 elif isinstance(event, MemorySuperseded):
                     superseded.add(event.memory_id)
-        self._remember(recorded.user_id, [(known, vector, moment) for known, vector in added])
+        self._remember(user, [(known, vector, moment) for known, vector in added])
         self._gone.update(dict.fromkeys(superseded, moment))
         while len(self._gone) > self.gone_kept:  # the oldest first: the projection has them
             del self._gone[next(iter(self._gone))]
         return events
+
+    def _embed(
+        self,
+        user_id: str,
+        moment: datetime,
+        indexes: list[int],
+        texts: list[str],
+        vectors: dict[int, np.ndarray],
+        stored: dict[int, list[tuple[MemoryRecord, np.ndarray]]],
+    ) -> None:
+        """Embed the candidates at ``indexes`` (one call) and read their nearest stored
+        memories (one read of the user's view): into ``vectors`` and ``stored``."""
+        embedded = self.embedder.embed([texts[i] for i in indexes])
+        nearest = self.projection.neighbours_of_each(
+            user_id, embedded, limit=2 * self.neighbours, before=moment
+        )
+        for i, vector, found in zip(indexes, embedded, nearest, strict=True):
+            vectors[i], stored[i] = vector, found
+
+    def _same_words(
+        self,
+        user_id: str,
+        candidate: MemoryCandidate,
+        moment: datetime,
+        stored: list[MemoryRecord],
+        added: list[tuple[ExistingMemory, np.ndarray]],
+        superseded: set[str],
+    ) -> str | None:
+        """The memory of the candidate's type and words (normalised) in the view at
+        ``moment``, the first by id: among ``stored`` (the projection's), this decider's
+        recent ones and ``added``; None if there is none."""
+        text = normalised(candidate.content)
+        kind = candidate.memory_type
+        found = {r.memory_id for r in stored if r.memory_type == kind}
+        found.update(
+            known.memory_id
+            for known, _, created in self._recent.get(user_id, [])
+            if created < moment and known.memory_type == kind and normalised(known.content) == text
+        )
+        found.update(
+            known.memory_id
+            for known, _ in added
+            if known.memory_type == kind and normalised(known.content) == text
+        )
+        live = [m for m in found if m not in superseded and not self._ended_before(m, moment)]
+        return min(live, default=None)
 
     def _remember(
         self, user_id: str, added: list[tuple[ExistingMemory, np.ndarray, datetime]]
@@ -132,18 +191,15 @@ class MemoryDecider:
     def _nearby(
         self,
         user_id: str,
-        candidate: MemoryCandidate,
         vector: np.ndarray,
         moment: datetime,
         stored: list[tuple[MemoryRecord, np.ndarray]],
         added: list[tuple[ExistingMemory, np.ndarray]],
         superseded: set[str],
     ) -> list[ExistingMemory]:
-        """The ``neighbours`` memories nearest to ``vector`` in the view at ``moment``, and
-        any further one whose content is the candidate's (normalised): among ``stored`` (the
-        projection's nearest, twice as many as kept: the cut below is made on similarities
-        computed here; and its memories of the same words), this decider's recent ones and
-        ``added``."""
+        """The ``neighbours`` memories nearest to ``vector`` in the view at ``moment``:
+        among ``stored`` (the projection's nearest, twice as many as kept: the cut below is
+        made on similarities computed here), this decider's recent ones and ``added``."""
         pool: dict[str, tuple[ExistingMemory, np.ndarray]] = {}
         for record, other in stored:
             known = ExistingMemory(record.memory_id, record.memory_type, record.content, 0.0)
@@ -159,17 +215,14 @@ class MemoryDecider:
             if memory_id not in superseded and not self._ended_before(memory_id, moment)
         ]
         scored.sort(key=lambda m: (-m.similarity, m.memory_id))
-        text = normalised(candidate.content)
-        return scored[: self.neighbours] + [
-            m for m in scored[self.neighbours :] if normalised(m.content) == text
-        ]
+        return scored[: self.neighbours]
 
     def _events(
         self,
         recorded: ExtractionRecorded,
         index: int,
         candidate: MemoryCandidate,
-        vector: np.ndarray,
+        vector: np.ndarray | None,
         decision: Decision,
     ) -> list[Event]:
         common: dict[str, Any] = {
@@ -189,6 +242,7 @@ class MemoryDecider:
                     **common,
                 )
             ]
+        assert vector is not None, "an added memory carries its vector"
         memory_id = derived_id(recorded.event_id, "memory-id", str(index))
         events: list[Event] = [
             MemoryAdded(
