@@ -39,8 +39,9 @@ class Container:
         the store the workers use.
     projection
         The memory index readers use (any
-        :class:`~memstream.projections.memories.MemoryIndex`); the live table in ``settings.lancedb_dir`` by
-        default, opened with the embedder on first use.
+        :class:`~memstream.projections.memories.MemoryIndex`); the live projection in the
+        store of ``settings`` (``memory_store``, or the data directory) by default, opened
+        with the embedder on first use.
     publisher
         How events reach the topics; a :class:`KafkaPublisher` that checks what users send
         and the broker's log mark, started on the first write, by default.
@@ -80,7 +81,7 @@ class Container:
             return self.projection
 
     def memory_table(self, table: str | None = None) -> PartitionedMemories:
-        """A memory projection of the data directory, one LanceDB table per partition: the
+        """A memory projection of the settings' store, one LanceDB table per partition: the
         live one (None), or another by name (a re-extraction's), which must exist.
 
         Raises
@@ -92,7 +93,7 @@ class Container:
 
         projection = PartitionedMemories.from_settings(self.settings, self.embedder(), table)
         if table is not None and not projection.exists():
-            raise LookupError(f"no memory table {table!r} in {self.settings.lancedb_dir}")
+            raise LookupError(f"no memory table {table!r} in {projection.store}")
         return projection
 
     def event_publisher(self) -> EventPublisher:
