@@ -180,9 +180,13 @@ class Settings(BaseSettings):
     #: Credentials; unset, the AWS defaults (environment, profile, instance role) apply.
     memory_store_access_key_id: SecretStr | None = None
     memory_store_secret_access_key: SecretStr | None = None
-    #: How long a reader of an object store uses the live table it knows before it reads
-    #: the live-table pointer again (one GET): how late it sees a replay's swap.
-    memory_store_pointer_check_s: float = Field(2.0, ge=0)
+    #: How late a read of an object store may see its changes: a reader reads the live-table
+    #: pointer again (one GET) at most this often, so it sees a replay's swap up to this
+    #: late; and the service's reads (``memstream serve``, the client, the worker's API) look
+    #: up a table's newest version at most this often (LanceDB's read_consistency_interval),
+    #: so they see the owner's writes up to this late. 0: both before every read, about 3x
+    #: the requests of a search. The workers' own reads (the decider's) are always current.
+    memory_store_read_lag_s: float = Field(2.0, ge=0)
 
     #: Open events sealed by the first scheme (``aes-256-gcm``, bound to the event id only;
     #: still opened only with a key of the event's own user). Turn off once the log holds

@@ -70,7 +70,7 @@ class S3Server:
             "memory_store_allow_http": True,
             "memory_store_access_key_id": ACCESS_KEY_ID,
             "memory_store_secret_access_key": SECRET_ACCESS_KEY,
-            "memory_store_pointer_check_s": 0.5,
+            "memory_store_read_lag_s": 0.5,
         }
 
 

@@ -73,25 +73,32 @@ class Container:
         return embedder_from_settings(self.settings)
 
     def memory_projection(self) -> MemoryIndex:
-        """The live memory projection, opened on first use (it loads the embedder)."""
+        """The live memory projection the service reads, opened on first use (it loads the
+        embedder). On an object store it sees changes up to ``memory_store_read_lag_s`` late
+        (see :meth:`ProjectionStore.reader_options`)."""
 
         with self._lock:
             if self.projection is None:
-                self.projection = self.memory_table()
+                self.projection = self.memory_table(reader=True)
             return self.projection
 
-    def memory_table(self, table: str | None = None) -> PartitionedMemories:
+    def memory_table(self, table: str | None = None, *, reader: bool = False) -> PartitionedMemories:
         """A memory projection of the settings' store, one LanceDB table per partition: the
-        live one (None), or another by name (a re-extraction's), which must exist.
+        live one (None), or another by name (a re-extraction's), which must exist. With
+        ``reader``, one that only answers the service's reads (see
+        :meth:`ProjectionStore.reader_options`); otherwise every read is current.
 
         Raises
         ------
         LookupError
             No projection of that name.
         """
-        from memstream.projections.memories import PartitionedMemories
+        from memstream.projections.memories import PartitionedMemories, ProjectionStore
 
-        projection = PartitionedMemories.from_settings(self.settings, self.embedder(), table)
+        options = ProjectionStore.from_settings(self.settings).reader_options() if reader else {}
+        projection = PartitionedMemories.from_settings(
+            self.settings, self.embedder(), table, **options
+        )
         if table is not None and not projection.exists():
             raise LookupError(f"no memory table {table!r} in {projection.store}")
         return projection
