@@ -1,7 +1,8 @@
 """The memory projection on an object store (``s3://``), against moto's S3 server run here and
 real LanceDB: the same events give the same projection as in a local directory, another
 machine's instance reads every user straight from the store, a replay's swap of the
-live-table pointer reaches readers, analytics read it, and the credentials show nowhere."""
+live-table pointer reaches readers, analytics and erasure read it, and the credentials show
+nowhere."""
 
 from __future__ import annotations
 
@@ -29,11 +30,13 @@ from memstream.models.events import (
 from memstream.models.settings import Settings
 from memstream.models.topics import user_partition
 from memstream.projections.analytics import Scope, run_sql
+from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import (
     PartitionedMemories,
     ProjectionStore,
     SourcePosition,
 )
+from memstream.streams.tools.erasure import erase_lancedb
 from memstream.streams.tools.replay import memories_fingerprint
 
 PARTITIONS = 4
@@ -201,7 +204,7 @@ def test_a_replay_swapped_in_on_the_store_reaches_the_readers(
     assert store.swap_in("memories", "memories") == "memories-shadow"
 
 
-def test_settings_name_the_store_and_analytics_read_it(
+def test_settings_name_the_store_and_analytics_and_erasure_read_it(
     s3: S3Server, location: str, tmp_path: Path
 ) -> None:
     settings = Settings(data_dir=tmp_path / "data", partitions=PARTITIONS, **s3.settings(location))
@@ -209,14 +212,25 @@ def test_settings_name_the_store_and_analytics_read_it(
     assert not store.is_local and not store.locks_apply and str(store) == location
     assert not store.exists()
     events, accesses = history(seed=5)
-    memories = PartitionedMemories.from_settings(settings, FakeEmbedder())
+    embedder = embedder_from_settings(settings)  # erasure opens the tables with it
+    memories = PartitionedMemories.from_settings(settings, embedder)
     memories.probe(writable=True)
     memories.apply(events)
     memories.apply_accesses(accesses)
+    # A replay's shadow projection beside the live one: erasure lists the store's tables.
+    shadow = PartitionedMemories.from_settings(settings, embedder, "memories-old")
+    shadow.apply(events)
     assert store.exists()
     counted = run_sql(settings, "SELECT count(*) AS n, sum(access_count) AS used FROM memories",
                       Scope(now=T0 + timedelta(days=2)))
     assert counted.to_pylist() == [{"n": memories.count(), "used": 2 * len(accesses)}]
+
+    user = events[0][0].user_id
+    held = memories.count(user)
+    removed = erase_lancedb(settings, user, skip=None)
+    assert sum(removed.values()) == 2 * held > 0
+    assert memories.count(user) == shadow.count(user) == 0
+    assert memories.count() == shadow.count() > 0  # the others' rows stay
     # Nothing was written to the local data directory.
     assert not settings.lancedb_dir.exists()
 
