@@ -8,7 +8,7 @@ an existing key fails (412), which is how Lance commits a table version only onc
 
 from __future__ import annotations
 
-import subprocess
+import os
 import sys
 import time
 import urllib.error
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+from harness import child_process
 from pydantic import SecretStr
 
 from memstream.projections.memories import ObjectStoreOptions, ProjectionStore
@@ -81,22 +82,13 @@ def s3_server(log_path: Path) -> Iterator[S3Server]:
     port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
     command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            deadline = time.monotonic() + 30
-            while not _answers(endpoint):
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"moto_server did not start: {log_path.read_text()}")
-                time.sleep(0.1)
-            yield S3Server(endpoint)
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    with child_process(command, os.environ, log_path) as process:
+        deadline = time.monotonic() + 30
+        while not _answers(endpoint):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"moto_server did not start: {log_path.read_text()}")
+            time.sleep(0.1)
+        yield S3Server(endpoint)
 
 
 def _answers(endpoint: str) -> bool:

@@ -20,9 +20,9 @@ from memstream.streams.client import MemoryClient
 from memstream.streams.runtime.broker import free_port
 from memstream.streams.runtime.worker import WorkerProcess
 
-BERLIN = [
-    {"role": "user", "content": "I live in Berlin and I work at Siemens as a data engineer."},
-    {"role": "assistant", "content": "Nice. How can I help?"},
+OSLO = [
+    {"role": "user", "content": "I moved to Oslo last spring and I teach chemistry there."},
+    {"role": "assistant", "content": "How do you like Oslo?"},
 ]
 
 
@@ -55,11 +55,11 @@ def _settings(s3: S3Server, tmp: Path, broker_address: str, broker_kind: str) ->
 
 def test_a_workers_memories_on_s3_are_found_by_another_process(stack: Stack) -> None:
     with MemoryClient(stack.settings) as memory:
-        memory.add(BERLIN, user_id="ann")
+        memory.add(OSLO, user_id="ann")
         found = wait_for(
             lambda: memory.search("where does the user live", user_id="ann"),
-            "ann's Berlin memory, searched from the store",
-            until=lambda hits: any("Berlin" in hit["memory"] for hit in hits),
+            "ann's Oslo memory, searched from the store",
+            until=lambda hits: any("Oslo" in hit["memory"] for hit in hits),
         )
         assert all(hit["memory"] for hit in found)
         assert memory.search("where does the user live", user_id="bob") == []
