@@ -88,6 +88,9 @@ def _filesystem(options: ObjectStoreOptions) -> Any:
         # access policy); a typo in the setting must not create another one.
         allow_bucket_creation=False,
         allow_bucket_deletion=False,
+        # Without it an output stream starts a multipart upload when it opens; with it a
+        # stream that stays below one part (a pointer) is sent on close as one PutObject.
+        allow_delayed_open=True,
     )
 
 
