@@ -163,6 +163,30 @@ class Settings(BaseSettings):
 
     # --- storage ------------------------------------------------------------------------
     data_dir: Path = Field(Path(".memstream"), description="Faust state and LanceDB live here.")
+    #: Where the memory projection lives: empty, ``data_dir/lancedb`` (one machine); or an
+    #: object store, ``s3://bucket/prefix`` (the bucket must exist), which any number of
+    #: machines share (README, "Memories on an object store"). The other ``memory_store_*``
+    #: settings apply to an object store only.
+    memory_store: str = Field(
+        "", pattern=r"^(s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[A-Za-z0-9!_.*'()/-]*)?)?$"
+    )
+    #: The S3 endpoint of a store other than AWS (MinIO, Ceph, ...): ``http(s)://host:port``.
+    memory_store_endpoint: str | None = Field(None, pattern=r"^https?://[^\s/]+/?$")
+    #: The store's region (AWS finds it from the environment when unset; most S3-compatible
+    #: stores need one).
+    memory_store_region: str | None = Field(None, pattern=r"^[a-z0-9-]+$")
+    #: Allow an ``http://`` endpoint (a store on a trusted network only).
+    memory_store_allow_http: bool = False
+    #: Credentials; unset, the AWS defaults (environment, profile, instance role) apply.
+    memory_store_access_key_id: SecretStr | None = None
+    memory_store_secret_access_key: SecretStr | None = None
+    #: How late a read of an object store may see its changes: a reader reads the live-table
+    #: pointer again (one GET) at most this often, so it sees a replay's swap up to this
+    #: late; and the service's reads (``memstream serve``, the client, the worker's API) look
+    #: up a table's newest version at most this often (LanceDB's read_consistency_interval),
+    #: so they see the owner's writes up to this late. 0: both before every read, about 3x
+    #: the requests of a search. The workers' own reads (the decider's) are always current.
+    memory_store_read_lag_s: float = Field(2.0, ge=0)
 
     #: Open events sealed by the first scheme (``aes-256-gcm``, bound to the event id only;
     #: still opened only with a key of the event's own user). Turn off once the log holds
@@ -357,11 +381,22 @@ class Settings(BaseSettings):
         # MEMSTREAM_LOG_LEVEL=INFO as Faust and uvicorn accept it.
         return value.lower() if isinstance(value, str) else value
 
-    @field_validator("web_token", "metrics_token", "mcp_api_key", "mcp_user", mode="before")
+    @field_validator(
+        "web_token",
+        "metrics_token",
+        "mcp_api_key",
+        "mcp_user",
+        "memory_store_access_key_id",
+        "memory_store_secret_access_key",
+        "memory_store_endpoint",
+        "memory_store_region",
+        mode="before",
+    )
     @classmethod
     def _empty_token_is_none(cls, value: object) -> object:
         # MEMSTREAM_WEB_TOKEN= (empty) means no token, not an empty one that matches
-        # "Authorization: Bearer " (the same for the MCP key and user). Nothing here may
+        # "Authorization: Bearer " (the same for the MCP key and user, and the memory
+        # store's endpoint, region and credentials). Nothing here may
         # raise: pydantic's errors quote input.
         if value == "" or (isinstance(value, SecretStr) and not value.get_secret_value()):
             return None

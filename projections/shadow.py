@@ -21,23 +21,47 @@ def _pointer(base: Path, projection: str) -> Path:
     return base / f"{projection}.CURRENT"
 
 
+def pointer_target(text: str | None, default: str, where: object) -> str:
+    """The target a pointer's ``text`` names (``default`` without a pointer, None); raises
+    ``ValueError`` naming ``where`` for a name that is not one.
+
+    Examples
+    --------
+    >>> pointer_target("memories-20261102T090000000000\\n", "memories", "memories.CURRENT")
+    'memories-20261102T090000000000'
+    >>> pointer_target(None, "memories", "memories.CURRENT")
+    'memories'
+    """
+    if text is None:
+        return default
+    name = text.strip()
+    if not _NAME.fullmatch(name):
+        raise ValueError(f"{where} names an invalid target {name!r}")
+    return name
+
+
+def target_name(name: str) -> str:
+    """``name``, if it can be a pointer's target; raises ``ValueError`` otherwise."""
+    if not _NAME.fullmatch(name):
+        raise ValueError(f"invalid target name {name!r}")
+    return name
+
+
 def live_name(base: Path, projection: str, default: str) -> str:
     """The name of the live target of ``projection`` under ``base`` (``default`` until a
     replay has swapped one in)."""
+    pointer = _pointer(base, projection)
     try:
-        name = _pointer(base, projection).read_text(encoding="utf-8").strip()
+        text: str | None = pointer.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return default
-    if not _NAME.fullmatch(name):
-        raise ValueError(f"{_pointer(base, projection)} names an invalid target {name!r}")
-    return name
+        text = None
+    return pointer_target(text, default, pointer)
 
 
 def swap_in(base: Path, projection: str, name: str) -> str | None:
     """Make ``name`` the live target of ``projection``; return the previous live name
     (None if there was no pointer yet)."""
-    if not _NAME.fullmatch(name):
-        raise ValueError(f"invalid target name {name!r}")
+    target_name(name)
     base.mkdir(parents=True, exist_ok=True)
     pointer = _pointer(base, projection)
     try:

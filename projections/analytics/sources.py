@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import lancedb
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -23,7 +22,7 @@ from memstream.projections.memories import (
     partition_table,
     user_key,
 )
-from memstream.projections.shadow import live_name
+from memstream.projections.memories.store import ProjectionStore
 
 
 def _path_literal(path: Path) -> str:
@@ -46,15 +45,16 @@ def _memory_rows(settings: Settings, user_id: str | None) -> pa.Table:
     once more by equality in pyarrow.
     """
     schema = _memory_arrow_schema()
-    if not settings.lancedb_dir.is_dir():
+    store = ProjectionStore.from_settings(settings)
+    if not store.exists():
         return schema.empty_table()
-    base = live_name(settings.lancedb_dir, "memories", DEFAULT_TABLE)
+    base = store.live_name("memories", DEFAULT_TABLE)
     partitions = (
         [user_partition(user_id, settings.partitions)]
         if user_id is not None
         else range(settings.partitions)
     )
-    db = lancedb.connect(settings.lancedb_dir)
+    db = store.connect()
     parts = [_table_rows(db, partition_table(base, p), user_id, schema) for p in partitions]
     return pa.concat_tables(parts) if parts else schema.empty_table()
 

@@ -25,6 +25,8 @@ Modules, each one part of it:
 * :mod:`~memstream.projections.memories.schema`: the Arrow schema, columns and filter keys.
 * :mod:`~memstream.projections.memories.records`: positions, filters, records and hits.
 * :mod:`~memstream.projections.memories.cache`: LanceDB's cache sessions, bounded.
+* :mod:`~memstream.projections.memories.store`: where the projection lives (a directory or
+  an object store), its pointers and whether writers lock.
 * :mod:`~memstream.projections.memories.errors`: what the projection raises.
 """
 
@@ -65,6 +67,7 @@ from memstream.projections.memories.schema import (
     session_filter_key,
     user_key,
 )
+from memstream.projections.memories.store import ObjectStoreOptions, ProjectionStore
 from memstream.projections.memories.table import MemoryProjection
 
 __all__ = [
@@ -85,8 +88,10 @@ __all__ = [
     "MemoryProjection",
     "MemoryRecord",
     "MemoryStore",
+    "ObjectStoreOptions",
     "PartitionedMemories",
     "ProjectionOutdated",
+    "ProjectionStore",
     "ProjectionWriteError",
     "SearchFilters",
     "SourcePosition",

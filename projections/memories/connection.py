@@ -6,14 +6,12 @@ makes. :class:`~memstream.projections.memories.table.MemoryProjection` builds on
 from __future__ import annotations
 
 import logging
-import os
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Hashable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
-
-import lancedb
 
 from memstream.projections.embedder import Embedder
 from memstream.projections.memories.cache import (
@@ -30,7 +28,7 @@ from memstream.projections.memories.schema import (
     DEFAULT_TABLE,
     SCHEMA_VERSION,
 )
-from memstream.projections.shadow import live_name
+from memstream.projections.memories.store import ProjectionStore
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +54,7 @@ class TableConnection:
 
     def __init__(
         self,
-        db_dir: Path,
+        db_dir: Path | ProjectionStore,
         embedder: Embedder,
         table_name: str | None = None,
         *,
@@ -67,26 +65,28 @@ class TableConnection:
         index_cache_bytes: int = INDEX_CACHE_BYTES,
         metadata_cache_bytes: int = METADATA_CACHE_BYTES,
     ) -> None:
-        self.db_dir = Path(db_dir)
+        #: Where the table lives (a directory, or an object store).
+        self.store = ProjectionStore.of(db_dir)
         self.follows_live_table = table_name is None
         #: The topic partition whose memories the table holds (None: every partition's).
         self.partition = partition
-        base = live_name(self.db_dir, "memories", DEFAULT_TABLE) if table_name is None else table_name
+        base = (
+            self.store.live_name("memories", DEFAULT_TABLE) if table_name is None else table_name
+        )
         table_name = partition_table(base, partition)
         if not _TABLE_NAME.fullmatch(table_name):
             raise ValueError(f"invalid table name {table_name!r}")
         self.embedder = embedder
         self.table_name = table_name
-        self._pointer_stamp: tuple[int, int] | None = None
+        self._pointer_stamp: Hashable | None = None
+        self._pointer_due = 0.0  # monotonic time of the next look at an object-store pointer
         self.vector_index_min_rows = vector_index_min_rows
         self.keep_versions_for = keep_versions_for
         self._read_consistency_interval = read_consistency_interval
         self._cache_bytes = (index_cache_bytes, metadata_cache_bytes)
         self._cache_session = cache_session(index_cache_bytes, metadata_cache_bytes)
-        self._db = lancedb.connect(
-            self.db_dir,
-            read_consistency_interval=read_consistency_interval,
-            session=self._cache_session,
+        self._db = self.store.connect(
+            read_consistency_interval=read_consistency_interval, session=self._cache_session
         )
         self._table: Any = None  # lancedb.table.LanceTable, opened lazily
         self._fts_ready = False
@@ -103,26 +103,32 @@ class TableConnection:
         #: this table's model: older events, or a model change).
         self.vectors_embedded = 0
 
+    @property
+    def db_dir(self) -> Path:
+        """The LanceDB directory of a table on a local store (see :attr:`store`)."""
+        return self.store.directory
+
     # --- opening --------------------------------------------------------------------
 
     def follow_live_table(self) -> bool:
         """Switch to the live table if a replay swapped another in; True if it switched.
 
-        Costs one ``stat`` unless the pointer changed; a projection opened on a named table
+        Costs one ``stat`` unless the pointer changed; on an object store one GET, at most
+        once per ``pointer_check_s`` of the store. A projection opened on a named table
         never switches.
         """
         if not self.follows_live_table:
             return False
-        pointer = self.db_dir / "memories.CURRENT"
-        try:
-            info = pointer.stat()
-            stamp: tuple[int, int] | None = (info.st_mtime_ns, info.st_ino)
-        except FileNotFoundError:
-            stamp = None
+        if self.store.pointer_check_s:
+            now = time.monotonic()
+            if now < self._pointer_due:
+                return False
+            self._pointer_due = now + self.store.pointer_check_s
+        stamp = self.store.pointer_stamp("memories")
         if stamp == self._pointer_stamp:
             return False
         self._pointer_stamp = stamp
-        name = partition_table(live_name(self.db_dir, "memories", DEFAULT_TABLE), self.partition)
+        name = partition_table(self.store.live_name("memories", DEFAULT_TABLE), self.partition)
         if name == self.table_name:
             return False
         with self._lock:
@@ -217,19 +223,14 @@ class TableConnection:
 
     def probe(self, *, writable: bool = False) -> None:
         """Raise unless the store answers now: the table (if any) reports its version, and
-        with ``writable`` a small file can be written and synced in the database directory
-        (a full disk fails here). Tells a failing store from a record it cannot take."""
+        with ``writable`` a small file can be written and synced in the store (a full disk
+        fails here; see :meth:`ProjectionStore.probe_writable`). Tells a failing store from
+        a record it cannot take."""
         table = self._open()
         if table is not None:
             table.version  # noqa: B018 - reads the latest manifest
         if writable:
-            self.db_dir.mkdir(parents=True, exist_ok=True)
-            probe = self.db_dir / f".probe-{os.getpid()}-{threading.get_ident()}"
-            with probe.open("wb") as handle:
-                handle.write(b"memstream store probe")
-                handle.flush()
-                os.fsync(handle.fileno())
-            probe.unlink()
+            self.store.probe_writable()
 
     def drop(self) -> None:
         """Delete the table and its files (a scratch or superseded shadow table)."""

@@ -94,8 +94,7 @@ class IndexMaintenance(TableConnection):
             self._cache_session = lancedb.Session(
                 index_cache_size_bytes=index_bytes, metadata_cache_size_bytes=metadata_bytes
             )
-            self._db = lancedb.connect(
-                self.db_dir,
+            self._db = self.store.connect(
                 read_consistency_interval=self._read_consistency_interval,
                 session=self._cache_session,
             )

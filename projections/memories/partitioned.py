@@ -35,6 +35,7 @@ from memstream.projections.memories.records import (
     SearchFilters,
     SourcePosition,
 )
+from memstream.projections.memories.store import ProjectionStore
 from memstream.projections.memories.table import MemoryProjection
 
 __all__ = ["MemoryStore", "PartitionedMemories"]
@@ -48,7 +49,8 @@ class PartitionedMemories:
     Parameters
     ----------
     db_dir
-        The LanceDB database directory.
+        Where the tables live: the LanceDB database directory, or a
+        :class:`~memstream.projections.memories.store.ProjectionStore` (an object store).
     embedder
         What each table embeds queries (and events without a vector) with.
     partitions
@@ -73,7 +75,7 @@ class PartitionedMemories:
 
     def __init__(
         self,
-        db_dir: Path,
+        db_dir: Path | ProjectionStore,
         embedder: Embedder,
         *,
         partitions: int,
@@ -83,7 +85,8 @@ class PartitionedMemories:
     ) -> None:
         if partitions < 1:
             raise ValueError("a projection has at least one partition")
-        self.db_dir = Path(db_dir)
+        #: Where the tables live (a directory, or an object store).
+        self.store = ProjectionStore.of(db_dir)
         self.embedder = embedder
         self.partitions = partitions
         self.base = base
@@ -103,16 +106,22 @@ class PartitionedMemories:
         owned: Collection[int] | None = None,
         **options: Any,
     ) -> PartitionedMemories:
-        """The projection of ``settings``' data directory, one table per partition of its
-        topics (``settings.partitions``); the live one unless ``base`` names another."""
+        """The projection of ``settings``' store (``memory_store``, or the data directory),
+        one table per partition of its topics (``settings.partitions``); the live one unless
+        ``base`` names another."""
         return cls(
-            settings.lancedb_dir,
+            ProjectionStore.from_settings(settings),
             embedder,
             partitions=settings.partitions,
             base=base,
             owned=owned,
             **options,
         )
+
+    @property
+    def db_dir(self) -> Path:
+        """The LanceDB directory of a projection on a local store (see :attr:`store`)."""
+        return self.store.directory
 
     # --- the tables -------------------------------------------------------------------
 
@@ -124,7 +133,7 @@ class PartitionedMemories:
             table = self._tables.get(partition)
             if table is None:
                 table = MemoryProjection(
-                    self.db_dir, self.embedder, self.base, partition=partition, **self._options
+                    self.store, self.embedder, self.base, partition=partition, **self._options
                 )
                 table.vector_donor = _donor_table(self._donor, partition)
                 self._tables[partition] = table

@@ -21,7 +21,8 @@ class MemoryProjection(MemoryWriter, MemoryReader, IndexMaintenance):
     Parameters
     ----------
     db_dir
-        The LanceDB database directory.
+        The LanceDB database directory, or a
+        :class:`~memstream.projections.memories.store.ProjectionStore` (an object store).
     embedder
         Embeds contents at write time and queries at search time.
     table_name

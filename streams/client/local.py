@@ -91,7 +91,7 @@ class LocalMemory:
         Broker, topics and data directory; read from ``MEMSTREAM_*`` variables when None.
     projection
         The memory index to read (any :class:`~memstream.projections.memories.MemoryIndex`);
-        by default the LanceDB projection in ``settings.lancedb_dir``, opened (with its
+        by default the LanceDB projection in the store of ``settings``, opened (with its
         embedder) on the first read.
     keys
         The per-user content keys; by default ``settings.keys_dir``. It must be the key

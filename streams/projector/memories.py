@@ -51,9 +51,9 @@ from memstream.projections.memories import (
     MemoryProjection,
     MemoryStore,
     PartitionedMemories,
+    ProjectionStore,
     SourcePosition,
 )
-from memstream.projections.shadow import live_name
 from memstream.streams.agents.boundary import (
     Backoff,
     BrokerProbe,
@@ -242,8 +242,13 @@ async def _lock_partitions(
     settings: Settings, owned: frozenset[int], ownership: Ownership, stop: asyncio.Event
 ) -> list[WriterLock] | None:
     """The lock of every owned partition's table, waiting for another process (the previous
-    owner finishing its batch) to let go; None if the ownership changed meanwhile."""
+    owner finishing its batch) to let go; None if the ownership changed meanwhile. None to
+    take on an object store: there the consumer group's assignment is the one writer of a
+    partition, and a previous owner's last commit is ordered by LanceDB's conditional PUT
+    of the table's manifest (README, "Memories on an object store")."""
     locks: list[WriterLock] = []
+    if not ProjectionStore.from_settings(settings).locks_apply:
+        return locks
     for partition in sorted(owned):
         lock = WriterLock(partition_lock(settings, partition))
         while not lock.try_acquire():
@@ -265,13 +270,13 @@ def _unpartitioned(
     (rebuilt from the log, nothing embedded again). None otherwise."""
     if projection.exists():
         return None
-    old = MemoryProjection(settings.lancedb_dir, embedder, table)
+    old = MemoryProjection(ProjectionStore.from_settings(settings), embedder, table)
     return old if old.exists() else None
 
 
 def live_table(settings: Settings) -> str:
-    """The name of the live memories table in ``settings.lancedb_dir``."""
-    return live_name(settings.lancedb_dir, "memories", DEFAULT_TABLE)
+    """The name of the live memories table in ``settings``' store."""
+    return ProjectionStore.from_settings(settings).live_name("memories", DEFAULT_TABLE)
 
 
 async def _watch_spell(
@@ -284,10 +289,17 @@ async def _watch_spell(
 ) -> None:
     """Set ``halt`` once ``stop`` is set, a replay swapped another projection in, or the
     owned partitions changed."""
+    store = ProjectionStore.from_settings(settings)
+    pointer_due = 0.0
     while not stop.is_set():
-        if live_table(settings) != table:
-            log.info("projector: a replay swapped in table %r", live_table(settings))
-            break
+        # The pointer of an object store is a GET: off the event loop, and no more often
+        # than its readers look.
+        if time.monotonic() >= pointer_due:
+            pointer_due = time.monotonic() + store.pointer_check_s
+            live = await asyncio.to_thread(store.live_name, "memories", DEFAULT_TABLE)
+            if live != table:
+                log.info("projector: a replay swapped in table %r", live)
+                break
         if ownership.owned != owned:
             log.info(
                 "projector: now owns partitions %s (was %s)",

@@ -63,5 +63,7 @@ class Ownership:
 
 def partition_lock(settings: Settings, partition: int) -> Path:
     """The lock file of one partition's table: its writer holds it (an advisory lock, one
-    process per partition table on a machine; see ``WriterLock``)."""
+    process per partition table on a machine; see ``WriterLock``). Only a projection in a
+    local directory has them (``ProjectionStore.locks_apply``): on an object store the
+    consumer group's assignment alone makes a partition's one writer."""
     return settings.lancedb_dir / f".projector.p{partition}.lock"

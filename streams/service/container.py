@@ -39,8 +39,9 @@ class Container:
         the store the workers use.
     projection
         The memory index readers use (any
-        :class:`~memstream.projections.memories.MemoryIndex`); the live table in ``settings.lancedb_dir`` by
-        default, opened with the embedder on first use.
+        :class:`~memstream.projections.memories.MemoryIndex`); the live projection in the
+        store of ``settings`` (``memory_store``, or the data directory) by default, opened
+        with the embedder on first use.
     publisher
         How events reach the topics; a :class:`KafkaPublisher` that checks what users send
         and the broker's log mark, started on the first write, by default.
@@ -72,27 +73,34 @@ class Container:
         return embedder_from_settings(self.settings)
 
     def memory_projection(self) -> MemoryIndex:
-        """The live memory projection, opened on first use (it loads the embedder)."""
+        """The live memory projection the service reads, opened on first use (it loads the
+        embedder). On an object store it sees changes up to ``memory_store_read_lag_s`` late
+        (see :meth:`ProjectionStore.reader_options`)."""
 
         with self._lock:
             if self.projection is None:
-                self.projection = self.memory_table()
+                self.projection = self.memory_table(reader=True)
             return self.projection
 
-    def memory_table(self, table: str | None = None) -> PartitionedMemories:
-        """A memory projection of the data directory, one LanceDB table per partition: the
-        live one (None), or another by name (a re-extraction's), which must exist.
+    def memory_table(self, table: str | None = None, *, reader: bool = False) -> PartitionedMemories:
+        """A memory projection of the settings' store, one LanceDB table per partition: the
+        live one (None), or another by name (a re-extraction's), which must exist. With
+        ``reader``, one that only answers the service's reads (see
+        :meth:`ProjectionStore.reader_options`); otherwise every read is current.
 
         Raises
         ------
         LookupError
             No projection of that name.
         """
-        from memstream.projections.memories import PartitionedMemories
+        from memstream.projections.memories import PartitionedMemories, ProjectionStore
 
-        projection = PartitionedMemories.from_settings(self.settings, self.embedder(), table)
+        options = ProjectionStore.from_settings(self.settings).reader_options() if reader else {}
+        projection = PartitionedMemories.from_settings(
+            self.settings, self.embedder(), table, **options
+        )
         if table is not None and not projection.exists():
-            raise LookupError(f"no memory table {table!r} in {self.settings.lancedb_dir}")
+            raise LookupError(f"no memory table {table!r} in {projection.store}")
         return projection
 
     def event_publisher(self) -> EventPublisher:

@@ -87,7 +87,7 @@ def run_demo(settings: Settings, timeout_s: float = 120.0) -> int:
         if not wait_for_sessions(projection, sessions, timeout_s):
             print(f"error: memories did not appear within {timeout_s:.0f} s")
             return 1
-        print(f"memories are in {settings.lancedb_dir}\n")
+        print(f"memories are in {projection.store}\n")
         for user in sorted(sessions):
             records = projection.list_memories(user)
             print(f"== {user}: {len(records)} memories")

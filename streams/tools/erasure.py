@@ -136,20 +136,19 @@ def erase_lancedb(settings: Settings, user_id: str, *, skip: str | None) -> dict
     """Remove the user from every memory table but those of the projection ``skip`` (the
     projectors', one table per partition), files and older versions included
     (:meth:`MemoryProjection.erase_user`); rows removed per table."""
-    import lancedb
-
     from memstream.projections.embedder import embedder_from_settings
     from memstream.projections.memories import (
         EmbeddingModelMismatch,
         MemoryProjection,
         ProjectionOutdated,
+        ProjectionStore,
     )
 
-    directory = settings.lancedb_dir
-    if not directory.exists():
+    store = ProjectionStore.from_settings(settings)
+    if not store.exists():
         return {}
     embedder = embedder_from_settings(settings)
-    db = lancedb.connect(directory)
+    db = store.connect()
     removed: dict[str, int] = {}
     names: list[str] = []
     page_token: str | None = None
@@ -166,7 +165,7 @@ def erase_lancedb(settings: Settings, user_id: str, *, skip: str | None) -> dict
             # Dropping every older version is the point: they still hold the user's rows.
             warnings.filterwarnings("ignore", message=".*cleanup_older_than.*")
             try:
-                removed[name] = MemoryProjection(directory, embedder, name).erase_user(user_id)
+                removed[name] = MemoryProjection(store, embedder, name).erase_user(user_id)
             except (ProjectionOutdated, EmbeddingModelMismatch):
                 # A table of an older memstream or another model: it cannot be opened as a
                 # projection, so it is dropped whole rather than kept with the user in it.
@@ -341,7 +340,7 @@ async def erase(
         )
     from memstream.models.topics import user_partition
     from memstream.projections.embedder import embedder_from_settings
-    from memstream.projections.memories import PartitionedMemories, user_key
+    from memstream.projections.memories import PartitionedMemories, ProjectionStore, user_key
     from memstream.streams.projector.memories import WriterLock, live_table
     from memstream.streams.projector.ownership import partition_lock
     from memstream.streams.runtime.keys import keystore_from_settings
@@ -350,9 +349,13 @@ async def erase(
         user_key=user_key(user_id), erasure_id=uuid.uuid4().hex, started_at=datetime.now(UTC)
     )
     live = live_table(settings)
-    # The writer of the user's partition (a worker that owns it) holds its lock.
+    # The writer of the user's partition (a worker that owns it) holds its lock. On an object
+    # store there is none to ask (the writer may be on any machine): the worker the consumer
+    # group assigned the partition to is taken to be running, and to apply the erasure.
     lock = WriterLock(partition_lock(settings, user_partition(user_id, settings.partitions)))
-    worker_running = not lock.try_acquire()
+    worker_running = not ProjectionStore.from_settings(settings).locks_apply or (
+        not lock.try_acquire()
+    )
     try:
         projection = PartitionedMemories.from_settings(
             settings, embedder_from_settings(settings), live

@@ -130,7 +130,7 @@ async def forget(
     now
         The decision time (default: the wall clock), recorded as the events' ``occurred_at``.
     projection
-        The memory projection to judge from; the live one in ``settings.lancedb_dir`` by
+        The memory projection to judge from; the live one in the store of ``settings`` by
         default.
     keys
         The users' keys, which seal the events; the key store of ``settings`` by default.

@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer
 
@@ -37,8 +36,9 @@ from memstream.projections.memories import (
     MemoryStore,
     PartitionedMemories,
     ProjectionOutdated,
+    ProjectionStore,
 )
-from memstream.projections.shadow import shadow_name, swap_in
+from memstream.projections.shadow import shadow_name
 from memstream.streams.projector.memories import (
     ProjectionPastLog,
     _assigned_partitions,
@@ -87,16 +87,14 @@ def memories_fingerprint(projection: MemoryStore) -> Fingerprint:
     return fingerprint("memories", projection.view_rows(VIEW_COLUMNS), VIEW_COLUMNS)
 
 
-def _pending_path(settings: Settings) -> Path:
-    return settings.lancedb_dir / "memories.REPLAY"
+#: Beside the tables: the name of the shadow table a replay is building.
+PENDING_REPLAY = "memories.REPLAY"
 
 
 def pending_replay(settings: Settings) -> str | None:
     """The shadow table an interrupted replay was building, if any."""
-    try:
-        return _pending_path(settings).read_text(encoding="utf-8").strip() or None
-    except FileNotFoundError:
-        return None
+    text = ProjectionStore.from_settings(settings).read_text(PENDING_REPLAY)
+    return (text or "").strip() or None
 
 
 async def rebuild_memories(
@@ -261,9 +259,9 @@ async def replay_memories(
     started = time.perf_counter()
     pending = pending_replay(settings) if resume and until is None else None
     table = pending or shadow_name("memories-until" if until is not None else "memories")
+    store = ProjectionStore.from_settings(settings)
     if until is None:
-        settings.lancedb_dir.mkdir(parents=True, exist_ok=True)
-        _pending_path(settings).write_text(table + "\n", encoding="utf-8")
+        store.write_text(PENDING_REPLAY, table + "\n")
     embedder = await asyncio.to_thread(embedder_from_settings, settings)
     live = live_table(settings)
     live_projection = PartitionedMemories.from_settings(settings, embedder, live)
@@ -285,8 +283,8 @@ async def replay_memories(
             live_print = await asyncio.to_thread(memories_fingerprint, live_projection)
     swapped = False
     if swap and until is None:
-        swap_in(settings.lancedb_dir, "memories", table)
-        _pending_path(settings).unlink(missing_ok=True)
+        store.swap_in("memories", table)
+        store.delete(PENDING_REPLAY)
         swapped = True
     return MemoryReplay(
         table=table,
