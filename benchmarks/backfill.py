@@ -64,8 +64,10 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
+import lancedb
 import numpy as np
 from aiokafka import TopicPartition
 from dialogue_recall import add_dialogues, broker_and_worker
@@ -160,6 +162,8 @@ class Run:
     #: bytes of the chat topic's records; of the LanceDB directory; rows of the projection
     chat_bytes: int = 0
     lancedb_bytes: int = 0
+    #: bytes of the LanceDB directory once compacted and only the latest version kept
+    compacted_bytes: int = 0
     rows: int = 0
     #: what was timed after the pipeline -> (texts or queries, seconds); the first is the bound
     bound: dict[str, tuple[int, float]] = field(default_factory=dict)
@@ -278,6 +282,16 @@ def topic_bytes(settings: Settings, topic: str) -> int:
 def directory_bytes(path: Path) -> int:
     """Bytes of every file under ``path``."""
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def compacted_bytes(path: Path) -> int:
+    """Bytes of the LanceDB directory ``path`` after compacting every table and dropping
+    every version but the latest (what a long-running store holds per row; the projector
+    keeps recent versions for readers and compacts on its schedule)."""
+    db = lancedb.connect(path)
+    for name in db.table_names():
+        db.open_table(name).optimize(cleanup_older_than=timedelta(0))
+    return directory_bytes(path)
 
 
 def embedder_bound(
@@ -523,7 +537,8 @@ def print_report(run: Run, settings: Settings, args: argparse.Namespace) -> None
           f"memory_added event (vector and content sealed), "
           f"{sum(run.memory_bytes.values()) / max(added, 1):,.0f} bytes of the topic per memory; "
           f"LanceDB {run.lancedb_bytes / max(run.rows, 1):,.0f} bytes per row "
-          f"({run.rows} rows, {run.lancedb_bytes / 1e6:.1f} MB, indexes and versions included)")
+          f"({run.rows} rows, {run.lancedb_bytes / 1e6:.1f} MB, indexes and versions included), "
+          f"{run.compacted_bytes / max(run.rows, 1):,.0f} compacted, the latest version only")
     used = f"worker {run.worker_cpu_s:.0f} s"
     if run.broker_cpu_s is not None:
         used += f", broker {run.broker_cpu_s:.0f} s"
@@ -642,6 +657,7 @@ def main(argv: list[str] | None = None) -> int:
             run.memory_events, run.memory_bytes = memory_event_counts(settings)
             run.chat_bytes = topic_bytes(settings, Topics.from_settings(settings).chat)
             run.lancedb_bytes = directory_bytes(settings.lancedb_dir)
+            run.compacted_bytes = compacted_bytes(settings.lancedb_dir)
             run.rows = PartitionedMemories.from_settings(
                 settings, embedder_from_settings(settings)
             ).count()

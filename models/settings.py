@@ -160,6 +160,11 @@ class Settings(BaseSettings):
     # Tansu holds JoinGroup for session_timeout/2: 10 s gives a ~5 s join (research/tansu.md).
     session_timeout_s: float = Field(10.0, gt=2)
     heartbeat_interval_s: float = Field(2.0, gt=0)
+    # Tansu holds a Fetch for its whole max wait even when records arrive meanwhile (Apache
+    # Kafka answers at once): the wait is the latency of every hop between two agents.
+    fetch_max_wait_ms: int = Field(
+        100, ge=1, le=1500, description="How long a worker's consumer lets a fetch wait for records."
+    )
 
     # --- storage ------------------------------------------------------------------------
     data_dir: Path = Field(Path(".memstream"), description="Faust state and LanceDB live here.")

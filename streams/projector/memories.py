@@ -329,6 +329,8 @@ async def _project_table(
         bootstrap_servers=settings.broker,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
+        # Tansu holds a fetch this long even when memory events arrive meanwhile.
+        fetch_max_wait_ms=settings.fetch_max_wait_ms,
     )
     # Tier changes and dead letters; the worker claimed the log, and neither is a user's.
     producer = KafkaPublisher(settings, keys, check=False, claim=False)
