@@ -60,6 +60,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+import warnings
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -289,8 +290,10 @@ def compacted_bytes(path: Path) -> int:
     every version but the latest (what a long-running store holds per row; the projector
     keeps recent versions for readers and compacts on its schedule)."""
     db = lancedb.connect(path)
-    for name in db.table_names():
-        db.open_table(name).optimize(cleanup_older_than=timedelta(0))
+    with warnings.catch_warnings():  # no other process works on these tables any more
+        warnings.simplefilter("ignore", UserWarning)
+        for name in db.list_tables(limit=1000).tables:
+            db.open_table(name).optimize(cleanup_older_than=timedelta(0))
     return directory_bytes(path)
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import shutil
 import sys
 import tempfile
 import threading
@@ -384,11 +385,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=12, help="turns per session (about)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--keep", action="store_true", help="keep the logs and data")
     args = parser.parse_args(argv)
     exit_on_sigterm()
     dialogues = generate_dialogues(args.users, args.sessions, args.turns, args.seed)
-    with tempfile.TemporaryDirectory(prefix="memstream-workers-") as tmp:
-        work = Path(tmp)
+    with ExitStack() as cleanup:
+        work = Path(tempfile.mkdtemp(prefix="memstream-workers-"))
+        if not args.keep:
+            cleanup.callback(shutil.rmtree, work, ignore_errors=True)
+        log(f"logs and data in {work}")
         with EmbeddedBroker(free_port(), log_dir=work) as broker:
             def settings(name: str) -> Settings:
                 return Settings(
