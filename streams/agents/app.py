@@ -67,6 +67,9 @@ from memstream.streams.service.container import Container
 
 log = logging.getLogger(__name__)
 
+#: Seconds between two looks for partitions an idle agent has records left in.
+STALL_CHECK_S = 5.0
+
 
 def extractor_from_settings(settings: Settings) -> Extractor:
     """The extractor ``settings`` choose: the offline one, or an LLM behind the openai client."""
@@ -182,7 +185,7 @@ def create_app(
         request_consolidation=request_consolidation,
         publish_chat=topic_publisher(chat, keys),
         boundary=RecordBoundary("sessions", letters, [broker], report=report),
-        order=InOrder("sessions", seek),
+        order=InOrder("sessions", seek, topics.chat),
         watch=watch,
     )
     if "sessions" in roles:
@@ -221,7 +224,7 @@ def create_app(
         boundary=RecordBoundary(
             "extraction", letters, [broker, FunctionProbe("lancedb", decider_store)], report=report
         ),
-        order=InOrder("extraction", seek),
+        order=InOrder("extraction", seek, topics.consolidation),
         watch=watch,
         progress=progress if "projector" in roles else None,
     )
@@ -263,6 +266,24 @@ def create_app(
         await supervise("log watch", watch.run)
 
     app.task(watch_log)
+
+    guards = [
+        agent.order
+        for role, agent in (("sessions", session_agent), ("extraction", extraction_agent))
+        if role in roles
+    ]
+
+    async def resume_stalled() -> None:
+        """Read a partition again when its agent idles with records left in it (records
+        faust dropped around a rebalance at a partition's tail: ``InOrder.resume_stalled``)."""
+        while True:
+            await asyncio.sleep(STALL_CHECK_S)
+            consumer = getattr(app, "_consumer", None)  # the property would build one
+            if consumer is not None:
+                for guard in guards:
+                    await guard.resume_stalled(consumer.highwater)
+
+    app.task(resume_stalled)
     if "extraction" in roles:
         app.agent(consolidation, name="extraction")(
             watched_agent(components, "extraction", extraction_agent.extract_requests)

@@ -179,9 +179,10 @@ class ExtractionAgent:
         async for event in stream.events():
             message = event.message
             await self.watch.wait_intact()
-            if not await self.order.accept(message):
-                continue
-            await self.boundary.run(message, functools.partial(self.extract, message))
+            async with self.order.working():
+                if not await self.order.accept(message):
+                    continue
+                await self.boundary.run(message, functools.partial(self.extract, message))
 
     async def extract(self, message: Any) -> None:
         """Extract one consolidation request and publish what it made: the extraction

@@ -104,8 +104,9 @@ class SessionAgent:
         ):
             if not await self._chat_log_intact():
                 await self.watch.wait_intact()  # blocks: the log was lost; nothing more is folded
-            messages = [event.message for event in events if await self.order.accept(event.message)]
-            await self.boundary.run_batch(messages, self.fold_and_hand_over)
+            async with self.order.working():
+                messages = [e.message for e in events if await self.order.accept(e.message)]
+                await self.boundary.run_batch(messages, self.fold_and_hand_over)
 
     async def fold_and_hand_over(self, messages: Sequence[Any]) -> None:
         """Fold chat records into the sessions table and publish the consolidation requests

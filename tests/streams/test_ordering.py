@@ -153,3 +153,50 @@ def test_records_held_back_past_a_hole_are_acknowledged_but_never_committed() ->
     finally:
         guard.start_at([])
     assert commit_offsets(list(range(55, 292)), committed=55) == 292, "no agent, no frontier"
+
+
+def test_an_idle_agent_reads_again_the_tail_records_it_never_got() -> None:
+    # After a rebalance the last records of a partition were fetched and dropped: no later
+    # record shows the hole, so the guard looks at the log's end once the agent idles.
+    seeks: list[tuple[TP, int]] = []
+
+    async def seek(tp: TP, offset: int) -> None:
+        seeks.append((tp, offset))
+
+    ends = {CHAT: 4, OTHER: 9, TP("t.consolidation", 0): 50}
+
+    def highwater(tp: TP) -> int:
+        return ends[tp]  # KeyError for a partition not assigned any more
+
+    guard = InOrder("sessions", seek, "t.chat")
+    guard.stall_after_s = 0.0
+    guard.start_at([(CHAT, 2), (OTHER, 9), (TP("t.consolidation", 0), 3), (TP("t.chat", 7), 0)])
+
+    async def go() -> list[list[TP]]:
+        found = []
+        async with guard.working():
+            found.append(await guard.resume_stalled(highwater))  # busy: nothing yet
+        found.append(await guard.resume_stalled(highwater))
+        # The re-read records come: the partition is read to its end, nothing to do.
+        async with guard.working():
+            for offset in (2, 3):
+                assert await guard.accept(Message(CHAT, offset))
+        found.append(await guard.resume_stalled(highwater))
+        return found
+
+    busy, idle, done = asyncio.run(go())
+    # Only the agent's own topic, only a partition whose log holds more than it processed.
+    assert busy == [] and idle == [CHAT] and done == []
+    assert seeks == [(CHAT, 2)]
+
+
+def test_a_stall_is_only_looked_for_after_the_agent_idled_long_enough() -> None:
+    seeks: list[tuple[TP, int]] = []
+
+    async def seek(tp: TP, offset: int) -> None:
+        seeks.append((tp, offset))
+
+    guard = InOrder("extraction", seek, "t.chat")
+    guard.start_at([(CHAT, 2)])
+    # An agent that worked a moment ago (here: was just made) is not stalled.
+    assert asyncio.run(guard.resume_stalled(lambda tp: 4)) == [] and seeks == []
