@@ -13,16 +13,22 @@ from memstream.streams.archive.layout import worker_group_id
 from memstream.streams.runtime.tansu import true_end_offsets
 
 
+def group_client(settings: Settings) -> AIOKafkaConsumer:
+    """A consumer of the workers' group that never joins it (it subscribes to nothing): it
+    reads and commits the group's offsets from outside. Start and stop it."""
+    return AIOKafkaConsumer(
+        bootstrap_servers=settings.broker,
+        group_id=worker_group_id(settings),
+        enable_auto_commit=False,
+    )
+
+
 async def committed_offsets(
     settings: Settings, positions: list[tuple[str, int]]
 ) -> dict[tuple[str, int], int]:
     """What a new consumer of the workers' group sees as committed (OffsetFetch), for the
     (topic, partition) positions that have an offset."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.broker,
-        group_id=worker_group_id(settings),
-        enable_auto_commit=False,
-    )
+    consumer = group_client(settings)
     await consumer.start()
     try:
         found = {}

@@ -43,6 +43,7 @@ from memstream.streams.archive import (
 from memstream.streams.runtime.broker import EmbeddedBroker, free_port
 from memstream.streams.runtime.deadletters import DeadLetter
 from memstream.streams.runtime.logreader import read_topic
+from memstream.streams.runtime.progress import group_client
 from memstream.streams.runtime.tansu import true_end_offsets
 from memstream.streams.runtime.topics import Topics, ensure_topics
 
@@ -377,11 +378,7 @@ async def test_sink_does_not_archive_a_lost_log_again(
 
 async def _commit(settings: Settings, offsets: dict[tuple[str, int], int]) -> None:
     """Commit ``offsets`` for the workers' group, as a client outside the group."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.broker,
-        group_id=worker_group_id(settings),
-        enable_auto_commit=False,
-    )
+    consumer = group_client(settings)
     await consumer.start()
     try:
         tps = {TopicPartition(topic, partition): o for (topic, partition), o in offsets.items()}
