@@ -223,7 +223,7 @@ class MemoryReader(TableConnection):
         ignored), in the view of :meth:`neighbours` (``before``), by memory id. One read of
         the user's view; past ``NEIGHBOUR_SCAN_ROWS`` memories, the best 50 of a words
         search for each text, checked exactly."""
-        wanted = [normalised(text) for text in texts]
+        wanted = [normalised(text) for text in texts]  # "" (no text) matches nothing
         where = _view_filter(user_id, before)
         table = self._open()
         if table is None or where is None or not texts:
@@ -241,7 +241,7 @@ class MemoryReader(TableConnection):
                 **_record_fields(record)
             )
         return [
-            [found[m] for m in sorted(found)] if (found := by_text.get(text)) else []
+            [found[m] for m in sorted(found)] if text and (found := by_text.get(text)) else []
             for text in wanted
         ]
 

@@ -42,8 +42,9 @@ class MemoryDecider:
     recorded before it and not ended before it (:meth:`MemoryProjection.neighbours` with
     ``before``), plus the earlier candidates of the same extraction; nearest by exact cosine
     (never an approximate index), computed here the same way for every source, ties broken by
-    id. A candidate whose words (normalised) a memory of its type already holds reinforces
-    it without being embedded (``similarity`` 1.0 in its event), the first such memory by id.
+    id. A candidate without a context whose words (normalised) a memory of its type already
+    holds reinforces it without being embedded (``similarity`` 1.0 in its event), the first
+    such memory by id.
     The memories this decider announced recently fill in for the projector's lag; after
     a start or a rebalance the worker waits until the projector has caught up with the log
     before deciding (see ``ExtractionAgent.projection_holds_the_log``).
@@ -75,12 +76,12 @@ class MemoryDecider:
         if not candidates:
             return []
         user, moment = recorded.user_id, recorded.occurred_at
-        # A candidate whose very words a memory of its type holds reinforces it, found by
-        # its text and never embedded: an episode's vector embeds its context too, so the
-        # same line said in another conversation need not be near it (and most candidates
-        # of a long history are things said before).
+        # A candidate without a context (a fact, a preference) whose very words a memory of
+        # its type holds reinforces it, found by its text and never embedded: most of them,
+        # in a long history, were said before. An episode is its words in their context:
+        # the same line in another conversation is another episode, decided by its vector.
         same = self.projection.same_text_of_each(
-            user, [c.content for c in candidates], before=moment
+            user, [c.content if not c.context else "" for c in candidates], before=moment
         )
         # One embedding for each other candidate, of what its row will be found by: the
         # decision compares it with the stored rows' vectors (embeddings of the same kind of
@@ -151,11 +152,14 @@ class MemoryDecider:
         superseded: set[str],
     ) -> str | None:
         """The memory of the candidate's type and words (normalised) in the view at
-        ``moment``, the first by id: among ``stored`` (the projection's), this decider's
-        recent ones and ``added``; None if there is none."""
+        ``moment``, the first by id: among ``stored`` (the projection's, without a context),
+        this decider's recent ones and ``added``; None if there is none, or if the candidate
+        has a context (an episode: see :meth:`decide`)."""
+        if candidate.context:
+            return None
         text = normalised(candidate.content)
         kind = candidate.memory_type
-        found = {r.memory_id for r in stored if r.memory_type == kind}
+        found = {r.memory_id for r in stored if r.memory_type == kind and not r.context}
         found.update(
             known.memory_id
             for known, _, created in self._recent.get(user_id, [])

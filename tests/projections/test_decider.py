@@ -145,39 +145,47 @@ def test_an_added_memory_carries_the_vector_of_what_it_is_found_by(tmp_path: Pat
     assert embedder.calls == [] and projection.vectors_embedded == 0
 
 
-def test_the_same_words_in_another_conversation_reinforce_the_memory(
-    tmp_path: Path, minilm: MiniLMOnnxEmbedder
-) -> None:
-    # An episode's vector embeds its context (the turns around it), so the same words said
-    # in another conversation need not be among the nearest: here a dozen episodes of the
-    # later conversation's topic are nearer. They are still the same memory, reinforced.
-    projection = MemoryProjection(tmp_path / "lancedb", minilm)
+def test_a_fact_said_again_is_reinforced_without_being_embedded(tmp_path: Path) -> None:
+    from fakes import FakeEmbedder
+
+    embedder = FakeEmbedder()
+    projection = MemoryProjection(tmp_path / "lancedb", embedder)
     log = Log(projection)
-    decider = MemoryDecider(projection, minilm)
-    said = "Ha, that reminds me of last summer."
+    decider = MemoryDecider(projection, embedder)
+    said = "User's sister is called Clara."
+    others = [f"User talked about {topic}." for topic in ("sailing", "tax forms", "jazz", "chess")]
+    for hours, other in enumerate(others):
+        log.publish(decider.decide(extraction(f"s{hours}", hours, other, said.upper())))
+    clara = [m for m in projection.list_memories("alice") if m.content.lower() == said.lower()]
+    assert len(clara) == 1 and clara[0].reinforcement_count == len(others) - 1
+    # Embedded: each new fact once, and the fact said again only the first time.
+    assert sum(len(texts) for texts in embedder.calls) == len(others) + 1
+    # A new decider (after a restart) finds it in the projection alone.
+    embedder.calls.clear()
+    again = MemoryDecider(projection, embedder).decide(extraction("late", 99, said))
+    assert [e.type for e in again] == ["memory_reinforced"] and embedder.calls == []
 
-    def episode(topic: str, words: str) -> MemoryCandidate:
-        return MemoryCandidate(
-            memory_type="episode", content=words, importance=0.3,
-            context="\n".join([
-                f"User: I spent the whole weekend on {topic}.",
-                f"Assistant: How did {topic} go? Tell me everything about {topic}.",
-                f"User: {words}",
-                f"Assistant: Back to {topic}: what is next for {topic}?",
-            ]),
+
+def test_an_episode_is_decided_by_its_words_in_their_context(tmp_path: Path) -> None:
+    # An episode is its words in their context (the turns around it, which it cites): the
+    # same line said again is compared by its vector, which embeds that context, never
+    # reinforced by its words alone.
+    from fakes import FakeEmbedder
+
+    embedder = FakeEmbedder()
+    projection = MemoryProjection(tmp_path / "lancedb", embedder)
+    log = Log(projection)
+    decider = MemoryDecider(projection, embedder)
+    said = "Anything new with you?"
+
+    def episode(name: str, hours: int, reply: str) -> ExtractionRecorded:
+        candidate = MemoryCandidate(
+            memory_type="episode", content=said, importance=0.3,
+            context=f"User: {said}\nTom: {reply}",
         )
+        return extraction(name, hours).model_copy(update={"candidates": (candidate,)})
 
-    def told(name: str, hours: int, *episodes: MemoryCandidate) -> ExtractionRecorded:
-        return extraction(name, hours).model_copy(update={"candidates": episodes})
-
-    log.publish(decider.decide(told("sailing", 0, episode("sailing", said))))
-    chatter = [f"The {thing} was the best part of it." for thing in (
-        "wind", "crew", "harbour", "weather", "food", "route", "boat", "sunset", "island",
-        "music", "start", "finish")]
-    log.publish(decider.decide(told("jazz", 1, *(episode("jazz records", c) for c in chatter))))
-    for deciding in (decider, MemoryDecider(projection, minilm)):  # and after a restart
-        again = deciding.decide(told("jazz-again", 2, episode("jazz records", said)))
-        assert [e.type for e in again] == ["memory_reinforced"]
-    log.publish(again)
-    episodes = [m for m in projection.list_memories("alice") if m.content == said]
-    assert len(episodes) == 1 and episodes[0].reinforcement_count == 1
+    log.publish(decider.decide(episode("a", 0, "I started working at Bosch last week.")))
+    embedder.calls.clear()
+    decider.decide(episode("b", 1, "We adopted a puppy called Rex!"))
+    assert embedder.calls == [[f"User: {said}\nTom: We adopted a puppy called Rex!"]]
