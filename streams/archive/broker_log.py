@@ -60,8 +60,8 @@ async def _existing_partitions(
     partition count, and ``ensure_topics`` would then refuse it.
     """
     consumer = AIOKafkaConsumer(bootstrap_servers=settings.broker, enable_auto_commit=False)
-    await consumer.start()
     try:
+        await consumer.start()  # stopped below even when it fails: no leak
         existing = await consumer.topics()
         return {
             topic: sorted(consumer.partitions_for_topic(topic) or ())

@@ -101,8 +101,8 @@ async def _commit_group_offsets(
     consumer = AIOKafkaConsumer(
         bootstrap_servers=settings.broker, group_id=group_id, enable_auto_commit=False
     )
-    await consumer.start()
     try:
+        await consumer.start()  # stopped below even when it fails: no leak
         # Assigned, never subscribed: the client commits without joining the group.
         consumer.assign(list(offsets))
         try:

@@ -96,7 +96,11 @@ class MarkReader:
             # Asking may make the broker create the topic (aiokafka's metadata requests allow
             # it): an empty mark topic reads as no mark, which is what a new log has.
             consumer = AIOKafkaConsumer(bootstrap_servers=self.settings.broker, enable_auto_commit=False)
-            await consumer.start()
+            try:
+                await consumer.start()
+            except BaseException:
+                await consumer.stop()  # a consumer that failed to start is closed, not leaked
+                raise
             self._consumer = consumer
         consumer = self._consumer
         await consumer._client.force_metadata_update()

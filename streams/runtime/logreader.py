@@ -52,8 +52,8 @@ async def read_topic(
     consumer = AIOKafkaConsumer(
         bootstrap_servers=settings.broker, enable_auto_commit=False, auto_offset_reset="earliest"
     )
-    await consumer.start()
     try:
+        await consumer.start()  # stopped below even when it fails: no leak
         if key is None:
             tps = await topic_partitions(consumer, topic)
         else:

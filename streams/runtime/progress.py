@@ -29,8 +29,8 @@ async def committed_offsets(
     """What a new consumer of the workers' group sees as committed (OffsetFetch), for the
     (topic, partition) positions that have an offset."""
     consumer = group_client(settings)
-    await consumer.start()
     try:
+        await consumer.start()  # stopped below even when it fails: no leak
         found = {}
         for topic, partition in positions:
             offset = await consumer.committed(TopicPartition(topic, partition))

@@ -106,8 +106,8 @@ async def true_end_offsets(
     consumer = aiokafka.AIOKafkaConsumer(
         bootstrap_servers=bootstrap, enable_auto_commit=False, **consumer_config
     )
-    await consumer.start()
     try:
+        await consumer.start()  # stopped below even when it fails: no leak
         consumer.assign(tps)
         listed: dict[TopicPartition, int] = await consumer.end_offsets(tps)
         # ListOffsets is a lower bound on Tansu, and 0 only for a partition with no batch.
