@@ -248,7 +248,7 @@ def create_app(
         await supervise(
             "projector",
             lambda: run_memory_projector(
-                settings, progress=progress, log_intact=watch.verifier(), report=report,
+                settings, progress=progress, log_intact=watch.verifier("projector"), report=report,
                 keys=keys, ownership=ownership,
             ),
             report=report,
@@ -258,7 +258,7 @@ def create_app(
         """Copy every topic into the Parquet archive (single writer, resumes from its files);
         started again after a crash."""
         await supervise(
-            "archive", lambda: run_archive_sink(settings, log_intact=watch.verifier()), report=report
+            "archive", lambda: run_archive_sink(settings, log_intact=watch.verifier("archive")), report=report
         )
 
     async def watch_log() -> None:

@@ -89,7 +89,7 @@ class SessionAgent:
         self.watch = watch
         self.window = window_limits(settings)
         self.limits = EventLimits.from_settings(settings)
-        self._chat_log_intact = watch.verifier()
+        self._chat_log_intact = watch.verifier("sessions")
 
     async def fold_chat(self, stream: Any) -> None:
         """Keep one state per open session; hand transcripts to consolidation.

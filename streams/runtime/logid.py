@@ -247,6 +247,10 @@ class LogWatch:
         self.on_lost = on_lost
         #: Why processing stopped (None while the log is the one the worker started on).
         self.lost: str | None = None
+        #: The mark reader of each reader of the log, kept for its next verifier: a reader
+        #: started again (the archive sink when a topic appears, the projector on a
+        #: rebalance) reuses its consumer instead of leaving one unclosed each time.
+        self._readers: dict[str, MarkReader] = {}
 
     def intact(self) -> bool:
         """Whether the broker's log is still the worker's (no I/O: the last check's answer)."""
@@ -258,12 +262,15 @@ class LogWatch:
         while self.lost is not None:
             await asyncio.sleep(3600)
 
-    def verifier(self) -> Callable[[], Awaitable[bool]]:
-        """A check for one reader of the log (each has its own, they run concurrently):
+    def verifier(self, reader_of: str) -> Callable[[], Awaitable[bool]]:
+        """A check for one reader of the log, ``reader_of`` naming it (each has its own mark
+        reader, so they run concurrently; a reader that starts again gets the same one):
         call it after each fetch, before using what was fetched. True while the broker
         still holds the worker's log: then what was fetched came from it (a log that was
         replaced has no mark, and only a restore brings the mark back). False once lost."""
-        reader = MarkReader(self.settings)
+        reader = self._readers.get(reader_of)
+        if reader is None:
+            reader = self._readers[reader_of] = MarkReader(self.settings)
         bound = bound_log_id(self.settings)
 
         async def verify() -> bool:
