@@ -224,24 +224,27 @@ class MemoryReader(TableConnection):
         the user's view; past ``NEIGHBOUR_SCAN_ROWS`` memories, the best 50 of a words
         search for each text, checked exactly."""
         wanted = [normalised(text) for text in texts]  # "" (no text) matches nothing
+        looked_for = set(wanted) - {""}
         where = _view_filter(user_id, before)
-        table = self._open()
-        if table is None or where is None or not texts:
+        table = self._open() if looked_for else None  # nothing to look for: no read
+        if table is None or where is None:
             return [[] for _ in texts]
         rows = table.search().where(where).select(_RECORD_COLUMNS).limit(NEIGHBOUR_SCAN_ROWS + 1)
         records = rows.to_arrow().to_pylist()
         if len(records) > NEIGHBOUR_SCAN_ROWS:
             records = []
             if self._has_fts(table):
-                for text in dict.fromkeys(t for t in wanted if t):
+                for text in sorted(looked_for):
                     records += _search_words(table, text, where, 50).select(_RECORD_COLUMNS).to_pylist()
         by_text: dict[str, dict[str, MemoryRecord]] = {}
         for record in records:
-            by_text.setdefault(normalised(record["content"]), {})[record["memory_id"]] = MemoryRecord(
-                **_record_fields(record)
-            )
+            text = normalised(record["content"])
+            if text in looked_for:  # a record is made of the matching rows only
+                by_text.setdefault(text, {})[record["memory_id"]] = MemoryRecord(
+                    **_record_fields(record)
+                )
         return [
-            [found[m] for m in sorted(found)] if text and (found := by_text.get(text)) else []
+            [found[m] for m in sorted(found)] if (found := by_text.get(text)) else []
             for text in wanted
         ]
 
