@@ -33,7 +33,6 @@ from memstream.streams.archive import (
 from memstream.streams.cli import main
 from memstream.streams.runtime.keys import keystore_from_settings, seal_event
 from memstream.streams.runtime.logreader import read_topic
-from memstream.streams.runtime.progress import committed_offsets, group_caught_up  # noqa: F401 - the tests import them from here
 from memstream.streams.runtime.tansu import true_end_offsets
 from memstream.streams.runtime.topics import Topics
 from memstream.streams.runtime.worker import fetch_json, worker_url

@@ -283,7 +283,8 @@ def create_app(
                 for guard in guards:
                     await guard.resume_stalled(consumer.highwater)
 
-    app.task(resume_stalled)
+    if guards:
+        app.task(resume_stalled)
     if "extraction" in roles:
         app.agent(consolidation, name="extraction")(
             watched_agent(components, "extraction", extraction_agent.extract_requests)

@@ -18,7 +18,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.structs import OffsetAndMetadata
 from chat import conversation
-from harness import committed_offsets, wait_for_async
+from harness import wait_for_async
 
 from memstream.models.codec import encode_event
 from memstream.models.events import UserErased
@@ -43,7 +43,7 @@ from memstream.streams.archive import (
 from memstream.streams.runtime.broker import EmbeddedBroker, free_port
 from memstream.streams.runtime.deadletters import DeadLetter
 from memstream.streams.runtime.logreader import read_topic
-from memstream.streams.runtime.progress import group_client
+from memstream.streams.runtime.progress import committed_offsets, group_client
 from memstream.streams.runtime.tansu import true_end_offsets
 from memstream.streams.runtime.topics import Topics, ensure_topics
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer
 from chat import conversation
-from harness import group_caught_up, wait_for, wait_until_projected
+from harness import wait_for, wait_until_projected
 
 from memstream.models.codec import encode_event
 from memstream.models.events import MemoryAdded
@@ -24,6 +24,7 @@ from memstream.projections.memories import PartitionedMemories
 from memstream.streams.cli import main
 from memstream.streams.runtime.broker import free_port
 from memstream.streams.runtime.keys import KeyStore, keystore_from_settings, seal_event
+from memstream.streams.runtime.progress import group_caught_up
 from memstream.streams.runtime.topics import Topics, ensure_topics
 from memstream.streams.runtime.worker import WorkerProcess
 from memstream.streams.tools.dlq import dead_letters

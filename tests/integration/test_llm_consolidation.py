@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from chat import conversation
-from harness import group_caught_up, wait_for
+from harness import wait_for
 from llm_server import Reply, ScriptedServer, completion
 from sealed import topic_events
 
@@ -20,6 +20,7 @@ from memstream.streams.runtime.broker import free_port
 from memstream.streams.runtime.deadletters import DeadLetter
 from memstream.streams.runtime.keys import keystore_from_settings
 from memstream.streams.runtime.logreader import read_topic
+from memstream.streams.runtime.progress import group_caught_up
 from memstream.streams.runtime.topics import Topics
 from memstream.streams.runtime.worker import WorkerProcess
 from memstream.streams.tools.publish import publish_events

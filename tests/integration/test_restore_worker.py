@@ -17,8 +17,8 @@ from typing import Any
 from aiokafka import TopicPartition
 from aiokafka.partitioner import DefaultPartitioner
 from chat import conversation
-from harness import committed_offsets, group_caught_up, wait_for
 from harness import open_sessions as open_sessions_of
+from harness import wait_for
 
 from memstream.models.codec import decode_event
 from memstream.models.events import ConsolidationRequested, Event, MessageAdded
@@ -36,6 +36,7 @@ from memstream.streams.archive import (
 )
 from memstream.streams.runtime.broker import EmbeddedBroker, free_port
 from memstream.streams.runtime.logreader import read_topic
+from memstream.streams.runtime.progress import committed_offsets, group_caught_up
 from memstream.streams.runtime.tansu import true_end_offsets
 from memstream.streams.runtime.topics import Topics
 from memstream.streams.runtime.worker import WorkerProcess
