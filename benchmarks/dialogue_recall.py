@@ -119,29 +119,51 @@ class Tally:
 # --- the baseline ----------------------------------------------------------------------
 
 
+def turn_table(
+    directory: Path, rows: Sequence[Mapping[str, Any]], embedder: Embedder
+) -> lancedb.table.Table:
+    """``rows`` (``user_id``, ``turn_id``, ``text``, and any other columns) in one LanceDB
+    table, with a vector of each text and a full-text index on it."""
+    vectors = embedder.embed([row["text"] for row in rows])
+    flat = pa.array(vectors.reshape(-1), pa.float32())
+    table = pa.Table.from_pylist(list(rows)).append_column(
+        "vector", pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1])
+    )
+    turns = lancedb.connect(directory).create_table("turns", table)
+    turns.create_index("text", config=FTS(with_position=False))
+    return turns
+
+
+def hybrid_turns(
+    turns: lancedb.table.Table, embedder: Embedder, user_id: str, question: str, *,
+    limit: int = LIMIT, where: str | None = None,
+) -> list[dict[str, Any]]:
+    """The user's rows of ``turns`` best matching ``question``, FTS + vectors fused by RRF
+    (each row with its ``_relevance_score``), best first; ``where`` narrows the rows too."""
+    condition = f"user_id = '{user_id}'"  # ids are the benchmark's own
+    if where is not None:
+        condition += f" AND ({where})"
+    return (
+        turns.search(query_type="hybrid")
+        .vector(embedder.embed([question])[0])
+        .text(question)
+        .where(condition, prefilter=True)
+        .rerank(RRFReranker())
+        .limit(limit)
+        .to_list()
+    )
+
+
 def raw_turn_baseline(directory: Path, dialogues: Sequence[Dialogue], embedder: Embedder) -> Search:
     """Every turn of both speakers in one LanceDB table: FTS + vectors, RRF; a user filter."""
     rows = [
         {"user_id": dialogue.user_id, "turn_id": turn.turn_id, "text": turn.text}
         for dialogue in dialogues for turn in dialogue.turns
     ]
-    vectors = embedder.embed([row["text"] for row in rows])
-    table = pa.Table.from_pylist(rows).append_column(
-        "vector", pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1), pa.float32()), vectors.shape[1])
-    )
-    turns = lancedb.connect(directory).create_table("turns", table)
-    turns.create_index("text", config=FTS(with_position=False))
+    turns = turn_table(directory, rows, embedder)
 
     def search(dialogue: Dialogue, question: str) -> list[Hit]:
-        found = (
-            turns.search(query_type="hybrid")
-            .vector(embedder.embed([question])[0])
-            .text(question)
-            .where(f"user_id = '{dialogue.user_id}'", prefilter=True)  # ids are the benchmark's own
-            .rerank(RRFReranker())
-            .limit(LIMIT)
-            .to_list()
-        )
+        found = hybrid_turns(turns, embedder, dialogue.user_id, question)
         return [Hit((hit["turn_id"],), hit["text"]) for hit in found]
 
     return search

@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from memstream.projections.embedder import MiniLMOnnxEmbedder
-from memstream.projections.memories import memory_schema
+from memstream.projections.memories import CLAIM_COLUMNS, memory_schema
 
 #: Memories of each user: 10k memories = 1 user, 100k = 10 users, 1M = 100 users, so every
 #: query is prefiltered to 1 % or more of the table.
@@ -211,6 +211,8 @@ def bulk_rows(
             "last_accessed_at": pa.nulls(n, pa.timestamp("us", tz="UTC")),
             "access_offset": pa.array(np.full(n, -1, dtype=np.int64)),
             "embedding_model": pa.array([model_id] * n, pa.string()),
+            **{name: pa.nulls(n, schema.field(name).type) for name in CLAIM_COLUMNS[:-1]},
+            "stated_in": pa.array([[] for _ in range(n)], pa.list_(pa.string())),
             "vector": pa.FixedSizeListArray.from_arrays(
                 pa.array(vectors.astype(np.float32).ravel()), pool.vectors.shape[1]
             ),

@@ -48,8 +48,6 @@ from memstream.models.events import (
     ConsolidationRequested,
     MemoryAdded,
     MemoryChange,
-    MemoryReinforced,
-    MemorySuperseded,
     TranscriptMessage,
     derived_id,
 )
@@ -274,9 +272,7 @@ def build_extracted(
         )
         recorded = record_extraction(request, extractor)
         events = decider.decide(recorded)
-        decided = [
-            e for e in events if isinstance(e, (MemoryAdded, MemoryReinforced, MemorySuperseded))
-        ]
+        decided = [e for e in events if isinstance(e, MemoryAdded | MemoryChange)]
         if len(decided) != len(events):
             raise AssertionError("the decider returned an event the projection does not take")
         projection.apply(log.positions(decided))

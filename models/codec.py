@@ -150,13 +150,14 @@ class EventLimits:
             max_skew=timedelta(seconds=settings.event_time_skew_s),
         )
 
-    def time_problem(self, moment: datetime, *, now: datetime) -> str | None:
-        """Why ``moment`` is outside the window at ``now``; None when it is inside."""
+    def time_problem(self, moment: datetime, *, now: datetime, ahead: bool = False) -> str | None:
+        """Why ``moment`` is outside the window at ``now``; None when it is inside. An end
+        stated ahead (``ahead``) may be later than ``now``."""
         try:
             if moment < self.earliest:
                 return f"is before {self.earliest.isoformat()}"
             latest = now + self.max_skew
-            if moment > latest:
+            if moment > latest and not ahead:
                 return f"is after {latest.isoformat(timespec='seconds')} (now plus the allowed skew)"
             moment.astimezone(UTC)
         except (OverflowError, ValueError):
@@ -175,7 +176,8 @@ class EventLimits:
         messages, a session's start)."""
         now = now or datetime.now(UTC)
         for name, moment in _event_times(event):
-            problem = self.time_problem(moment, now=now)
+            ahead = name.rsplit(".", 1)[-1] in ENDS
+            problem = self.time_problem(moment, now=now, ahead=ahead)
             if problem is not None:
                 raise InvalidEvent(f"{event.type}.{name} {problem}")
 
@@ -192,6 +194,11 @@ class EventLimits:
             )
 
 
+#: Times that end something ahead of when they were said ("until Friday"): checked for
+#: the earliest time and for being representable, never against the clock.
+ENDS = frozenset({"valid_until"})
+
+
 def _event_times(event: Event) -> list[tuple[str, datetime]]:
     """Every datetime in ``event``: its fields, and the fields of models in tuples (only the
     fields whose type can hold one: see :func:`_time_fields`)."""
@@ -202,7 +209,14 @@ def _event_times(event: Event) -> list[tuple[str, datetime]]:
         if isinstance(value, datetime):
             found.append((name, value))
     for name, inner_names in nested:
-        for index, item in enumerate(getattr(event, name)):
+        value = getattr(event, name)
+        if isinstance(value, BaseModel):
+            for inner in inner_names:
+                moment = getattr(value, inner, None)
+                if isinstance(moment, datetime):
+                    found.append((f"{name}.{inner}", moment))
+            continue
+        for index, item in enumerate(value or ()):
             for inner in inner_names:
                 moment = getattr(item, inner, None)
                 if isinstance(moment, datetime):

@@ -70,6 +70,10 @@ PLAIN_TEXT_FIELDS: frozenset[str] = frozenset(
         "source_event_ids",
         "last_event_id",
         "erasure_id",
+        # The memories a claim is stated in, and the claim an outdated memory states: ids of
+        # memories, minted by memstream (derived_id).
+        "stated_in",
+        "claim_memory_id",
         # Provenance: which extractor, LLM model and prompt made an extraction or memory.
         # Operator configuration (settings, code), never the user's words; the failure and
         # LLM-cost reports group by them, and memories of two extractors are told apart.
@@ -425,6 +429,45 @@ class TokenUsage(Frozen):
     completion_tokens: int = Field(0, ge=0)
 
 
+#: How many values an attribute holds at once: ``one`` (home, employer, budget: a new value
+#: replaces the old) or ``many`` (pets, allergies, likes: a new value is one more).
+Cardinality = Literal["one", "many"]
+#: What a statement's wording says about earlier values: ``state`` nothing, ``change`` that
+#: something changed ("moved to", "now", "switched to", "went up to"), ``also`` that the value
+#: is one more ("also", "another", "a second").
+ClaimCue = Literal["state", "change", "also"]
+#: The LLM extractor's decision against the user's current claims on the same attribute.
+ClaimOperation = Literal["add", "update", "retract", "none"]
+ClaimText = Annotated[str, StringConstraints(max_length=500)]
+
+
+class Claim(Frozen):
+    """What a fact or preference asserts, with when it holds: the belief behind a memory.
+
+    ``subject`` is who it is about: the speaker (``User``, or their name when several people
+    speak) or someone they talk about (``User's sister``). ``attribute`` is a normalised key
+    (``home``, ``employer``, ``budget``, ``sister's name``; empty when the statement names only
+    the value it replaces, ``replaces``). ``polarity`` False asserts the value no longer holds
+    ("not vegetarian any more"). The claim is valid in event time from ``valid_from`` (the
+    turn that stated it) until the turn that changed or retracted it, or until
+    ``valid_until`` when the statement gave its own end ("in Berlin this week").
+    """
+
+    subject: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    attribute: Annotated[str, StringConstraints(max_length=200)]
+    value: ClaimText
+    polarity: bool = True
+    cardinality: Cardinality = "one"
+    valid_from: AwareDatetime
+    valid_until: AwareDatetime | None = None
+    #: An earlier value the statement itself names ("2,000, not 1,500"; "from Postgres").
+    replaces: ClaimText | None = None
+    cue: ClaimCue = "state"
+    #: Set by the LLM extractor only: its decision, and the memory id of the claim it names.
+    operation: ClaimOperation | None = None
+    target: Identifier | None = None
+
+
 class MemoryCandidate(Frozen):
     """One memory an extractor proposes."""
 
@@ -436,6 +479,8 @@ class MemoryCandidate(Frozen):
     #: The conversation around the memory (day, neighbouring turns, who said what), indexed
     #: and returned with it; every turn it shows is in ``source_event_ids``.
     context: Annotated[str, StringConstraints(max_length=20_000)] = ""
+    #: What the memory asserts (a fact or preference), when the extractor could tell.
+    claim: Claim | None = None
 
 
 class ExtractionRecorded(Event):
@@ -482,14 +527,19 @@ class MemoryAdded(Event):
     vector (``vector``, packed by :func:`memstream.models.vectors.pack_vector`, and the
     ``embedding_model`` that made it): the decider embeds a memory once, and every projection
     and replay takes that vector instead of embedding again. Earlier events have none (the
-    projection embeds them).
+    projection embeds them). Version 4 carries the memory's ``claim`` (what a fact or
+    preference asserts, with its validity) and ``stated_in``, the memories of the same
+    extraction that state it (its turn's episode, the summary quoting it); earlier events
+    have neither.
     """
 
     #: The entities are names taken from the user's words: content too; so is the context,
-    #: and the vector (it reveals its text to whoever holds the model).
-    content_fields: ClassVar[tuple[str, ...]] = ("content", "entities", "context", "vector")
+    #: the vector (it reveals its text to whoever holds the model) and the claim.
+    content_fields: ClassVar[tuple[str, ...]] = (
+        "content", "entities", "context", "vector", "claim"
+    )
     type: Literal["memory_added"] = "memory_added"
-    schema_version: Literal[3] = 3  # type: ignore[assignment]
+    schema_version: Literal[4] = 4  # type: ignore[assignment]
     extractor: Identifier
     memory_id: Identifier
     memory_type: MemoryType
@@ -508,28 +558,73 @@ class MemoryAdded(Event):
     ) = None
     #: The embedder that made ``vector`` (its model id, as the projection's table records it).
     embedding_model: Identifier | None = None
+    #: What the memory asserts, when it is a fact or preference the extractor could read.
+    claim: Claim | None = None
+    #: The memories that state the claim too (episodes, summaries), so they can be marked
+    #: when it ends.
+    stated_in: tuple[Identifier, ...] = ()
+
+
+#: How a supersession ended its memory: a new value (``updated``), or the value taken back
+#: with nothing in its place (``retracted``: "not vegetarian any more", "left Acme").
+ChangeKind = Literal["updated", "retracted"]
+#: Who decided a change: the rules of :mod:`memstream.models.beliefs`, or the LLM extractor.
+DecidedBy = Literal["rules", "llm"]
 
 
 class MemoryReinforced(Event):
-    """A candidate repeated a memory the user already has: it reinforces it, no new row."""
+    """A candidate repeated a memory the user already has: it reinforces it, no new row.
+
+    Version 2 adds ``stated_in``: the memories of the reinforcing extraction that state the
+    same claim again (its turn's episode), marked with it when the claim ends.
+    """
 
     type: Literal["memory_reinforced"] = "memory_reinforced"
+    schema_version: Literal[2] = 2  # type: ignore[assignment]
     memory_id: Identifier
     extraction_event_id: Identifier
     source_event_ids: tuple[Identifier, ...] = ()
     similarity: float = Field(ge=-1, le=1)
+    stated_in: tuple[Identifier, ...] = ()
 
 
 class MemorySuperseded(Event):
-    """A newer memory replaces an older one: the old one leaves the current view, not history."""
+    """A newer memory replaces an older one: the old one leaves the current view, not history.
+
+    Version 2 says how (``change``: a new value, or a retraction), who decided it
+    (``decided_by``) and when the old claim stopped being true in event time
+    (``valid_until``: the turn that changed it; None for version 1 events, whose end is the
+    event's own time). When a claim stated earlier arrives after the one that replaced it
+    (sessions consolidated out of order), ``memory_id`` is the new memory and
+    ``superseded_by`` the earlier-recorded one that is still true.
+    """
 
     #: The decider's reason quotes the memories' text.
     content_fields: ClassVar[tuple[str, ...]] = ("reason",)
     type: Literal["memory_superseded"] = "memory_superseded"
+    schema_version: Literal[2] = 2  # type: ignore[assignment]
     memory_id: Identifier
     superseded_by: Identifier
     reason: Annotated[str, StringConstraints(max_length=500)]
     similarity: float = Field(ge=-1, le=1)
+    change: ChangeKind = "updated"
+    decided_by: DecidedBy = "rules"
+    valid_until: AwareDatetime | None = None
+
+
+class MemoryOutdated(Event):
+    """A memory that states a claim (an episode, a summary) is marked: the claim ended, or
+    ends, at ``valid_until`` (event time). The memory stays in the current view, marked and
+    ranked below what replaced the claim (``superseded_by``; None when the claim ran out
+    on its own: "in Berlin this week").
+    """
+
+    type: Literal["memory_outdated"] = "memory_outdated"
+    memory_id: Identifier
+    #: The claim (a memory id) whose end outdates it.
+    claim_memory_id: Identifier
+    superseded_by: Identifier | None = None
+    valid_until: AwareDatetime
 
 
 class MemoryDeleted(Event):
@@ -599,6 +694,7 @@ class MemoriesRetrieved(Event):
 MemoryChange = (
     MemoryReinforced
     | MemorySuperseded
+    | MemoryOutdated
     | MemoryDeleted
     | MemoryPromoted
     | MemoryExpired
@@ -611,6 +707,7 @@ MemoryEvent = Annotated[
     | MemoryAdded
     | MemoryReinforced
     | MemorySuperseded
+    | MemoryOutdated
     | MemoryDeleted
     | MemoryPromoted
     | MemoryExpired
@@ -634,6 +731,7 @@ AnyEvent = Annotated[
     | MemoryAdded
     | MemoryReinforced
     | MemorySuperseded
+    | MemoryOutdated
     | MemoryDeleted
     | MemoryPromoted
     | MemoryExpired
@@ -673,6 +771,7 @@ def json_schemas() -> dict[str, dict[str, Any]]:
         MemoryAdded,
         MemoryReinforced,
         MemorySuperseded,
+        MemoryOutdated,
         MemoryDeleted,
         MemoryPromoted,
         MemoryExpired,

@@ -2,7 +2,9 @@
 
 A memory is added active; a reinforcement counts; a supersession or a deletion ends it; a
 promotion moves a short-term memory to long-term; an expiry ends an active short-term one;
-forgetting ends an active one. Nothing is overwritten in history: the events stay in the
+forgetting ends an active one; an outdating marks an active one (an episode, a summary) as
+stating a claim that ended, from when (``valid_until``) and by what (``superseded_by``),
+and leaves it in the view. Nothing is overwritten in history: the events stay in the
 log and a row records only the current view and when it ended (``ended_at``), so
 point-in-time reads can tell what was believed when. The LanceDB projection
 (:mod:`memstream.projections.memories`) applies this fold to its rows.
@@ -10,7 +12,7 @@ point-in-time reads can tell what was believed when. The LanceDB projection
 
 from __future__ import annotations
 
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 from memstream.models.events import (
@@ -18,6 +20,7 @@ from memstream.models.events import (
     MemoryDeleted,
     MemoryExpired,
     MemoryForgotten,
+    MemoryOutdated,
     MemoryPromoted,
     MemoryReinforced,
     MemorySuperseded,
@@ -29,8 +32,8 @@ def apply_change(row: dict[str, Any], event: MemoryChange) -> None:
     rewritten).
 
     ``row`` holds the columns the fold reads and writes: ``status``, ``tier``,
-    ``superseded_by``, ``ended_at``, ``reinforcement_count``, ``reinforced_by`` and
-    ``last_reinforced_at``. A re-delivered reinforcement (its event id in ``reinforced_by``)
+    ``superseded_by``, ``ended_at``, ``valid_until``, ``stated_in``, ``reinforcement_count``,
+    ``reinforced_by`` and ``last_reinforced_at``. A re-delivered reinforcement (its event id in ``reinforced_by``)
     is the caller's to skip.
 
     Examples
@@ -47,10 +50,21 @@ def apply_change(row: dict[str, Any], event: MemoryChange) -> None:
         row["reinforced_by"] = [*row["reinforced_by"], event.event_id]
         row["reinforcement_count"] += 1
         row["last_reinforced_at"] = event.occurred_at.astimezone(UTC)
+        stated = row.get("stated_in") or []
+        row["stated_in"] = [*stated, *(m for m in event.stated_in if m not in stated)]
     elif isinstance(event, MemorySuperseded):
         row["status"] = "superseded"
         row["superseded_by"] = event.superseded_by
         row["ended_at"] = row["ended_at"] or event.occurred_at.astimezone(UTC)
+        if event.valid_until is not None:
+            row["valid_until"] = _earlier(row.get("valid_until"), event.valid_until)
+    elif isinstance(event, MemoryOutdated):
+        # The earliest end wins, whatever order the ends arrive in, with what replaced it.
+        until = event.valid_until.astimezone(UTC)
+        if row.get("valid_until") is None or until < row["valid_until"]:
+            row["valid_until"] = until
+            if row["status"] == "active":
+                row["superseded_by"] = event.superseded_by
     elif isinstance(event, MemoryDeleted):
         row["status"] = "deleted"
         row["ended_at"] = row["ended_at"] or event.occurred_at.astimezone(UTC)
@@ -68,3 +82,8 @@ def apply_change(row: dict[str, Any], event: MemoryChange) -> None:
         # supersession or deletion in the log, leaves the row as it is.
         row["status"] = "forgotten"
         row["ended_at"] = event.occurred_at.astimezone(UTC)
+
+
+def _earlier(current: datetime | None, other: datetime) -> datetime:
+    other = other.astimezone(UTC)
+    return other if current is None or other < current else current

@@ -29,6 +29,7 @@ MEMORIES_TOPIC_TYPES = (
     "memory_added",
     "memory_reinforced",
     "memory_superseded",
+    "memory_outdated",
     "memory_deleted",
     "memory_promoted",
     "memory_expired",

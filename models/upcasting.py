@@ -79,6 +79,32 @@ def upcast_memory_added_v2_v3(payload: Payload) -> Payload:
     return payload
 
 
+@UPCASTERS.register("memory_added", 3)
+def upcast_memory_added_v3_v4(payload: Payload) -> Payload:
+    """v4 may carry the memory's claim and the memories stating it; v3 events carry neither
+    (their memories assert no claim, and nothing supersedes them by claim)."""
+    payload["schema_version"] = 4
+    return payload
+
+
+@UPCASTERS.register("memory_reinforced", 1)
+def upcast_memory_reinforced_v1_v2(payload: Payload) -> Payload:
+    """v2 may name the memories stating the reinforced claim again; v1 names none."""
+    payload["schema_version"] = 2
+    return payload
+
+
+@UPCASTERS.register("memory_superseded", 1)
+def upcast_memory_superseded_v1_v2(payload: Payload) -> Payload:
+    """v2 says how and by whom a memory was superseded, and when its claim stopped being
+    true; every v1 supersession was a new value decided by rules, ending when it was
+    recorded (no ``valid_until``)."""
+    payload.setdefault("change", "updated")
+    payload.setdefault("decided_by", "rules")
+    payload["schema_version"] = 2
+    return payload
+
+
 #: What a v1 ``user_erased`` reason that is not a short code becomes: its words are not kept.
 REDACTED_REASON = "redacted"
 _CODE = re.compile(CODE_PATTERN)

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
 
 from memstream.models.events import MemoriesRetrieved, RetrievedMemory
@@ -60,6 +60,7 @@ from memstream.projections.memories import (
     MEMORY_TYPES,
     MemoryHit,
     MemoryIndex,
+    MemoryRecord,
     SearchFilters,
 )
 
@@ -78,6 +79,10 @@ MAX_CANDIDATES = 200
 BULK_TYPES = frozenset({"preference", "fact", "summary", "episode", "correction"})
 #: ``session_id`` of the access event when the caller names no session.
 NO_SESSION = "-"
+#: What a stale hit's rank score counts for: below a current memory of near relevance.
+STALE_WEIGHT = 0.8
+#: Most ``superseded_by`` links followed from a stale hit to what holds now.
+MAX_CHAIN = 8
 
 #: Section headers of the context; a type missing here gets a header made from its name.
 SECTION_HEADERS: Mapping[str, str] = {
@@ -126,6 +131,12 @@ class RankedMemory:
     use: float
     weights: RankWeights
     in_context: bool = False
+    #: What the memory states no longer held at the retrieval's moment: it ranks with
+    #: :data:`STALE_WEIGHT` of its score, below what replaced it.
+    stale: bool = False
+    #: It replaced a stale hit of the same retrieval: placed right above it
+    #: (``replaces`` names that hit), found by following ``superseded_by`` from it.
+    replaces: str | None = None
 
     def explain(self) -> str:
         """One line: the score as the sum of its weighted components.
@@ -136,13 +147,18 @@ class RankedMemory:
         '0.627 = (1.00 x relevance 0.62 [meaning 0.71, words 0.53] + 0.02 x importance 0.85 + 0.01 x recency 0.50 + 0.01 x use 0.00) / 1.04'
         """
         w = self.weights
-        return (
+        text = (
             f"{self.rank_score:.3f} = ({w.relevance:.2f} x relevance {self.relevance:.2f} "
             f"[meaning {self.memory.similarity:.2f}, words {self.memory.words:.2f}] + "
             f"{w.importance:.2f} x importance {self.importance:.2f} + "
             f"{w.recency:.2f} x recency {self.recency:.2f} + "
             f"{w.use:.2f} x use {self.use:.2f}) / {w.total:.2f}"
         )
+        if self.stale:
+            text += f"; stale: ranked at x{STALE_WEIGHT}"
+        if self.replaces is not None:
+            text += f"; placed above {self.replaces}, which it replaced"
+        return text
 
 
 @dataclass(frozen=True)
@@ -318,7 +334,7 @@ class Retriever:
         wanted = sum(slots[t] for t in allowed)
         limit = min(MAX_CANDIDATES, wanted * CANDIDATES_PER_SLOT)
         hits = self.projection.search(user_id, query, limit=limit, filters=search_filters)
-        ranked = rank(hits, self.weights, now)
+        ranked = self.current_first(user_id, rank(hits, self.weights, now), now, search_filters)
         chosen = fill_quotas(ranked, {t: n for t, n in slots.items() if t in allowed})
         placed, context = self._fit(chosen, budget)
         items = tuple(replace(item, in_context=item.memory.memory_id in placed) for item in chosen)
@@ -359,7 +375,95 @@ class Retriever:
             return []
         narrowed = replace(filters or SearchFilters(), include_inactive=False)
         hits = self.projection.search(user_id, text, limit=limit, filters=narrowed)
-        return rank(hits, self.weights, now)
+        return self.current_first(user_id, rank(hits, self.weights, now), now, narrowed)[:limit]
+
+    def current_first(
+        self,
+        user_id: str,
+        ranked: Sequence[RankedMemory],
+        now: datetime,
+        filters: SearchFilters,
+    ) -> list[RankedMemory]:
+        """``ranked`` with what no longer held at ``now`` marked and ranked below what holds.
+
+        A hit is stale when it was superseded by ``now`` or states a claim that ended by
+        then (:meth:`MemoryRecord.stale_at`); its score counts for :data:`STALE_WEIGHT`.
+        The memory that holds now in its place (``superseded_by``, followed until a
+        memory still holding at ``now``) is placed right above it: moved up when it was
+        found too, read from the projection when it was not (with the stale hit's scores).
+        A link whose end was not yet recorded at ``now`` marks nothing (a point-in-time
+        read sees what memstream knew then).
+        """
+        marked: list[RankedMemory] = []
+        heads: dict[str, MemoryRecord] = {}
+        for item in ranked:
+            memory = item.memory
+            if not memory.stale_at(now):
+                marked.append(item)
+                continue
+            head = self._holder(user_id, memory, now, filters)
+            if head is None and memory.superseded_by is not None:
+                marked.append(item)  # what replaced it was not known at ``now``
+                continue
+            marked.append(replace(item, stale=True, rank_score=item.rank_score * STALE_WEIGHT))
+            if head is not None:
+                heads[memory.memory_id] = head
+        order = sorted(marked, key=lambda item: -item.rank_score)  # stable: ties keep order
+        for stale_id, head in heads.items():
+            at = next(i for i, item in enumerate(order) if item.memory.memory_id == stale_id)
+            found = next(
+                (i for i, item in enumerate(order) if item.memory.memory_id == head.memory_id),
+                None,
+            )
+            if found is not None and found < at:
+                continue
+            if found is not None:
+                moved = replace(order.pop(found), replaces=stale_id)
+            else:
+                stale = order[at]
+                moved = replace(
+                    stale,
+                    memory=MemoryHit(
+                        **{f: getattr(head, f) for f in _RECORD_FIELDS},
+                        score=stale.memory.score,
+                        similarity=stale.memory.similarity,
+                        words=stale.memory.words,
+                    ),
+                    stale=False,
+                    rank_score=stale.rank_score / STALE_WEIGHT,
+                    replaces=stale_id,
+                )
+            order.insert(at, moved)
+        if len(order) > len(ranked):
+            # What was placed above a stale hit takes the place of the lowest stale hits.
+            for index in range(len(order) - 1, -1, -1):
+                if len(order) == len(ranked):
+                    break
+                if order[index].stale:
+                    del order[index]
+        return order
+
+    def _holder(
+        self, user_id: str, memory: MemoryRecord, now: datetime, filters: SearchFilters
+    ) -> MemoryRecord | None:
+        """What holds at ``now`` in the place of ``memory``: ``superseded_by``, followed
+        through later supersessions; None when the chain ends in nothing that holds then
+        (retracted and expired claims included) or is not the user's."""
+        seen = {memory.memory_id}
+        link = memory.superseded_by
+        for _ in range(MAX_CHAIN):
+            if link is None or link in seen:
+                return None
+            seen.add(link)
+            record = self.projection.get(user_id, link)
+            if record is None or record.created_at > now or record.status == "deleted":
+                return None
+            if filters.memory_types is not None and record.memory_type not in filters.memory_types:
+                return None
+            if not record.stale_at(now) and (record.ended_at is None or record.ended_at > now):
+                return record
+            link = record.superseded_by
+        return None
 
     def access_event(
         self,
@@ -436,6 +540,10 @@ class Retriever:
         return {item.memory.memory_id for item in admitted}, text
 
 
+#: The fields of a record, carried over when a record becomes a hit.
+_RECORD_FIELDS = tuple(f.name for f in fields(MemoryRecord))
+
+
 def rank(hits: Sequence[MemoryHit], weights: RankWeights, now: datetime) -> list[RankedMemory]:
     """Score ``hits`` by the composite rank score, best first.
 
@@ -481,26 +589,33 @@ def render_context(items: Sequence[RankedMemory]) -> str:
 
     Each memory is one line with its event date, so the model can tell old from new; a
     memory with a context (an episode) shows it instead, on one line: the day, then who said
-    what.
+    what. What no longer holds says until when, and what replaced it since when, so the
+    model reads "until <date>: X" and "since <date>: Y".
 
     Examples
     --------
     >>> print(render_context(found.in_context))  # doctest: +SKIP
-    ## Corrections
-    - Correction: User lives in Munich (2026-02-10)
-    <BLANKLINE>
     ## Facts
+    - since 2026-04-02: User lives in Porto (2026-04-02)
     - User works at Siemens (2026-01-05)
+    <BLANKLINE>
+    ## What the user said
+    - until 2026-04-02: 2026-03-01 (Sunday) | User: I live in Lisbon.
     """
     sections: dict[str, list[str]] = {}
     for item in items:
         memory = item.memory
         if memory.context:
             # The conversation it came from, on one line: "day | Tom: ... | Maya: ...".
-            line = "- " + " | ".join(_one_line(part) for part in memory.context.splitlines())
+            text = " | ".join(_one_line(part) for part in memory.context.splitlines())
         else:
-            line = f"- {_one_line(memory.content)} ({memory.created_at.astimezone(UTC):%Y-%m-%d})"
-        sections.setdefault(memory.memory_type, []).append(line)
+            text = f"{_one_line(memory.content)} ({memory.created_at.astimezone(UTC):%Y-%m-%d})"
+        until = memory.valid_until or memory.ended_at
+        if item.stale and until is not None:
+            text = f"until {until.astimezone(UTC):%Y-%m-%d}: {text}"
+        elif item.replaces is not None and memory.valid_from is not None:
+            text = f"since {memory.valid_from.astimezone(UTC):%Y-%m-%d}: {text}"
+        sections.setdefault(memory.memory_type, []).append(f"- {text}")
     return "\n\n".join(
         "\n".join([f"## {section_header(memory_type)}", *lines])
         for memory_type, lines in sections.items()

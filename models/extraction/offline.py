@@ -56,13 +56,16 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from memstream.models.beliefs import mentions
 from memstream.models.conversation import speaker, truncate, turn_context
 from memstream.models.events import (
+    Claim,
     ConsolidationRequested,
     MemoryCandidate,
     MemoryType,
     TranscriptMessage,
 )
+from memstream.models.extraction.claims import ClaimFinding, read_claims
 from memstream.models.extraction.entities import _entities, _mid_sentence_capitals, _unique
 from memstream.models.extraction.port import (
     MAX_ANALYSED_CHARS,
@@ -89,11 +92,11 @@ class OfflineExtractor:
     --------
     >>> extractor = OfflineExtractor()
     >>> (extractor.name, extractor.version)
-    ('offline', '2')
+    ('offline', '3')
     """
 
     name: str = "offline"
-    version: str = "2"
+    version: str = "3"
 
     def extract(self, request: ConsolidationRequested) -> Extraction:
         """Extract episodes, preferences, facts, corrections and a summary from ``request``."""
@@ -102,14 +105,18 @@ class OfflineExtractor:
 
 
 def dump_candidates(candidates: Sequence[MemoryCandidate]) -> str:
-    """The JSON an LLM extractor would return for ``candidates``: ``{"candidates": [...]}``.
+    """The JSON an LLM extractor would return for ``candidates``: ``{"candidates": [...]}``,
+    without the fields a candidate leaves unset.
 
     Examples
     --------
     >>> dump_candidates([MemoryCandidate(memory_type="fact", content="x", importance=0.6)])
     '{"candidates":[{"memory_type":"fact","content":"x","importance":0.6,"source_event_ids":[],"entities":[],"context":""}]}'
     """
-    payload = {"candidates": [candidate.model_dump(mode="json") for candidate in candidates]}
+    # Fields left unset (a candidate without a claim) are left out, as a model would.
+    payload = {
+        "candidates": [candidate.model_dump(mode="json", exclude_none=True) for candidate in candidates]
+    }
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -150,15 +157,14 @@ def extract_candidates(messages: Sequence[TranscriptMessage]) -> tuple[MemoryCan
             analysis = _analyse_sentence(sentence)
             for stale in analysis.stale:
                 drafts.discard(_about(stale, subject), ("fact", "preference"))
+            statements = []
             for finding in analysis.findings:
                 found = _entities(finding.source_text, known_names)
-                drafts.add(
-                    finding.memory_type,
-                    _about(finding.content, subject),
-                    finding.importance,
-                    source,
-                    found,
-                )
+                content = _about(finding.content, subject)
+                statements.append((finding.memory_type, content))
+                drafts.add(finding.memory_type, content, finding.importance, source, found)
+            for read in read_claims(sentence, subject or "User", turn.message.occurred_at):
+                drafts.claim(read, statements, source, _entities(sentence, known_names))
     summary = _summary(turns, known_names)
     if summary is not None:
         drafts.add(
@@ -211,6 +217,7 @@ class _Draft:
     sources: list[str] = field(default_factory=list)
     entities: list[str] = field(default_factory=list)
     context: str = ""
+    claim: Claim | None = None
 
 
 class _Drafts:
@@ -240,6 +247,33 @@ class _Drafts:
         draft.sources = _unique([*draft.sources, *sources])
         draft.entities = _unique([*draft.entities, *entities])[:MAX_ENTITIES]
 
+    def claim(
+        self,
+        read: ClaimFinding,
+        statements: Sequence[tuple[MemoryType, str]],
+        sources: Iterable[str],
+        entities: Iterable[str],
+    ) -> None:
+        """Attach a claim read from a sentence to the statement of the same sentence that
+        says its value (a fact or preference first, then a correction); with none, the
+        claim's own statement becomes a candidate."""
+        claim = read.claim
+        for wanted in (read.memory_type, "correction"):
+            for memory_type, content in statements:
+                draft = self._by_key.get(_dedup_key(truncate(content.strip(), MAX_CONTENT_CHARS)))
+                if (
+                    memory_type == wanted
+                    and draft is not None
+                    and draft.claim is None
+                    and (mentions(content, claim.value) or not claim.value)
+                ):
+                    draft.claim = claim
+                    return
+        self.add(read.memory_type, read.content, read.importance, sources, entities)
+        draft = self._by_key.get(_dedup_key(truncate(read.content.strip(), MAX_CONTENT_CHARS)))
+        if draft is not None and draft.claim is None:
+            draft.claim = claim
+
     def discard(self, content: str, memory_types: tuple[MemoryType, ...]) -> None:
         key = _dedup_key(truncate(content.strip(), MAX_CONTENT_CHARS))
         draft = self._by_key.get(key)
@@ -255,6 +289,7 @@ class _Drafts:
                 source_event_ids=tuple(draft.sources),
                 entities=tuple(draft.entities),
                 context=draft.context,
+                claim=draft.claim,
             )
             for draft in self._by_key.values()
             if draft.importance >= MIN_IMPORTANCE

@@ -12,6 +12,7 @@ _HISTORY_TYPES = (
     "memory_added",
     "memory_reinforced",
     "memory_superseded",
+    "memory_outdated",
     "memory_deleted",
     "memory_promoted",
     "memory_expired",
@@ -71,7 +72,9 @@ def _view_sql(topics: Topics, dedupe: bool) -> dict[str, str]:
         '"extraction_event_id": "VARCHAR", "source_event_ids": ["VARCHAR"], '
         '"entities": ["VARCHAR"], "superseded_by": "VARCHAR", "reason": "VARCHAR", '
         '"similarity": "DOUBLE", "policy": "VARCHAR", "score": "DOUBLE", '
-        '"threshold": "DOUBLE", "encryption": {"fields": ["VARCHAR"]}}'
+        '"threshold": "DOUBLE", "change": "VARCHAR", "decided_by": "VARCHAR", '
+        '"valid_until": "TIMESTAMPTZ", "claim_memory_id": "VARCHAR", '
+        '"encryption": {"fields": ["VARCHAR"]}}'
     )
     extraction = _parsed(
         '{"consolidation_event_id": "VARCHAR", "extractor": "VARCHAR", '
@@ -97,7 +100,8 @@ def _view_sql(topics: Topics, dedupe: bool) -> dict[str, str]:
                 t.user_id, t.session_id, t.agent_id, t.occurred_at, f.memory_id, f.memory_type,
                 CASE WHEN NOT {_sealed("content")} THEN f.content END AS content, f.importance, f.tier, f.extractor, f.extraction_event_id,
                 f.source_event_ids, CASE WHEN NOT {_sealed("entities")} THEN f.entities END AS entities,
-                f.superseded_by, CASE WHEN NOT {_sealed("reason")} THEN f.reason END AS reason,
+                f.superseded_by, f.change, f.decided_by, f.valid_until, f.claim_memory_id,
+                CASE WHEN NOT {_sealed("reason")} THEN f.reason END AS reason,
                 f.similarity, f.policy, f.score, f.threshold, f.encryption IS NOT NULL AS sealed
             FROM t, _params p WHERE {since.format(column="t.occurred_at")}""",
         "accesses": f"""

@@ -51,6 +51,15 @@ _MEMORY_COLUMN_DOCS: Mapping[str, str] = {
     "access_count": "retrievals counted by the projector",
     "last_accessed_at": "event time of the last retrieval",
     "embedding_model": "model of its vector (the vector itself is left out)",
+    "claim_subject": "a claim's subject: User, a speaker's name, or User's sister (null: no claim)",
+    "claim_attribute": "a claim's attribute key: home, employer, budget, ...",
+    "claim_value": "a claim's value",
+    "claim_polarity": "false: the claim takes its value back (no longer vegetarian)",
+    "claim_cardinality": "one (a new value replaces) or many (values add up)",
+    "valid_from": "event time a claim began to hold (the turn that said it)",
+    "valid_until": "event time it stopped holding: replaced, taken back, or its stated end",
+    "stated_until": "the end a claim stated itself (in Berlin this week)",
+    "stated_in": "a claim's: the memories stating it too (episodes, summaries; list)",
 }
 
 
@@ -65,7 +74,7 @@ VIEWS: tuple[View, ...] = (
     View(
         "memory_history",
         "One row per memory event of the memories topic (added, reinforced, superseded, "
-        "deleted, promoted, expired, forgotten), once per event id.",
+        "outdated, deleted, promoted, expired, forgotten), once per event id.",
         (
             ("partition", "partition of the memories topic"),
             ("offset", "offset of the event"),
@@ -85,7 +94,11 @@ VIEWS: tuple[View, ...] = (
             ("extraction_event_id", "memory_added, memory_reinforced: the extraction"),
             ("source_event_ids", "chat events behind it (list)"),
             ("entities", "memory_added: entities (list)"),
-            ("superseded_by", "memory_superseded: the new memory"),
+            ("superseded_by", "memory_superseded, memory_outdated: what replaced it"),
+            ("change", "memory_superseded: updated or retracted"),
+            ("decided_by", "memory_superseded: rules or llm"),
+            ("valid_until", "memory_superseded, memory_outdated: when its claim stopped holding"),
+            ("claim_memory_id", "memory_outdated: the claim whose end outdates it"),
             ("reason", "superseded, deleted, promoted, expired, forgotten: why (null when sealed)"),
             ("similarity", "reinforced, superseded: cosine similarity to the candidate"),
             ("policy", "memory_forgotten: the forgetting policy (decay)"),

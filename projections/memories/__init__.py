@@ -57,6 +57,7 @@ from memstream.projections.memories.records import (
     SourcePosition,
 )
 from memstream.projections.memories.schema import (
+    CLAIM_COLUMNS,
     DEFAULT_TABLE,
     MEMORY_TYPES,
     SCHEMA_VERSION,
@@ -72,6 +73,7 @@ from memstream.projections.memories.table import MemoryProjection
 
 __all__ = [
     "BM25_SATURATION",
+    "CLAIM_COLUMNS",
     "DEFAULT_TABLE",
     "INDEX_CACHE_BYTES",
     "KEY_LOOKUP_CHUNK",

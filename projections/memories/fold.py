@@ -25,6 +25,7 @@ from memstream.models.lifecycle import apply_change
 from memstream.projections.memories.errors import EncryptedContentError
 from memstream.projections.memories.records import SourcePosition
 from memstream.projections.memories.schema import (
+    CLAIM_COLUMNS,
     memory_key,
     search_text,
     session_filter_key,
@@ -123,6 +124,25 @@ def new_row(event: MemoryAdded, position: SourcePosition, embedding_model: str) 
         "last_accessed_at": None,
         "access_offset": -1,
         "embedding_model": embedding_model,
+        **claim_columns(event),
+    }
+
+
+def claim_columns(event: MemoryAdded) -> Row:
+    """The claim columns of a memory's row (null for a memory without a claim)."""
+    claim = event.claim
+    if claim is None:
+        return {name: None for name in CLAIM_COLUMNS} | {"stated_in": list(event.stated_in)}
+    return {
+        "claim_subject": claim.subject,
+        "claim_attribute": claim.attribute,
+        "claim_value": claim.value,
+        "claim_polarity": claim.polarity,
+        "claim_cardinality": claim.cardinality,
+        "valid_from": claim.valid_from.astimezone(UTC),
+        "valid_until": claim.valid_until.astimezone(UTC) if claim.valid_until else None,
+        "stated_until": claim.valid_until.astimezone(UTC) if claim.valid_until else None,
+        "stated_in": list(event.stated_in),
     }
 
 

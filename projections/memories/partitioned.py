@@ -315,6 +315,10 @@ class PartitionedMemories:
         :meth:`MemoryProjection.same_text_of_each`)."""
         return self.of_user(user_id).same_text_of_each(user_id, texts, before=before)
 
+    def claims_of(self, user_id: str, *, before: datetime | None = None) -> list[MemoryRecord]:
+        """The user's memories asserting a claim (see :meth:`MemoryProjection.claims_of`)."""
+        return self.of_user(user_id).claims_of(user_id, before=before)
+
     def get(self, user_id: str, memory_id: str) -> MemoryRecord | None:
         """One of the user's memories by id, active or not; None if it is not theirs."""
         return self.of_user(user_id).get(user_id, memory_id)

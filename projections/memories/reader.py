@@ -248,6 +248,25 @@ class MemoryReader(TableConnection):
             for text in wanted
         ]
 
+    def claims_of(self, user_id: str, *, before: datetime | None = None) -> list[MemoryRecord]:
+        """The user's memories that assert a claim, in the view of :meth:`neighbours`
+        (``before``), by memory id: what a new claim is compared with."""
+        where = _view_filter(user_id, before)
+        table = self._open()
+        if table is None or where is None:
+            return []
+        rows = (
+            table.search()
+            .where(f"{where} AND claim_attribute IS NOT NULL")
+            .select(_RECORD_COLUMNS)
+            .limit(None)
+            .to_arrow()
+            .to_pylist()
+        )
+        return sorted(
+            (MemoryRecord(**_record_fields(row)) for row in rows), key=lambda r: r.memory_id
+        )
+
     def _nearest_indexed(
         self, table: Any, where: str, vector: np.ndarray, limit: int
     ) -> list[tuple[MemoryRecord, np.ndarray]]:

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from memstream.models.events import Claim
+
 
 @dataclass(frozen=True)
 class SourcePosition:
@@ -68,6 +70,55 @@ class MemoryRecord:
     extractor: str | None = None
     #: The conversation around it (day, neighbouring turns, speakers); "" when none.
     context: str = ""
+    #: What a fact or preference asserts (None for other memories): see ``Claim``.
+    claim_subject: str | None = None
+    claim_attribute: str | None = None
+    claim_value: str | None = None
+    claim_polarity: bool | None = None
+    claim_cardinality: str | None = None
+    #: A claim's validity in event time. A memory that states a claim which ended (an
+    #: episode, a summary) has ``valid_until`` only, with ``superseded_by`` naming what
+    #: replaced the claim (None when it ran out on its own) while it stays active.
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None
+    #: The end a claim stated itself ("in Berlin this week"), whatever ended it since.
+    stated_until: datetime | None = None
+    #: A claim's: the memories that state it too.
+    stated_in: tuple[str, ...] = ()
+
+    @property
+    def claim(self) -> Claim | None:
+        """What the memory asserts, as its row holds it; None for a memory without a claim."""
+        if self.claim_attribute is None or self.claim_subject is None or self.valid_from is None:
+            return None
+        return Claim(
+            subject=self.claim_subject,
+            attribute=self.claim_attribute,
+            value=self.claim_value or "",
+            polarity=self.claim_polarity is not False,
+            cardinality="many" if self.claim_cardinality == "many" else "one",
+            valid_from=self.valid_from,
+            valid_until=self.stated_until,
+        )
+
+    def stale_at(self, moment: datetime) -> bool:
+        """Whether what the memory states no longer held at ``moment``: it was superseded
+        by then, or it states a claim that had ended by then.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> at = datetime(2026, 3, 1, tzinfo=UTC)
+        >>> record = MemoryRecord(memory_id="m", memory_type="episode", content="x",
+        ...     importance=0.4, created_at=at, session_id="s", event_id="e",
+        ...     source_event_ids=(), source_topic="t", source_partition=0, source_offset=0,
+        ...     valid_until=at + timedelta(days=7))
+        >>> record.stale_at(at), record.stale_at(at + timedelta(days=7))
+        (False, True)
+        """
+        if self.status == "superseded" and (self.ended_at is None or self.ended_at <= moment):
+            return True
+        return self.valid_until is not None and self.valid_until <= moment
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,6 +141,10 @@ def _record_fields(row: dict[str, Any]) -> dict[str, Any]:
         **row,
         "created_at": row["created_at"].astimezone(UTC),
         "ended_at": row["ended_at"].astimezone(UTC) if row.get("ended_at") else None,
+        "valid_from": row["valid_from"].astimezone(UTC) if row.get("valid_from") else None,
+        "valid_until": row["valid_until"].astimezone(UTC) if row.get("valid_until") else None,
+        "stated_until": row["stated_until"].astimezone(UTC) if row.get("stated_until") else None,
         "source_event_ids": tuple(row["source_event_ids"]),
         "entities": tuple(row["entities"]),
+        "stated_in": tuple(row.get("stated_in") or ()),
     }

@@ -14,6 +14,7 @@ from typing import get_args
 
 import pyarrow as pa
 
+from memstream.models.beliefs import attribute_gloss
 from memstream.models.events import MemoryAdded, MemoryCandidate, MemoryType
 
 #: The memory types a filter may name; anything else is refused before a query is built.
@@ -23,7 +24,7 @@ _TABLE_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _SCHEMA_MODEL_KEY = b"memstream.embedding_model"
 _SCHEMA_VERSION_KEY = b"memstream.schema_version"
 #: Bumped when the table's columns change; an older table must be rebuilt from the topic.
-SCHEMA_VERSION = "6"
+SCHEMA_VERSION = "7"
 #: The live memories table, until a replay swaps another in (see memstream.projections.shadow).
 DEFAULT_TABLE = "memories"
 #: The columns that make up the projection's view, fingerprinted by ``memstream verify``:
@@ -54,6 +55,17 @@ VIEW_COLUMNS = (
     "access_count",
     "last_accessed_at",
     "embedding_model",
+    *(CLAIM_COLUMNS := (
+        "claim_subject",
+        "claim_attribute",
+        "claim_value",
+        "claim_polarity",
+        "claim_cardinality",
+        "valid_from",
+        "valid_until",
+        "stated_until",
+        "stated_in",
+    )),
 )
 
 
@@ -80,6 +92,7 @@ _RECORD_COLUMNS = [
     "ended_at",
     "extractor",
     "context",
+    *CLAIM_COLUMNS,
 ]
 
 
@@ -165,6 +178,24 @@ def memory_schema(dimensions: int, embedding_model: str) -> pa.Schema:
             pa.field("last_accessed_at", pa.timestamp("us", tz="UTC"), nullable=True),
             required("access_offset", pa.int64()),
             required("embedding_model", pa.string()),
+            # What a fact or preference asserts (null for other memories): about whom, which
+            # attribute (a normalised key), what value, whether it holds, how many values
+            # the attribute holds at once.
+            pa.field("claim_subject", pa.string(), nullable=True),
+            pa.field("claim_attribute", pa.string(), nullable=True),
+            pa.field("claim_value", pa.string(), nullable=True),
+            pa.field("claim_polarity", pa.bool_(), nullable=True),
+            pa.field("claim_cardinality", pa.string(), nullable=True),
+            # Validity in event time: a claim from the turn that stated it until the turn that
+            # changed it (or the end it stated); a memory stating a claim that ended (an
+            # episode, a summary) has the end only, and ``superseded_by`` names what replaced
+            # it while its status stays active.
+            pa.field("valid_from", pa.timestamp("us", tz="UTC"), nullable=True),
+            pa.field("valid_until", pa.timestamp("us", tz="UTC"), nullable=True),
+            # The end a claim stated itself ("this week"), whatever ended it since.
+            pa.field("stated_until", pa.timestamp("us", tz="UTC"), nullable=True),
+            # A claim's: the memories that state it too (its turns' episodes, summaries).
+            required("stated_in", pa.list_(pa.string())),
             required("vector", pa.list_(pa.float32(), dimensions)),
         ],
         metadata={
@@ -177,7 +208,12 @@ def memory_schema(dimensions: int, embedding_model: str) -> pa.Schema:
 def search_text(event: MemoryAdded | MemoryCandidate) -> str:
     """What a memory is found by (and its vector embeds): its context when it has one (which
     shows the content in its conversation), else its content; both when the context leaves
-    the content out."""
+    the content out. A claim adds the words a question about its attribute uses
+    (:func:`~memstream.models.beliefs.attribute_gloss`)."""
     if not event.context or event.content in event.context:
-        return event.context or event.content
-    return f"{event.content}\n{event.context}"
+        text = event.context or event.content
+    else:
+        text = f"{event.content}\n{event.context}"
+    if event.claim is not None and event.claim.attribute:
+        text = f"{text}\n({attribute_gloss(event.claim.attribute)})"
+    return text

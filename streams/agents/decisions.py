@@ -3,18 +3,22 @@ recorded as :class:`MemoryAdded`, :class:`MemorySuperseded` or :class:`MemoryRei
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 
+from memstream.models.beliefs import ClaimBook, ClaimDecision, decide_claim, mentions
 from memstream.models.decisions import Decision, ExistingMemory, decide, normalised
 from memstream.models.events import (
+    Claim,
     Event,
     ExtractionRecorded,
     MemoryAdded,
     MemoryCandidate,
+    MemoryOutdated,
     MemoryReinforced,
     MemorySuperseded,
     derived_id,
@@ -25,6 +29,85 @@ from memstream.projections.memories import MemoryRecord, MemoryStore, search_tex
 
 #: Default importance at or above which a memory goes straight to long-term (seed 2).
 LONG_TERM_IMPORTANCE = 0.8
+#: Attribute keys whose embeddings the decider keeps (a few KB each).
+ATTRIBUTE_VECTORS_KEPT = 10_000
+#: Memory types that state a claim of the same extraction when they quote its turn.
+STATING_TYPES = frozenset({"episode", "summary", "correction"})
+
+
+class RecentClaims:
+    """The claims a decider announced recently, per user, with when and where they were
+    stated: what the projection may not hold yet. Bounded over all users (the users
+    longest without a new claim go first)."""
+
+    def __init__(self, kept: int = 20_000) -> None:
+        self.kept = kept
+        self._by_user: dict[str, dict[str, tuple[Claim, datetime, tuple[str, ...]]]] = {}
+        self._total = 0
+
+    def of(self, user_id: str) -> dict[str, tuple[Claim, datetime, tuple[str, ...]]]:
+        """The user's recent claims: memory id -> (claim, event time, stated in)."""
+        return self._by_user.get(user_id, {})
+
+    def note(
+        self, user_id: str, memory_id: str, claim: Claim, moment: datetime,
+        stated_in: tuple[str, ...],
+    ) -> None:
+        """Remember a claim this decider added."""
+        claims = self._by_user.pop(user_id, {})
+        self._total += memory_id not in claims
+        claims[memory_id] = (claim, moment, stated_in)
+        self._by_user[user_id] = claims
+        while self._total > self.kept and len(self._by_user) > 1:
+            self._total -= len(self._by_user.pop(next(iter(self._by_user))))
+
+    def stated_again(self, user_id: str, memory_id: str, stated_in: tuple[str, ...]) -> None:
+        """Remember more memories stating a recent claim (a reinforcement's)."""
+        known = self._by_user.get(user_id, {}).get(memory_id)
+        if known is not None:
+            claim, moment, before = known
+            self._by_user[user_id][memory_id] = (
+                claim, moment, tuple(dict.fromkeys((*before, *stated_in)))
+            )
+
+
+def _memory_id(recorded: ExtractionRecorded, index: int) -> str:
+    """The id of the memory candidate ``index`` of ``recorded`` adds."""
+    return derived_id(recorded.event_id, "memory-id", str(index))
+
+
+def _resolved(claim: Claim, decision: ClaimDecision) -> Claim:
+    """``claim`` with the attribute its decision resolved (from the value it replaces)."""
+    if claim.attribute == decision.attribute:
+        return claim
+    return claim.model_copy(update={"attribute": decision.attribute})
+
+
+def _holds(claim: Claim, moment: datetime) -> bool:
+    """Whether ``claim`` has not run out on its own by ``moment`` ("this week")."""
+    return claim.valid_until is None or claim.valid_until > moment
+
+
+def _stating(candidates: Sequence[MemoryCandidate], index: int) -> list[int]:
+    """The other candidates of an extraction that state candidate ``index``'s claim: the
+    episode of its turn, and the summaries and corrections that quote the turn with the
+    claim's value."""
+    claim = candidates[index].claim
+    turn = candidates[index].source_event_ids[:1]
+    if claim is None or not turn:
+        return []
+    found = []
+    for other, candidate in enumerate(candidates):
+        if other == index or candidate.claim is not None:
+            continue
+        if candidate.memory_type not in STATING_TYPES:
+            continue
+        if candidate.memory_type == "episode":
+            if candidate.source_event_ids[:1] == turn:
+                found.append(other)
+        elif turn[0] in candidate.source_event_ids and mentions(candidate.content, claim.value):
+            found.append(other)
+    return found
 
 
 @dataclass
@@ -69,6 +152,10 @@ class MemoryDecider:
     _gone: dict[str, datetime] = field(default_factory=dict)
     #: Memories held in ``_recent`` over all users.
     _recent_total: int = 0
+    #: Claims this decider added recently (the projector's lag), with their statements.
+    _claims: RecentClaims = field(default_factory=RecentClaims)
+    #: Embeddings of attribute keys, for their similarity.
+    _attribute_vectors: dict[str, np.ndarray] = field(default_factory=dict)
 
     def decide(self, recorded: ExtractionRecorded) -> list[Event]:
         """The memory events for ``recorded``'s candidates, in order."""
@@ -76,12 +163,19 @@ class MemoryDecider:
         if not candidates:
             return []
         user, moment = recorded.user_id, recorded.occurred_at
+        # Claims first, in order, each against the user's claims as this extraction has
+        # left them: they decide by what the candidates assert, never by their vectors.
+        beliefs, stated = (
+            self._claim_decisions(recorded) if any(c.claim for c in candidates) else ({}, {})
+        )
         # A candidate without a context (a fact, a preference) whose very words a memory of
         # its type holds reinforces it, found by its text and never embedded: most of them,
         # in a long history, were said before. An episode is its words in their context:
         # the same line in another conversation is another episode, decided by its vector.
         same = self.projection.same_text_of_each(
-            user, [c.content if not c.context else "" for c in candidates], before=moment
+            user,
+            [c.content if not c.context and i not in beliefs else "" for i, c in enumerate(candidates)],
+            before=moment,
         )
         # One embedding for each other candidate, of what its row will be found by: the
         # decision compares it with the stored rows' vectors (embeddings of the same kind of
@@ -89,7 +183,8 @@ class MemoryDecider:
         texts = [search_text(c) for c in candidates]
         unknown = [
             i for i, c in enumerate(candidates)
-            if self._same_words(user, c, moment, same[i], [], set()) is None
+            if (beliefs[i].kind == "new" if i in beliefs
+                else self._same_words(user, c, moment, same[i], [], set()) is None)
         ]
         vectors: dict[int, np.ndarray] = {}
         stored: dict[int, list[tuple[MemoryRecord, np.ndarray]]] = {}
@@ -99,30 +194,188 @@ class MemoryDecider:
         added: list[tuple[ExistingMemory, np.ndarray]] = []
         superseded: set[str] = set()
         events: list[Event] = []
+        made: dict[int, str] = {}  # candidate index -> the memory it added or reinforced
         for index, candidate in enumerate(candidates):
-            target = self._same_words(user, candidate, moment, same[index], added, superseded)
-            if target is not None:
-                decision = Decision("duplicate", target, 1.0, "same text")
-                events += self._events(recorded, index, candidate, None, decision)
-                continue
-            if index not in vectors:  # its memory of the same words was superseded just now
-                self._embed(user, moment, [index], texts, vectors, stored)
-            vector = vectors[index]
-            nearby = self._nearby(user, vector, moment, stored[index], added, superseded)
-            new = self._events(recorded, index, candidate, vector, decide(candidate, nearby))
+            if index in beliefs:
+                decided = beliefs[index]
+                decision = (
+                    Decision("duplicate", decided.target, 1.0, "same claim")
+                    if decided.kind == "same"
+                    else Decision("add")
+                )
+                vector = vectors.get(index)
+            else:
+                target = self._same_words(user, candidate, moment, same[index], added, superseded)
+                if target is not None:
+                    decision, vector = Decision("duplicate", target, 1.0, "same text"), None
+                else:
+                    if index not in vectors:  # its memory of the same words was superseded now
+                        self._embed(user, moment, [index], texts, vectors, stored)
+                    vector = vectors[index]
+                    nearby = self._nearby(user, vector, moment, stored[index], added, superseded)
+                    decision = decide(candidate, nearby)
+            new = self._events(recorded, index, candidate, vector, decision, beliefs.get(index))
             events += new
             for event in new:
                 if isinstance(event, MemoryAdded):
+                    made[index] = event.memory_id
+                    assert vector is not None
                     added.append(
                         (ExistingMemory(event.memory_id, event.memory_type, event.content, 0.0), vector)
                     )
+                elif isinstance(event, MemoryReinforced):
+                    made[index] = event.memory_id
                 elif isinstance(event, MemorySuperseded):
                     superseded.add(event.memory_id)
+        if beliefs:
+            events = self._with_statements(recorded, events, beliefs, made, stated)
         self._remember(user, [(known, vector, moment) for known, vector in added])
         self._gone.update(dict.fromkeys(superseded, moment))
         while len(self._gone) > self.gone_kept:  # the oldest first: the projection has them
             del self._gone[next(iter(self._gone))]
         return events
+
+    def _claim_decisions(
+        self, recorded: ExtractionRecorded
+    ) -> tuple[dict[int, ClaimDecision], dict[str, tuple[str, ...]]]:
+        """What each candidate's claim does, by candidate index, decided in order against
+        the user's claims at the extraction's event time (the projection's, and this
+        decider's recent ones), which each decision then changes for the next; and the
+        memories known to state each of those claims."""
+        user, moment = recorded.user_id, recorded.occurred_at
+        book = ClaimBook()
+        stated: dict[str, tuple[str, ...]] = {}
+        for record in self.projection.claims_of(user, before=moment):
+            claim = record.claim
+            if claim is not None and not self._ended_before(record.memory_id, moment):
+                book.add(record.memory_id, claim)
+                stated[record.memory_id] = record.stated_in
+        for memory_id, (claim, created, statements) in self._claims.of(user).items():
+            if created < moment and not self._ended_before(memory_id, moment):
+                book.add(memory_id, claim)
+                stated[memory_id] = tuple(dict.fromkeys((*stated.get(memory_id, ()), *statements)))
+        decisions: dict[int, ClaimDecision] = {}
+        for index, candidate in enumerate(recorded.candidates):
+            claim = candidate.claim
+            if claim is None:
+                continue
+            current = [k for k in book.current() if _holds(k.claim, claim.valid_from)]
+            decision = decide_claim(claim, current, self._attribute_similarity)
+            decisions[index] = decision
+            if decision.kind != "new":
+                continue
+            for ending in decision.ends:
+                book.end(ending.memory_id)
+            if decision.ended_by is None:
+                book.add(_memory_id(recorded, index), _resolved(claim, decision))
+        return decisions, stated
+
+    def _with_statements(
+        self,
+        recorded: ExtractionRecorded,
+        events: list[Event],
+        beliefs: dict[int, ClaimDecision],
+        made: dict[int, str],
+        stated: dict[str, tuple[str, ...]],
+    ) -> list[Event]:
+        """``events`` with each claim's ``stated_in`` filled (the episode of its turn, the
+        summary or correction quoting it), then a :class:`MemoryOutdated` for every memory
+        that states a claim ended here, or one that ends on its own."""
+        candidates = recorded.candidates
+        statements = {
+            index: tuple(
+                dict.fromkeys(
+                    made[other]
+                    for other in _stating(candidates, index)
+                    if other in made and other not in beliefs
+                )
+            )
+            for index in beliefs
+        }
+        by_memory = {made[i]: statements[i] for i in beliefs if i in made}
+        filled: list[Event] = []
+        for event in events:
+            if isinstance(event, MemoryAdded | MemoryReinforced) and event.memory_id in by_memory:
+                if isinstance(event, MemoryAdded) and event.claim is None:
+                    filled.append(event)
+                    continue
+                event = event.model_copy(update={"stated_in": by_memory[event.memory_id]})
+            filled.append(event)
+        outdated: list[MemoryOutdated] = []
+        for index, decision in beliefs.items():
+            claim = candidates[index].claim
+            if decision.kind != "new" or claim is None or index not in made:
+                continue
+            mine = set(statements[index])
+            memory_id = made[index]
+            for ending in decision.ends:
+                old_statements = stated.get(ending.memory_id, ()) + by_memory.get(
+                    ending.memory_id, ()
+                )
+                outdated += self._outdated(
+                    recorded, old_statements, ending.memory_id, memory_id, claim.valid_from, mine
+                )
+            if decision.ended_by is not None:
+                rival = self._claim_start(recorded.user_id, decision.ended_by.by)
+                outdated += self._outdated(
+                    recorded, statements[index], memory_id, decision.ended_by.by,
+                    rival or claim.valid_from, set(),
+                )
+            elif claim.valid_until is not None:
+                outdated += self._outdated(
+                    recorded, statements[index], memory_id, None, claim.valid_until, set()
+                )
+            self._claims.note(
+                recorded.user_id, memory_id, _resolved(claim, decision), recorded.occurred_at,
+                statements[index],
+            )
+        for index, decision in beliefs.items():
+            if decision.kind == "same" and decision.target is not None and statements[index]:
+                self._claims.stated_again(recorded.user_id, decision.target, statements[index])
+        return filled + list(dict.fromkeys(outdated))
+
+    def _outdated(
+        self,
+        recorded: ExtractionRecorded,
+        statements: Sequence[str],
+        claim_id: str,
+        by: str | None,
+        until: datetime,
+        keep: set[str],
+    ) -> list[MemoryOutdated]:
+        return [
+            MemoryOutdated(
+                event_id=derived_id(recorded.event_id, "outdate", claim_id, memory_id),
+                user_id=recorded.user_id,
+                agent_id=recorded.agent_id,
+                session_id=recorded.session_id,
+                occurred_at=recorded.occurred_at,
+                memory_id=memory_id,
+                claim_memory_id=claim_id,
+                superseded_by=by,
+                valid_until=until,
+            )
+            for memory_id in dict.fromkeys(statements)
+            if memory_id not in keep
+        ]
+
+    def _claim_start(self, user_id: str, memory_id: str) -> datetime | None:
+        """When the claim of ``memory_id`` began (valid_from), as this decider knows it."""
+        known = self._claims.of(user_id).get(memory_id)
+        if known is not None:
+            return known[0].valid_from
+        record = self.projection.get(user_id, memory_id)
+        return record.valid_from if record is not None else None
+
+    def _attribute_similarity(self, a: str, b: str) -> float:
+        """Cosine of the embeddings of two attribute keys (each embedded once)."""
+        missing = [key for key in (a, b) if key not in self._attribute_vectors]
+        if missing:
+            for key, vector in zip(missing, self.embedder.embed(missing), strict=True):
+                self._attribute_vectors[key] = vector
+            while len(self._attribute_vectors) > ATTRIBUTE_VECTORS_KEPT:
+                del self._attribute_vectors[next(iter(self._attribute_vectors))]
+        return float(np.dot(self._attribute_vectors[a], self._attribute_vectors[b]))
 
     def _embed(
         self,
@@ -228,6 +481,7 @@ class MemoryDecider:
         candidate: MemoryCandidate,
         vector: np.ndarray | None,
         decision: Decision,
+        belief: ClaimDecision | None = None,
     ) -> list[Event]:
         common: dict[str, Any] = {
             "user_id": recorded.user_id,
@@ -247,7 +501,10 @@ class MemoryDecider:
                 )
             ]
         assert vector is not None, "an added memory carries its vector"
-        memory_id = derived_id(recorded.event_id, "memory-id", str(index))
+        memory_id = _memory_id(recorded, index)
+        claim = candidate.claim
+        if claim is not None and belief is not None:
+            claim = _resolved(claim, belief)
         events: list[Event] = [
             MemoryAdded(
                 event_id=derived_id(recorded.event_id, "memory", str(index)),
@@ -265,17 +522,38 @@ class MemoryDecider:
                 context=candidate.context,
                 vector=pack_vector(vector.tolist()),
                 embedding_model=self.embedder.model_id,
+                claim=claim,
                 **common,
             )
         ]
-        if decision.kind == "supersede" and decision.target is not None:
+        if belief is None or claim is None:
+            return events
+        for ending in belief.ends:
             events.append(
                 MemorySuperseded(
-                    event_id=derived_id(recorded.event_id, "supersede", str(index)),
-                    memory_id=decision.target,
+                    event_id=derived_id(recorded.event_id, "supersede", str(index), ending.memory_id),
+                    memory_id=ending.memory_id,
                     superseded_by=memory_id,
-                    reason=decision.reason,
-                    similarity=round(max(-1.0, min(1.0, decision.similarity)), 6),
+                    reason=ending.reason,
+                    similarity=1.0,
+                    change=ending.change,
+                    decided_by=belief.decided_by,
+                    valid_until=claim.valid_from,
+                    **common,
+                )
+            )
+        if belief.ended_by is not None:
+            ending = belief.ended_by
+            events.append(
+                MemorySuperseded(
+                    event_id=derived_id(recorded.event_id, "superseded-late", str(index)),
+                    memory_id=memory_id,
+                    superseded_by=ending.by,
+                    reason=ending.reason,
+                    similarity=1.0,
+                    change=ending.change,
+                    decided_by=belief.decided_by,
+                    valid_until=self._claim_start(recorded.user_id, ending.by),
                     **common,
                 )
             )

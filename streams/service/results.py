@@ -111,10 +111,29 @@ class MemoryHitDict(TypedDict):
     session_id: str
     source_event_ids: list[str]
     context: str
+    #: Whether what it states no longer held when searched (it ranks below what replaced
+    #: it); ``superseded_by`` names what replaced it (None: it ran out on its own, or it
+    #: holds), ``valid_until`` when it stopped holding (ISO 8601; None while it holds).
+    stale: bool
+    superseded_by: str | None
+    valid_until: str | None
+    #: What a fact or preference asserts, with when it began to hold; None for others.
+    claim: ClaimDict | None
     #: Only when asked for (``explain=True``): how ``score`` was made.
     explain: NotRequired[ScoreExplanation]
     #: Only in a prompt context's memories: whether the memory made it into the text.
     in_context: NotRequired[bool]
+
+
+class ClaimDict(TypedDict):
+    """What a fact or preference asserts: about whom, which attribute, what value, whether
+    it holds (``polarity``), and from when (``valid_from``, the turn that said it)."""
+
+    subject: str
+    attribute: str
+    value: str
+    polarity: bool
+    valid_from: str
 
 
 class ContextResult(TypedDict):
@@ -228,8 +247,10 @@ def normalise_messages(
     return normalised
 
 
-def hit_dict(hit: MemoryHit) -> MemoryHitDict:
-    """A projection hit as a plain dict (times as ISO 8601 strings)."""
+def hit_dict(hit: MemoryHit, *, stale: bool = False) -> MemoryHitDict:
+    """A projection hit as a plain dict (times as ISO 8601 strings); ``stale`` as its
+    search found it."""
+    until = hit.valid_until or (hit.ended_at if hit.status == "superseded" else None)
     return {
         "memory_id": hit.memory_id,
         "memory": hit.content,
@@ -243,13 +264,31 @@ def hit_dict(hit: MemoryHit) -> MemoryHitDict:
         "session_id": hit.session_id,
         "source_event_ids": list(hit.source_event_ids),
         "context": hit.context,
+        "stale": stale,
+        "superseded_by": hit.superseded_by if stale else None,
+        "valid_until": until.isoformat() if stale and until is not None else None,
+        "claim": claim_dict(hit),
+    }
+
+
+def claim_dict(record: MemoryRecord) -> ClaimDict | None:
+    """What ``record`` asserts, as a plain dict; None for a memory without a claim."""
+    claim = record.claim
+    if claim is None:
+        return None
+    return {
+        "subject": claim.subject,
+        "attribute": claim.attribute,
+        "value": claim.value,
+        "polarity": claim.polarity,
+        "valid_from": claim.valid_from.isoformat(),
     }
 
 
 def ranked_dict(item: RankedMemory, *, explain: bool = False) -> MemoryHitDict:
     """A retrieval's ranked memory as a search hit; ``score`` is the composite rank score,
     and ``explain`` adds every part of it."""
-    hit: MemoryHitDict = {**hit_dict(item.memory), "score": item.rank_score}
+    hit: MemoryHitDict = {**hit_dict(item.memory, stale=item.stale), "score": item.rank_score}
     if explain:
         weights = item.weights
         hit["explain"] = {

@@ -12,12 +12,12 @@ import pytest
 
 from memstream.models.decisions import ExistingMemory
 from memstream.models.events import (
+    Claim,
     Event,
     ExtractionRecorded,
     MemoryAdded,
     MemoryCandidate,
-    MemoryReinforced,
-    MemorySuperseded,
+    MemoryChange,
 )
 from memstream.projections.embedder import MiniLMOnnxEmbedder
 from memstream.projections.memories import MemoryProjection, SourcePosition
@@ -31,17 +31,31 @@ def minilm() -> MiniLMOnnxEmbedder:
     return MiniLMOnnxEmbedder(threads=1)
 
 
+#: What the facts of these tests assert: (attribute, value) by content.
+CLAIMS = {
+    "User lives in Lisbon.": ("home", "Lisbon"),
+    "User moved to Porto.": ("home", "Porto"),
+    "User works at Acme.": ("employer", "Acme"),
+}
+
+
 def extraction(name: str, hours: int, *facts: str) -> ExtractionRecorded:
+    at = T0 + timedelta(hours=hours)
     return ExtractionRecorded(
         event_id=f"ext-{name}",
         user_id="alice",
         session_id=name,
-        occurred_at=T0 + timedelta(hours=hours),
+        occurred_at=at,
         consolidation_event_id=f"span-{name}",
         extractor="offline",
         extractor_version="1",
         candidates=tuple(
-            MemoryCandidate(memory_type="fact", content=fact, importance=0.6) for fact in facts
+            MemoryCandidate(
+                memory_type="fact", content=fact, importance=0.6,
+                claim=Claim(subject="User", attribute=CLAIMS[fact][0], value=CLAIMS[fact][1],
+                            valid_from=at - timedelta(minutes=5)) if fact in CLAIMS else None,
+            )
+            for fact in facts
         ),
     )
 
@@ -56,7 +70,7 @@ class Log:
     def publish(self, events: Sequence[Event]) -> None:
         batch = []
         for event in events:
-            assert isinstance(event, MemoryAdded | MemoryReinforced | MemorySuperseded)
+            assert isinstance(event, MemoryAdded | MemoryChange)
             batch.append((event, SourcePosition("t.memories", 0, self.offset)))
             self.offset += 1
         self.projection.apply(batch)

@@ -46,10 +46,17 @@ PLAIN: dict[str, set[str]] = {
     },
     "memory_added": {
         "extractor", "memory_id", "memory_type", "importance", "tier", "extraction_event_id",
-        "source_event_ids", "embedding_model",
+        "source_event_ids", "embedding_model", "stated_in",
     },
-    "memory_reinforced": {"memory_id", "extraction_event_id", "source_event_ids", "similarity"},
-    "memory_superseded": {"memory_id", "superseded_by", "similarity"},
+    "memory_reinforced": {
+        "memory_id", "extraction_event_id", "source_event_ids", "similarity", "stated_in",
+    },
+    # change: updated or retracted; decided_by: rules or llm; valid_until: a time.
+    "memory_superseded": {
+        "memory_id", "superseded_by", "similarity", "change", "decided_by", "valid_until",
+    },
+    # ids of memories and a time: which claim ended, what replaced it, from when.
+    "memory_outdated": {"memory_id", "claim_memory_id", "superseded_by", "valid_until"},
     "memory_deleted": {"memory_id"},
     "memory_promoted": {"memory_id"},
     "memory_expired": {"memory_id"},

@@ -21,6 +21,7 @@ from memstream.models.crypto import (
     unseal,
 )
 from memstream.models.events import (
+    Claim,
     ConsolidationRequested,
     EntityMentioned,
     Event,
@@ -124,6 +125,10 @@ EXAMPLES: list[Event] = [
         context=f"Monday 5 January 2026\nUser: I live in {SECRET}",
         vector=pack_vector([0.25, -0.5, 1.0]),
         embedding_model="test-model",
+        claim=Claim(
+            subject="User", attribute="home", value=SECRET,
+            valid_from=datetime(2026, 1, 5, tzinfo=UTC),
+        ),
         **ENVELOPE,
     ),
     MemorySuperseded(

@@ -43,7 +43,7 @@ def test_what_is_not_a_vector_is_refused(packed: str) -> None:
         unpack_vector(packed)
 
 
-def test_a_v2_memory_added_is_read_as_v3_without_a_vector() -> None:
+def test_a_v2_memory_added_is_read_as_the_current_version_without_a_vector_or_claim() -> None:
     payload = {
         "event_id": "e", "type": "memory_added", "schema_version": 2, "user_id": "ann",
         "session_id": "s", "occurred_at": "2026-11-02T09:00:00Z", "extractor": "offline/1",
@@ -51,4 +51,5 @@ def test_a_v2_memory_added_is_read_as_v3_without_a_vector() -> None:
         "importance": 0.5, "extraction_event_id": "x",
     }
     event = MemoryAdded.model_validate(UPCASTERS.upcast(payload))
-    assert event.schema_version == 3 and event.vector is None and event.embedding_model is None
+    assert event.schema_version == 4 and event.vector is None and event.embedding_model is None
+    assert event.claim is None and event.stated_in == ()

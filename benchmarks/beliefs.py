@@ -1,0 +1,503 @@
+"""Beliefs that stay true: does the current value of a changed fact rank above the stale ones?
+
+The data set is ``belief_scenarios.py``: one user per scenario, a fact that changes over 3
+to 6 sessions days apart (update, chain, revert, retraction, expiry) or a second value that
+coexists with the first (control), in two splits with disjoint templates and values,
+``dev`` and ``heldout``. It was written without looking at how memstream extracts facts.
+Each scenario's question ("where do I live these days?") is asked three ways, with the
+same embedder (MiniLM, ``--threads``):
+
+* **memstream**: every session closed and consolidated in this process (offline extractor,
+  decisions, projection: ``quality.build_extracted``, no broker), then
+  ``MemoryClient(settings, projection=projection).search(question, limit=10)``; access
+  events go nowhere (no broker), so no question's use ranks a later one;
+* **raw turns (LanceDB hybrid, RRF)**: every turn of both speakers in a plain LanceDB table,
+  native full-text index and vectors fused by reciprocal rank (``dialogue_recall``'s
+  baseline), the first 10;
+* **raw turns + newest on near-ties**: the same hits, then a hit moves above the one before
+  it while it is the newer turn and its fused score is within :data:`NEAR_TIE` of that one's.
+
+A hit is classified by its text alone (a memory's ``memory``, a turn's text): *current* if
+it matches a current value's pattern, *stale* if it matches a stale one's and no current
+one, neutral otherwise. Figures, per split and search:
+
+* **current first**: the first current hit ranks above every stale hit in the 10 (no
+  current hit fails). Controls: every current value is found in the 10, and no hit naming
+  one is marked stale;
+* **stale marked** (memstream): of the stale hits returned, the share memstream marks: the
+  hit's ``stale`` is true, or it has a ``superseded_by``, or its ``valid_until`` is at or
+  before the search's moment (a missing field is unmarked);
+* **false supersession** (memstream): of the controls, the share where a hit naming a
+  control value is marked, or a memory naming one is not active (``get_all`` with the
+  inactive ones: superseded, expired...);
+* **as_of old first**: scenarios with a past moment are asked again as of it (the baselines
+  see only the turns said by then): the first hit naming any of the scenario's values
+  names the value current then;
+* latency p50 / p95 of every search call (now and as of).
+
+Current first is broken down by kind and by change type for ``dev``; ``heldout`` is shown
+in aggregate and by change type only, never by kind, so that nobody tunes on it.
+
+Run from the repository root (the full run, 2 x 180 scenarios, takes a few minutes)::
+
+    python benchmarks/beliefs.py
+    python benchmarks/beliefs.py --per-split 40 --split dev --show-failures 5
+    python benchmarks/beliefs.py --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from belief_scenarios import CHANGES, KINDS, SPLITS, Scenario, generate
+from dialogue_recall import hybrid_turns, turn_table
+from quality import Conversation, build_extracted
+from runner import exit_on_sigterm, log, release
+
+from memstream.models.events import Event
+from memstream.models.settings import Settings
+from memstream.projections.embedder import Embedder, MiniLMOnnxEmbedder
+from memstream.projections.memories import MemoryProjection
+from memstream.streams.client import MemoryClient
+from memstream.streams.runtime.publisher import RawRecord, Sent
+
+TOP = 10
+#: Fused (RRF) scores within this share of the hit above are a near-tie, and the newer turn
+#: goes first. Set from the RRF arithmetic before any run, never tuned on a split: with
+#: LanceDB's k = 60, one place lower in one of the two lists costs under 1 % of a top score,
+#: so 5 % spans a few places; a turn found by one list only scores about half as much as
+#: one found by both, so it never ties with one.
+NEAR_TIE = 0.05
+MEMSTREAM = "memstream (MemoryClient.search)"
+RAW = "raw turns (LanceDB hybrid, RRF)"
+NEWEST = "raw turns + newest on near-ties"
+SEARCHES = (MEMSTREAM, RAW, NEWEST)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Found:
+    """One hit: its text, what it is (a memory type, or ``turn``), and whether the search
+    marks it as no longer true."""
+
+    text: str
+    kind: str
+    marked: bool = False
+
+
+#: (scenario, as_of) -> hits, best first; ``as_of`` None is now.
+Search = Callable[[Scenario, datetime | None], list[Found]]
+
+
+class DiscardingPublisher:
+    """Takes the client's access events and sends them nowhere: the build has no broker,
+    and the projection is not updated by use in this benchmark anyway."""
+
+    async def publish(
+        self, topic: str, events: Sequence[Event], *, key_id: str | None = None,
+        create_keys: bool = True, timestamp_ms: int | None = None,
+    ) -> list[Sent]:
+        """Nothing sent, nothing acknowledged."""
+        return []
+
+    async def send_raw(self, topic: str, records: Sequence[RawRecord]) -> list[Sent]:
+        """Nothing sent, nothing acknowledged."""
+        return []
+
+    async def close(self) -> None:
+        """Nothing to flush."""
+
+
+# --- the searches ----------------------------------------------------------------------
+
+
+def marked_stale(hit: Mapping[str, Any], moment: datetime) -> bool:
+    """Whether a memstream hit says it is no longer true at ``moment``: ``stale``, a
+    ``superseded_by``, or a ``valid_until`` at or before ``moment`` (fields a hit may not
+    carry yet: missing means unmarked)."""
+    if hit.get("stale") or hit.get("superseded_by"):
+        return True
+    valid_until = hit.get("valid_until")
+    if not valid_until:
+        return False
+    until = (valid_until if isinstance(valid_until, datetime)
+             else datetime.fromisoformat(str(valid_until)))
+    return (until if until.tzinfo else until.replace(tzinfo=UTC)) <= moment
+
+
+def memstream_search(client: MemoryClient) -> Search:
+    """``MemoryClient.search``, the first ``TOP`` hits, as of now or of ``as_of``."""
+
+    def search(scenario: Scenario, as_of: datetime | None) -> list[Found]:
+        hits = client.search(scenario.question, user_id=scenario.user_id, limit=TOP, as_of=as_of)
+        moment = as_of or datetime.now(UTC)
+        return [Found(hit["memory"], hit["type"], marked_stale(dict(hit), moment))
+                for hit in hits]
+
+    return search
+
+
+def microseconds(moment: datetime) -> int:
+    """``moment`` as integer microseconds since the epoch (how the turn table stores time)."""
+    return (moment - EPOCH) // timedelta(microseconds=1)
+
+
+def newest_on_near_ties(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """``rows`` (best first), each moved above the one before it while it is the newer turn
+    and its fused score is at least ``1 - NEAR_TIE`` of that one's."""
+    ordered = list(rows)
+    for start in range(1, len(ordered)):
+        at = start
+        while at > 0:
+            above, row = ordered[at - 1], ordered[at]
+            near_tie = row["_relevance_score"] >= (1 - NEAR_TIE) * above["_relevance_score"]
+            if not (row["at_us"] > above["at_us"] and near_tie):
+                break
+            ordered[at - 1], ordered[at] = row, above
+            at -= 1
+    return ordered
+
+
+def raw_turn_searches(
+    directory: Path, scenarios: Sequence[Scenario], embedder: Embedder
+) -> dict[str, Search]:
+    """The two baselines over one LanceDB table of every turn (both speakers); as of a
+    moment they see only the turns said by then."""
+    rows = [
+        {"user_id": s.user_id, "turn_id": t.event_id, "text": t.text,
+         "at_us": microseconds(t.occurred_at)}
+        for s in scenarios for t in s.turns
+    ]
+    turns = turn_table(directory, rows, embedder)
+
+    def hits(scenario: Scenario, as_of: datetime | None) -> list[Mapping[str, Any]]:
+        said_by = None if as_of is None else f"at_us <= {microseconds(as_of)}"
+        return hybrid_turns(turns, embedder, scenario.user_id, scenario.question, limit=TOP,
+                            where=said_by)
+
+    def raw(scenario: Scenario, as_of: datetime | None) -> list[Found]:
+        return [Found(row["text"], "turn") for row in hits(scenario, as_of)]
+
+    def newest(scenario: Scenario, as_of: datetime | None) -> list[Found]:
+        return [Found(row["text"], "turn") for row in newest_on_near_ties(hits(scenario, as_of))]
+
+    return {RAW: raw, NEWEST: newest}
+
+
+# --- scoring ---------------------------------------------------------------------------
+
+
+def classify(text: str, scenario: Scenario) -> str:
+    """``current``, ``stale`` or ``neutral``: what a hit's text states, by the patterns."""
+    if any(value.matches(text) for value in scenario.current):
+        return "current"
+    if any(value.matches(text) for value in scenario.stale):
+        return "stale"
+    return "neutral"
+
+
+def current_first(scenario: Scenario, hits: Sequence[Found]) -> bool:
+    """Whether the current value wins in the first ``TOP`` hits (see the module docstring;
+    a control wins when every value is found and none is marked)."""
+    top = hits[:TOP]
+    if scenario.change == "control":
+        found = all(any(value.matches(hit.text) for hit in top) for value in scenario.current)
+        marked = any(hit.marked and classify(hit.text, scenario) == "current" for hit in top)
+        return found and not marked
+    kinds = [classify(hit.text, scenario) for hit in top]
+    if "current" not in kinds:
+        return False
+    return "stale" not in kinds or kinds.index("current") < kinds.index("stale")
+
+
+def old_first(scenario: Scenario, hits: Sequence[Found]) -> bool:
+    """Whether, as of the scenario's past moment, the first hit naming any of its values
+    names the value current then."""
+    assert scenario.as_of_current is not None
+    for hit in hits[:TOP]:
+        if any(value.matches(hit.text) for value in scenario.values):
+            return scenario.as_of_current.matches(hit.text)
+    return False
+
+
+@dataclass
+class Tally:
+    """One search's figures on one split."""
+
+    asked: int = 0
+    first: int = 0
+    stale_hits: int = 0
+    stale_marked: int = 0
+    controls: int = 0
+    false_supersessions: int = 0
+    as_of_asked: int = 0
+    as_of_first: int = 0
+    latencies_s: list[float] = field(default_factory=list)
+    #: Per kind and per change type: [asked, current first].
+    by_kind: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
+    by_change: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
+    #: Scenario ids that failed current first, with the first hits (for --show-failures).
+    failures: list[tuple[Scenario, list[Found]]] = field(default_factory=list)
+
+
+def falsely_superseded(client: MemoryClient, scenario: Scenario, hits: Sequence[Found]) -> bool:
+    """A control value marked in the hits, or a memory naming one no longer active."""
+    if any(hit.marked and classify(hit.text, scenario) == "current" for hit in hits[:TOP]):
+        return True
+    return any(
+        (memory["status"] != "active" or memory.get("superseded_by"))
+        and any(value.matches(memory["memory"]) for value in scenario.current)
+        for memory in client.get_all(user_id=scenario.user_id, include_inactive=True)
+    )
+
+
+def run_searches(
+    searches: Mapping[str, Search], scenarios: Sequence[Scenario], client: MemoryClient
+) -> dict[str, Tally]:
+    """Ask every scenario's question with every search (now, and as of its past moment),
+    timing each call."""
+    tallies = {name: Tally() for name in searches}
+    for number, scenario in enumerate(scenarios, start=1):
+        for name, search in searches.items():
+            tally = tallies[name]
+            started = time.perf_counter()
+            hits = search(scenario, None)
+            tally.latencies_s.append(time.perf_counter() - started)
+            won = current_first(scenario, hits)
+            tally.asked += 1
+            tally.first += won
+            for bucket in (tally.by_kind[scenario.kind], tally.by_change[scenario.change]):
+                bucket[0] += 1
+                bucket[1] += won
+            if not won:
+                tally.failures.append((scenario, hits))
+            stale = [hit for hit in hits[:TOP] if classify(hit.text, scenario) == "stale"]
+            tally.stale_hits += len(stale)
+            tally.stale_marked += sum(hit.marked for hit in stale)
+            if scenario.change == "control" and name == MEMSTREAM:
+                tally.controls += 1
+                tally.false_supersessions += falsely_superseded(client, scenario, hits)
+            if scenario.as_of is not None:
+                started = time.perf_counter()
+                past = search(scenario, scenario.as_of)
+                tally.latencies_s.append(time.perf_counter() - started)
+                tally.as_of_asked += 1
+                tally.as_of_first += old_first(scenario, past)
+        if number % 60 == 0:
+            log(f"  asked {number}/{len(scenarios)}")
+    return tallies
+
+
+# --- the report ------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], share: float) -> float:
+    """The value below which ``share`` of ``values`` fall (nearest rank)."""
+    ordered = sorted(values)
+    return ordered[max(0, round(share * len(ordered)) - 1)]
+
+
+def share(part: int, whole: int) -> float | None:
+    """``part / whole``, None when there is nothing to share."""
+    return part / whole if whole else None
+
+
+def figures(tally: Tally, name: str) -> dict[str, Any]:
+    """One search's figures as plain values (shares on 0..1; None where not measured)."""
+    memstream = name == MEMSTREAM
+    return {
+        "n": tally.asked,
+        "current_first": share(tally.first, tally.asked),
+        "current_first_count": tally.first,
+        "stale_hits": tally.stale_hits,
+        "stale_marked": share(tally.stale_marked, tally.stale_hits) if memstream else None,
+        "stale_marked_count": tally.stale_marked if memstream else None,
+        "controls": tally.controls if memstream else None,
+        "false_supersession": (share(tally.false_supersessions, tally.controls)
+                               if memstream else None),
+        "false_supersession_count": tally.false_supersessions if memstream else None,
+        "as_of_n": tally.as_of_asked,
+        "as_of_old_first": share(tally.as_of_first, tally.as_of_asked),
+        "as_of_old_first_count": tally.as_of_first,
+        "p50_ms": 1000 * statistics.median(tally.latencies_s),
+        "p95_ms": 1000 * percentile(tally.latencies_s, 0.95),
+    }
+
+
+def breakdown(tallies: Mapping[str, Tally], attribute: str) -> dict[str, dict[str, Any]]:
+    """Current first per value of ``attribute`` (``by_kind`` or ``by_change``), per search."""
+    keys = KINDS if attribute == "by_kind" else CHANGES
+    rows: dict[str, dict[str, Any]] = {}
+    for key in keys:
+        counts = {name: getattr(tally, attribute).get(key) for name, tally in tallies.items()}
+        if not any(counts.values()):
+            continue
+        asked = next(c[0] for c in counts.values() if c)
+        rows[key] = {"n": asked, **{name: share(c[1], c[0]) if c else None
+                                    for name, c in counts.items()}}
+    return rows
+
+
+def cell(part: int | None, whole: int | None, width: int) -> str:
+    """``part/whole pct %`` right-aligned in ``width``; "-" where not measured."""
+    if part is None or not whole:
+        return f"{'-':>{width}}"
+    return f"{f'{part}/{whole} {100 * part / whole:5.1f} %':>{width}}"
+
+
+def print_split(split: str, scenarios: Sequence[Scenario], tallies: Mapping[str, Tally]) -> None:
+    """The split's table, then its breakdowns (by kind for dev only)."""
+    controls = sum(s.change == "control" for s in scenarios)
+    with_as_of = sum(s.as_of is not None for s in scenarios)
+    print(f"\n{split}: {len(scenarios)} scenarios ({controls} controls, {with_as_of} with "
+          f"as_of, {sum(s.speakers is not None for s in scenarios)} two-person)")
+    width = max(len(name) for name in tallies)
+    header = (f"{'search':{width}}  {'current first':>15} {'stale marked':>15} "
+              f"{'false supersession':>18} {'as_of old first':>15} {'p50 ms':>7} "
+              f"{'p95 ms':>7} {'n':>4}")
+    print(header)
+    print("-" * len(header))
+    for name, tally in tallies.items():
+        memstream = name == MEMSTREAM
+        f = figures(tally, name)
+        print(f"{name:{width}}  {cell(tally.first, tally.asked, 15)} "
+              f"{cell(tally.stale_marked if memstream else None, tally.stale_hits, 15)} "
+              f"{cell(tally.false_supersessions if memstream else None, tally.controls, 18)} "
+              f"{cell(tally.as_of_first, tally.as_of_asked, 15)} {f['p50_ms']:7.1f} "
+              f"{f['p95_ms']:7.1f} {tally.asked:>4}")
+    short = {MEMSTREAM: "memstream", RAW: "raw hybrid", NEWEST: "newest on ties"}
+    attributes = ("by_kind", "by_change") if split == "dev" else ("by_change",)
+    for attribute in attributes:
+        label = "kind" if attribute == "by_kind" else "change"
+        print(f"\ncurrent first by {label} ({split}):")
+        print(f"  {label:13} {'n':>4} " + " ".join(f"{short[n]:>15}" for n in tallies))
+        for key, row in breakdown(tallies, attribute).items():
+            print(f"  {key:13} {row['n']:>4} " + " ".join(
+                f"{100 * row[n]:13.1f} %" if row[n] is not None else f"{'-':>15}"
+                for n in tallies
+            ))
+
+
+def print_failures(tally: Tally, count: int) -> None:
+    """The first ``count`` dev scenarios memstream got wrong, with its first 5 hits."""
+    if count <= 0:
+        return
+    print(f"\nmemstream's first {min(count, len(tally.failures))} dev failures (current "
+          "first), first 5 hits (C current, S stale, . neutral; * marked):")
+    for scenario, hits in tally.failures[:count]:
+        print(f"\n  {scenario.scenario_id} {scenario.kind}/{scenario.topic} {scenario.change} "
+              f"{scenario.person} {scenario.style}: {scenario.question!r}")
+        print(f"    current {[v.label for v in scenario.current]}, stale "
+              f"{[v.label for v in scenario.stale]}")
+        for hit in hits[:5]:
+            mark = {"current": "C", "stale": "S", "neutral": "."}[classify(hit.text, scenario)]
+            print(f"    {mark}{'*' if hit.marked else ' '} {hit.kind:11} {hit.text[:110]!r}")
+        if not hits:
+            print("    (no hits)")
+
+
+def print_notes(seed: int, per_split: int, phases: Mapping[str, float]) -> None:
+    """What the figures mean, and where the time went."""
+    print(f"\n- seed {seed}, {per_split} scenarios per split; {TOP} hits per search; memstream "
+          "built offline (extractor, decisions, projection in this process), searched through "
+          "MemoryClient; the baselines search every turn of both speakers.")
+    print("- current first: the first current hit is above every stale hit (controls: every "
+          "value found and none marked); stale marked: of the stale hits, the share memstream "
+          "marks (stale, superseded_by, or valid_until passed); false supersession: controls "
+          "with a value marked or no longer active; as_of old first: as of a moment between "
+          "the first value and its change, the first hit naming a value names the one current "
+          "then (the baselines see the turns said by then).")
+    print(f"- newest on near-ties: a hit moves above the one before it while it is newer and its "
+          f"fused (RRF) score is within {100 * NEAR_TIE:g} % of that one's; set a priori, not "
+          "tuned.")
+    print("- " + ", ".join(f"{k} {v:.0f} s" for k, v in phases.items()))
+
+
+# --- main ------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Generate the scenarios, build memstream and the baselines, ask, print the tables."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--seed", type=int, default=26)
+    parser.add_argument("--per-split", type=int, default=180, help="scenarios per split")
+    parser.add_argument("--split", choices=("dev", "heldout", "both"), default="both")
+    parser.add_argument("--threads", type=int, default=2, help="embedder threads")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    parser.add_argument("--show-failures", type=int, default=0, metavar="N",
+                        help="print N dev scenarios memstream got wrong, with its first hits")
+    args = parser.parse_args(argv)
+    if args.per_split < 1:
+        parser.error("--per-split must be at least 1")
+    exit_on_sigterm()
+    started = time.perf_counter()
+    splits = SPLITS if args.split == "both" else (args.split,)
+    scenarios = [s for s in generate(args.seed, args.per_split) if s.split in splits]
+    log(f"{len(scenarios)} scenarios, {sum(len(s.turns) for s in scenarios)} turns")
+    workdir = Path(tempfile.mkdtemp(prefix="memstream-beliefs-"))
+    phases: dict[str, float] = {}
+    results: dict[str, dict[str, Tally]] = {}
+    try:
+        embedder = MiniLMOnnxEmbedder(threads=args.threads)
+        mark = time.perf_counter()
+        projection = MemoryProjection(workdir / "memstream", embedder)
+        build_extracted(
+            [Conversation(user_id=s.user_id, sessions=s.messages()) for s in scenarios],
+            projection, embedder,
+        )
+        phases["memstream build"] = time.perf_counter() - mark
+        log(f"memstream: {projection.count()} memory rows in {phases['memstream build']:.0f} s")
+        mark = time.perf_counter()
+        baselines = raw_turn_searches(workdir / "turns", scenarios, embedder)
+        phases["baseline build"] = time.perf_counter() - mark
+        settings = Settings(data_dir=workdir / "data")
+        with MemoryClient(settings, projection=projection,
+                          publisher=DiscardingPublisher()) as client:
+            searches = {MEMSTREAM: memstream_search(client), **baselines}
+            mark = time.perf_counter()
+            for split in splits:
+                log(f"asking the {split} questions")
+                results[split] = run_searches(
+                    searches, [s for s in scenarios if s.split == split], client
+                )
+            phases["searches"] = time.perf_counter() - mark
+    finally:
+        release(None, workdir, keep=args.keep)
+    phases["wall"] = time.perf_counter() - started
+    if args.json:
+        report = {
+            "seed": args.seed, "per_split": args.per_split, "near_tie": NEAR_TIE,
+            "phases_s": phases,
+            "splits": {
+                split: {
+                    "searches": {name: figures(t, name) for name, t in tallies.items()},
+                    **({"by_kind": breakdown(tallies, "by_kind")} if split == "dev" else {}),
+                    "by_change": breakdown(tallies, "by_change"),
+                }
+                for split, tallies in results.items()
+            },
+        }
+        print(json.dumps(report, indent=2))
+        return 0
+    for split, tallies in results.items():
+        print_split(split, [s for s in scenarios if s.split == split], tallies)
+    if "dev" in results:
+        print_failures(results["dev"][MEMSTREAM], args.show_failures)
+    print_notes(args.seed, args.per_split, phases)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
