@@ -232,11 +232,25 @@ class InMemoryMemoryIndex:
             return None
         return MemoryRecord(**_record(row))
 
+    def get_many(self, user_id: str, memory_ids: Sequence[str]) -> dict[str, MemoryRecord]:
+        """The user's memories among ``memory_ids``, by id."""
+        found = (self.get(user_id, memory_id) for memory_id in dict.fromkeys(memory_ids))
+        return {record.memory_id: record for record in found if record is not None}
+
     def list_memories(self, user_id: str, *, include_inactive: bool = False) -> list[MemoryRecord]:
         """The user's memories (active ones unless asked otherwise), newest first."""
         rows = self._visible(user_id, SearchFilters(include_inactive=include_inactive))
         rows.sort(key=lambda row: row["memory_id"])
         rows.sort(key=lambda row: row["created_at"], reverse=True)
+        return [MemoryRecord(**_record(row)) for row in rows]
+
+    def claim_history(self, user_id: str) -> list[MemoryRecord]:
+        """The user's claims of every status but deleted, by when they began, then id."""
+        rows = [
+            row for row in self._visible(user_id, SearchFilters(include_inactive=True))
+            if row["claim_attribute"] is not None and row["status"] != "deleted"
+        ]
+        rows.sort(key=lambda row: (row["valid_from"] or row["created_at"], row["memory_id"]))
         return [MemoryRecord(**_record(row)) for row in rows]
 
     def _row(self, event: MemoryAdded, position: SourcePosition) -> dict[str, Any]:
@@ -245,6 +259,7 @@ class InMemoryMemoryIndex:
             **new_row(event, position, self.embedder.model_id),
             "source_event_ids": tuple(event.source_event_ids),
             "entities": tuple(event.entities),
+            "stated_in": tuple(event.stated_in),
             "vector": self.embedder.embed([search_text(event)])[0],
         }
 
@@ -290,7 +305,11 @@ class InMemoryMemoryIndex:
 
 
 def _record(row: dict[str, Any]) -> dict[str, Any]:
-    return {name: row[name] for name in _RECORD_FIELDS}
+    # Lists (a fold reassigns them) read back as the record's tuples.
+    return {
+        name: tuple(row[name]) if isinstance(row[name], list) else row[name]
+        for name in _RECORD_FIELDS
+    }
 
 
 #: When the seeded memories of :func:`memory_added` were said.

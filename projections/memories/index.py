@@ -54,6 +54,16 @@ class MemoryIndex(Protocol):
         """One of the user's memories by id, active or not; None if it is not theirs."""
         ...
 
+    def get_many(self, user_id: str, memory_ids: Sequence[str]) -> dict[str, MemoryRecord]:
+        """The user's memories among ``memory_ids`` (active or not), by id; others' and
+        unknown ids are left out."""
+        ...
+
     def list_memories(self, user_id: str, *, include_inactive: bool = False) -> list[MemoryRecord]:
         """The user's memories (active ones unless asked otherwise), newest first."""
+        ...
+
+    def claim_history(self, user_id: str) -> list[MemoryRecord]:
+        """The user's memories that assert a claim, whatever their status but deleted, by
+        when the claim began (then memory id): what a timeline is made of."""
         ...

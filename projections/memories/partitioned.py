@@ -319,6 +319,14 @@ class PartitionedMemories:
         """The user's memories asserting a claim (see :meth:`MemoryProjection.claims_of`)."""
         return self.of_user(user_id).claims_of(user_id, before=before)
 
+    def claim_history(self, user_id: str) -> list[MemoryRecord]:
+        """The user's claims of every status (see :meth:`MemoryProjection.claim_history`)."""
+        return self.of_user(user_id).claim_history(user_id)
+
+    def get_many(self, user_id: str, memory_ids: Sequence[str]) -> dict[str, MemoryRecord]:
+        """The user's memories among ``memory_ids`` (see :meth:`MemoryProjection.get_many`)."""
+        return self.of_user(user_id).get_many(user_id, memory_ids)
+
     def get(self, user_id: str, memory_id: str) -> MemoryRecord | None:
         """One of the user's memories by id, active or not; None if it is not theirs."""
         return self.of_user(user_id).get(user_id, memory_id)

@@ -267,6 +267,39 @@ class MemoryReader(TableConnection):
             (MemoryRecord(**_record_fields(row)) for row in rows), key=lambda r: r.memory_id
         )
 
+    def claim_history(self, user_id: str) -> list[MemoryRecord]:
+        """Every memory of the user that asserts a claim, whatever its status but deleted
+        (superseded ones are a timeline's past), by when the claim began, then memory id."""
+        where = _user_filter(user_id, SearchFilters(include_inactive=True))
+        table = self._open()
+        if table is None or where is None:
+            return []
+        rows = (
+            table.search()
+            .where(f"{where} AND claim_attribute IS NOT NULL AND status != 'deleted'")
+            .select(_RECORD_COLUMNS)
+            .limit(None)
+            .to_arrow()
+            .to_pylist()
+        )
+        records = [MemoryRecord(**_record_fields(row)) for row in rows]
+        return sorted(records, key=lambda r: (r.valid_from or r.created_at, r.memory_id))
+
+    def get_many(self, user_id: str, memory_ids: Sequence[str]) -> dict[str, MemoryRecord]:
+        """The user's memories among ``memory_ids`` (active or not), by id: one lookup."""
+        table = self._open()
+        if table is None or not memory_ids:
+            return {}
+        rows = self._rows_by_key(
+            table, [memory_key(m) for m in dict.fromkeys(memory_ids)], _RECORD_COLUMNS + ["user_key"]
+        )
+        mine = user_key(user_id)
+        return {
+            memory_id: MemoryRecord(**_record_fields(row))
+            for memory_id, row in rows.items()
+            if row.pop("user_key") == mine
+        }
+
     def _nearest_indexed(
         self, table: Any, where: str, vector: np.ndarray, limit: int
     ) -> list[tuple[MemoryRecord, np.ndarray]]:

@@ -37,6 +37,7 @@ from memstream.streams.service.results import (
     MemoryDict,
     MemoryHitDict,
     SourceEventDict,
+    TimelineDict,
     history_entry,
     memory_dict,
     normalise_messages,
@@ -44,6 +45,7 @@ from memstream.streams.service.results import (
     retrieval_dict,
     source_event,
 )
+from memstream.streams.service.timelines import timeline
 from memstream.streams.service.waiting import ConsolidationWatch
 from memstream.streams.tools.erasure import ErasureReceipt
 from memstream.streams.tools.publish import Message, chat_events_for_add
@@ -360,6 +362,31 @@ class MemoryService:
             include_inactive=include_inactive,
         )
         return [memory_dict(record) for record in records]
+
+    async def timeline(
+        self, about: str, *, user_id: str, subject: str | None = None
+    ) -> TimelineDict:
+        """One attribute of the user over time: each value it held, oldest first, with its
+        interval in event time and the turns that stated it ("my budget over time").
+
+        ``about`` names the attribute in the caller's words ("budget", "where do I live");
+        ``subject`` picks whose (a speaker's name, "User's sister"), else the user's own.
+        An attribute nothing matches gives an empty timeline (``attribute`` None).
+
+        Raises
+        ------
+        ValueError
+            ``about`` is empty or longer than 1,000 characters.
+        """
+        check_id("user_id", user_id)
+        if not isinstance(about, str) or not about.strip():
+            raise ValueError("about must name what to follow, e.g. 'budget' or 'where I live'")
+        if len(about) > 1_000:
+            raise ValueError("about is longer than 1,000 characters; name the attribute only")
+        if subject is not None:
+            check_id("subject", subject)
+        projection = await self._projection()
+        return await asyncio.to_thread(timeline, projection, user_id, about, subject)
 
     async def history(self, memory_id: str, *, user_id: str) -> list[HistoryEntry]:
         """The life of one of the user's memories from the memories topic, in log order.

@@ -18,6 +18,7 @@ from memstream.models.events import (
     MemoryDeleted,
     MemoryExpired,
     MemoryForgotten,
+    MemoryOutdated,
     MemoryPromoted,
     MemoryReinforced,
     MemorySuperseded,
@@ -42,6 +43,8 @@ __all__ = [
     "MemoryHitDict",
     "ScoreExplanation",
     "SourceEventDict",
+    "TimelineDict",
+    "TimelineEntryDict",
     "history_entry",
     "hit_dict",
     "memory_dict",
@@ -136,6 +139,33 @@ class ClaimDict(TypedDict):
     valid_from: str
 
 
+class TimelineEntryDict(TypedDict):
+    """One value an attribute held: its claim's memory, the value (``polarity`` False: it
+    was taken back), the statement, its interval in event time (``valid_until`` None while
+    it holds), status, what replaced it, and the turns that stated it (event ids)."""
+
+    memory_id: str
+    value: str
+    polarity: bool
+    statement: str
+    valid_from: str
+    valid_until: str | None
+    status: str
+    superseded_by: str | None
+    turns: list[str]
+    stated_in: list[str]
+
+
+class TimelineDict(TypedDict):
+    """An attribute of one subject over time, oldest value first; ``attribute`` None (and
+    no entries) when nothing the user said matches ``about``."""
+
+    about: str
+    subject: str | None
+    attribute: str | None
+    entries: list[TimelineEntryDict]
+
+
 class ContextResult(TypedDict):
     """The long-term memory context of one turn, for an agent's prompt.
 
@@ -166,6 +196,11 @@ class MemoryDict(TypedDict):
     entities: list[str]
     reinforcement_count: int
     access_count: int
+    #: What a fact or preference asserts; None for other memories.
+    claim: ClaimDict | None
+    #: When what it states stopped holding (ISO 8601): a claim replaced or run out, or an
+    #: episode stating one; None while it holds.
+    valid_until: str | None
 
 
 class MadeMemoryDict(MemoryDict):
@@ -340,6 +375,8 @@ def memory_dict(record: MemoryRecord) -> MemoryDict:
         "entities": list(record.entities),
         "reinforcement_count": record.reinforcement_count,
         "access_count": record.access_count,
+        "claim": claim_dict(record),
+        "valid_until": record.valid_until.isoformat() if record.valid_until else None,
     }
 
 
@@ -368,6 +405,15 @@ def source_event(event: Event, partition: int, offset: int) -> SourceEventDict:
     }
 
 
+def _change_details(event: MemorySuperseded) -> dict[str, Any]:
+    """How a supersession ended its memory: a new value or a retraction, by whom, from when."""
+    return {
+        "change": event.change,
+        "decided_by": event.decided_by,
+        "valid_until": event.valid_until.isoformat() if event.valid_until else None,
+    }
+
+
 def history_entry(event: Event, memory_id: str, partition: int, offset: int) -> HistoryEntry | None:
     """The step ``event`` is in the life of ``memory_id``; None if it is not about it.
 
@@ -381,6 +427,7 @@ def history_entry(event: Event, memory_id: str, partition: int, offset: int) -> 
             "supersedes": event.memory_id,
             "reason": event.reason,
             "similarity": event.similarity,
+            **_change_details(event),
         }
     elif getattr(event, "memory_id", None) != memory_id:
         return None
@@ -391,6 +438,8 @@ def history_entry(event: Event, memory_id: str, partition: int, offset: int) -> 
             "importance": event.importance,
             "tier": event.tier,
             "extraction_event_id": event.extraction_event_id,
+            "claim": event.claim.model_dump(mode="json", exclude_none=True) if event.claim else None,
+            "stated_in": list(event.stated_in),
         }
         sources = event.source_event_ids
     elif isinstance(event, MemoryReinforced):
@@ -401,6 +450,13 @@ def history_entry(event: Event, memory_id: str, partition: int, offset: int) -> 
             "superseded_by": event.superseded_by,
             "reason": event.reason,
             "similarity": event.similarity,
+            **_change_details(event),
+        }
+    elif isinstance(event, MemoryOutdated):
+        details = {
+            "claim_memory_id": event.claim_memory_id,
+            "superseded_by": event.superseded_by,
+            "valid_until": event.valid_until.isoformat(),
         }
     elif isinstance(event, MemoryDeleted | MemoryPromoted | MemoryExpired):
         details = {"reason": event.reason}

@@ -32,6 +32,7 @@ from memstream.models.events import (
     ExtractionFailure,
     ExtractionRecorded,
     MemoryAdded,
+    MemoryOutdated,
     MemoryReinforced,
     MemorySuperseded,
     derived_id,
@@ -115,6 +116,7 @@ class ConsolidationWatch:
         self._failed: dict[str, str] = {}  # consolidation id -> reason
         self._early_decisions: list[tuple[Event, int]] = []
         self._supersessions: list[tuple[MemorySuperseded, int]] = []
+        self._outdatings: list[tuple[MemoryOutdated, int]] = []
 
     async def __aenter__(self) -> Self:
         await self.open()
@@ -167,9 +169,12 @@ class ConsolidationWatch:
         last = max(
             (offset for ex in self._ours() for _, offset in ex.decisions.values()), default=None
         )
-        supersessions = [offset for _, offset in self._supersessions]
-        if supersessions:
-            last = max(last or 0, *supersessions)
+        # Then what the decisions changed: supersessions, and the memories they outdated.
+        changes = [offset for _, offset in self._supersessions] + [
+            offset for event, offset in self._outdatings if event.session_id == session_id
+        ]
+        if changes:
+            last = max(last or 0, *changes)
         if last is not None:
             await self._projected(last)
         return self._outcome("failed" if self._failed else "searchable")
@@ -256,6 +261,8 @@ class ConsolidationWatch:
                     break
         elif isinstance(event, MemorySuperseded):
             self._supersessions.append((event, offset))
+        elif isinstance(event, MemoryOutdated):
+            self._outdatings.append((event, offset))
 
     async def _projected(self, offset: int) -> None:
         """Wait until the projection has applied the user's event at ``offset``: the user's

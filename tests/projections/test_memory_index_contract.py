@@ -18,9 +18,11 @@ import pytest
 from fakes import InMemoryMemoryIndex
 
 from memstream.models.events import (
+    Claim,
     ContentEncryption,
     MemoryAdded,
     MemoryDeleted,
+    MemoryOutdated,
     MemoryReinforced,
     MemorySuperseded,
 )
@@ -309,6 +311,49 @@ class MemoryIndexContract:
         assert believed(T0 + timedelta(days=1)) == {"a-porto", "a-tea", "a-acme"}
         assert believed(T0 + timedelta(days=3)) == {"a-lisbon", "a-tea", "a-acme"}
         assert believed(T0 - timedelta(days=1)) == set()
+
+    def test_a_claim_ended_marks_what_states_it_and_its_history_keeps_both(
+        self, index: MemoryIndex
+    ) -> None:
+        lisbon = claim_memory("a-home-1", "Alice lives in Lisbon", "Lisbon", days=0,
+                              stated_in=("a-said-1",))
+        said = memory("a-said-1", "I live in Lisbon", memory_type="episode")
+        porto = claim_memory("a-home-2", "Alice lives in Porto", "Porto", days=10)
+        moved = T0 + timedelta(days=10)
+        index.apply(batch(said, lisbon))
+        index.apply([
+            (porto, at(2)),
+            (change("superseded", "a-home-1", superseded_by="a-home-2", days=10,
+                    valid_until=moved), at(3)),
+            (MemoryOutdated(event_id="out-1", user_id="alice", session_id="s2",
+                            occurred_at=moved, memory_id="a-said-1",
+                            claim_memory_id="a-home-1", superseded_by="a-home-2",
+                            valid_until=moved), at(4)),
+        ])
+        episode = index.get("alice", "a-said-1")
+        assert episode is not None and episode.status == "active"
+        assert (episode.superseded_by, episode.valid_until) == ("a-home-2", moved)
+        assert episode.stale_at(moved) and not episode.stale_at(moved - timedelta(seconds=1))
+        old = index.get("alice", "a-home-1")
+        assert old is not None and old.claim is not None and old.valid_until == moved
+        assert old.stated_in == ("a-said-1",) and old.claim.value == "Lisbon"
+        assert [r.memory_id for r in index.claim_history("alice")] == ["a-home-1", "a-home-2"]
+        assert index.claim_history("bob") == []
+        assert set(index.get_many("alice", ["a-said-1", "a-home-2", "nope"])) == {
+            "a-said-1", "a-home-2"
+        }
+        assert index.get_many("bob", ["a-said-1"]) == {}
+
+
+def claim_memory(
+    memory_id: str, content: str, value: str, *, days: int, stated_in: tuple[str, ...] = ()
+) -> MemoryAdded:
+    at_ = T0 + timedelta(days=days)
+    added = memory(memory_id, content, minutes=days * 24 * 60 + 1)
+    return added.model_copy(update={
+        "claim": Claim(subject="Alice", attribute="home", value=value, valid_from=at_),
+        "stated_in": stated_in,
+    })
 
 
 @pytest.fixture(scope="module")
