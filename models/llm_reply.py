@@ -20,12 +20,20 @@ import logging
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from memstream.models.beliefs import KnownClaim, attribute_key, same_value
 from memstream.models.conversation import truncate
-from memstream.models.events import MemoryCandidate, MemoryType, TranscriptMessage
+from memstream.models.events import (
+    Claim,
+    ClaimOperation,
+    MemoryCandidate,
+    MemoryType,
+    TranscriptMessage,
+)
 from memstream.models.extraction import (
     MAX_ANALYSED_CHARS,
     MAX_CONTENT_CHARS,
@@ -39,7 +47,11 @@ log = logging.getLogger(__name__)
 #: Longest validation error fed back to the model or kept in a failure reason.
 MAX_ERROR_CHARS = 1_000
 #: Identifies the prompt below in ``ExtractionRecorded.prompt_version``; bump it on any change.
-PROMPT_VERSION = "extract-v1"
+PROMPT_VERSION = "extract-v2"
+#: Most of the user's current claims shown to the model (the newest first).
+MAX_SHOWN_CLAIMS = 60
+#: Longest stated end accepted after a claim's start ("for the next three months").
+MAX_STATED_END = timedelta(days=366)
 #: Corrections are what the user took the trouble to fix: they rank high whatever the model says.
 CORRECTION_MIN_IMPORTANCE = 0.8
 #: A summary may run longer than one statement.
@@ -82,7 +94,53 @@ preferences and facts; 0.3-0.6 minor ones; below 0.3 trivia.
 - Language: write every content, the summary and the entities in the language the \
 conversation is written in. Never translate.
 - Empty lists are fine. Never invent anything that is not in the transcript.
+
+Claims: give every preference and fact a "claim" (null only when it states nothing that \
+can change, e.g. a one-off remark), in this shape:
+{"reasoning": "...", "subject": "User", "attribute": "home", "value": "Porto", \
+"polarity": true, "cardinality": "one", "operation": "update", "target": 2, \
+"valid_until": null}
+- reasoning: first, one short sentence on how the item relates to the CURRENT CLAIMS listed \
+below (same subject and attribute? a new value? taken back? said again?).
+- subject: "User", or the person it is about ("User's sister", a speaker's name).
+- attribute: a short key for what it is about: home, employer, job, budget, diet, \
+allergy, partner, pet, car, preferred seat, trip destination, deadline, ...; reuse the \
+attribute of a current claim when it is about the same thing.
+- value: the value alone ("Porto", "2,000 euros", "vegetarian").
+- polarity: false when the user says it no longer holds ("not vegetarian any more").
+- cardinality: "one" when a new value replaces the old (home, employer, budget), "many" \
+when values add up (pets, allergies, likes).
+- operation and target (the number of a current claim, or null): "update" when it \
+replaces that claim's value; "retract" when the user takes that claim back with nothing \
+in its place (polarity false); "none" when it only repeats that claim; "add" for anything \
+new, including a value that coexists with a current one ("also", a second pet); target \
+null with "add".
+- valid_until: an ISO date when the user states an end ("in Berlin this week"), else null.
+Only name targets from the CURRENT CLAIMS list. When unsure, "add": replacing a claim that \
+still holds loses a true fact.
 """
+
+
+class ExtractedClaim(BaseModel):
+    """What a preference or fact asserts, and what it does to the user's current claims."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    reasoning: str = Field(
+        "", description="How this relates to the current claims listed (first, one sentence)."
+    )
+    subject: str = Field("User", description="Who it is about: User, or e.g. User's sister.")
+    attribute: str = Field(description="A short key: home, employer, budget, diet, ...")
+    value: str = Field(description="The value alone.")
+    polarity: bool = Field(True, description="False when the user says it no longer holds.")
+    cardinality: Literal["one", "many"] = Field(
+        "one", description="one: a new value replaces the old; many: values add up."
+    )
+    operation: Literal["add", "update", "retract", "none"] = Field(
+        "add", description="What it does to the current claim named by target."
+    )
+    target: int | None = Field(None, description="The number of a current claim, or null.")
+    valid_until: str | None = Field(None, description="ISO date of a stated end, or null.")
 
 
 class ExtractedItem(BaseModel):
@@ -95,12 +153,26 @@ class ExtractedItem(BaseModel):
     source_event_ids: list[str] = Field(
         default_factory=list, description="Ids of the user messages this comes from."
     )
+    claim: ExtractedClaim | None = Field(
+        None, description="What it asserts and what it does to the current claims."
+    )
 
     @field_validator("source_event_ids", mode="before")
     @classmethod
     def _one_id_is_a_list(cls, value: Any) -> Any:
         # Models often cite a single id as a bare string; that is not worth a retry.
         return [value] if isinstance(value, str) else value
+
+    @field_validator("claim", mode="wrap")
+    @classmethod
+    def _a_broken_claim_is_left_out(cls, value: Any, handler: Any) -> Any:
+        # A claim that does not validate costs the item its claim, never the whole reply:
+        # the fact is kept and the rules decide what it changes.
+        try:
+            return handler(value)
+        except ValidationError:
+            log.info("llm extractor: a claim that does not validate was left out")
+            return None
 
 
 class ExtractionReply(BaseModel):
@@ -149,6 +221,39 @@ def render_transcript(messages: Sequence[TranscriptMessage]) -> str:
         for m in messages
     ]
     return "Transcript:\n" + json.dumps(turns, ensure_ascii=False)
+
+
+def render_claims(known: Sequence[KnownClaim]) -> str:
+    """The user's current claims as the model sees them, numbered from 1 (a number, never a
+    memory id: the reply names claims by it, and an unknown number is refused).
+
+    Examples
+    --------
+    >>> from datetime import datetime, timezone
+    >>> at = datetime(2026, 1, 5, tzinfo=timezone.utc)
+    >>> print(render_claims([KnownClaim("m-9", Claim(subject="User", attribute="home",
+    ...     value="Lisbon", valid_from=at))]))
+    CURRENT CLAIMS:
+    [{"n": 1, "subject": "User", "attribute": "home", "value": "Lisbon", "polarity": true, "since": "2026-01-05"}]
+    """
+    shown = [
+        {
+            "n": number,
+            "subject": known.claim.subject,
+            "attribute": known.claim.attribute,
+            "value": known.claim.value,
+            "polarity": known.claim.polarity,
+            "since": known.claim.valid_from.date().isoformat(),
+        }
+        for number, known in enumerate(known[:MAX_SHOWN_CLAIMS], start=1)
+    ]
+    return "CURRENT CLAIMS:\n" + json.dumps(shown, ensure_ascii=False)
+
+
+def shown_claims(known: Sequence[KnownClaim]) -> list[KnownClaim]:
+    """The claims :func:`render_claims` shows, in its numbering (the newest first)."""
+    ordered = sorted(known, key=lambda k: (k.claim.valid_from, k.memory_id), reverse=True)
+    return ordered[:MAX_SHOWN_CLAIMS]
 
 
 def reply_json_schema() -> dict[str, Any]:
@@ -262,22 +367,32 @@ def parse_reply(text: str, *, finish_reason: str | None = None) -> ExtractionRep
 
 
 def build_candidates(
-    reply: ExtractionReply, transcript: Sequence[TranscriptMessage]
+    reply: ExtractionReply,
+    transcript: Sequence[TranscriptMessage],
+    shown: Sequence[KnownClaim] = (),
 ) -> tuple[MemoryCandidate, ...]:
     """Memory candidates from a validated reply: preferences, facts, corrections, summary.
 
     Cited ids are checked against the transcript: unknown ids are dropped, and an item that
     cites no known id is credited to every user message. An item that cites only assistant
     messages is the assistant's statement and is dropped. Within a type, items with the same
-    text (ignoring case, punctuation and spacing) are merged.
+    text (ignoring case, punctuation and spacing) are merged. A preference's or fact's claim
+    (:func:`claim_of`) starts at the first user message it cites; its operation names one of
+    ``shown`` (the claims the prompt listed) by its memory id.
     """
     roles = {m.event_id: m.role for m in transcript}
+    times = {m.event_id: m.occurred_at for m in transcript}
     user_ids = tuple(m.event_id for m in transcript if m.role == "user")
     entities = _clean_entities(reply.entities)
     drafts: dict[tuple[MemoryType, str], MemoryCandidate] = {}
+    targeted: set[str] = set()
 
     def add(
-        memory_type: MemoryType, content: str, importance: float, sources: tuple[str, ...]
+        memory_type: MemoryType,
+        content: str,
+        importance: float,
+        sources: tuple[str, ...],
+        claim: Claim | None = None,
     ) -> None:
         content = _cut(" ".join(content.split()), _content_limit(memory_type))
         key = (memory_type, _dedup_key(content))
@@ -296,6 +411,7 @@ def build_candidates(
             importance=round(importance, 2),
             source_event_ids=sources,
             entities=mentioned,
+            claim=earlier.claim if earlier is not None and earlier.claim else claim,
         )
 
     groups: tuple[tuple[MemoryType, list[ExtractedItem]], ...] = (
@@ -315,11 +431,79 @@ def build_candidates(
                 continue
             else:
                 importance = item.importance
-            add(memory_type, item.content, importance, cited or user_ids)
+            sources = cited or user_ids
+            said = next((times[i] for i in sources if roles.get(i) == "user"), None)
+            claim = None
+            if item.claim is not None and said is not None and memory_type != "correction":
+                claim = claim_of(item.claim, said, shown, targeted)
+            add(memory_type, item.content, importance, sources, claim)
     if reply.summary.strip():
         # The summary covers the whole span, both sides of it.
         add("summary", reply.summary, SUMMARY_IMPORTANCE, tuple(roles))
     return tuple(drafts.values())
+
+
+def claim_of(
+    item: ExtractedClaim, said: datetime, shown: Sequence[KnownClaim], targeted: set[str]
+) -> Claim | None:
+    """The claim of a reply's item, starting at ``said``; None when it names no attribute or
+    no value. Its operation is kept only when it makes sense: it names a claim the prompt
+    showed (``shown``, numbered from 1) that no earlier item of the reply acted on
+    (``targeted``, updated here); an "update" to the value the claim already holds is a
+    "none", a "retract" takes the value back (polarity false). Anything else leaves the
+    operation out, and the rules decide (:mod:`memstream.models.beliefs`)."""
+    attribute = attribute_key(item.attribute)[:200]
+    value = " ".join(item.value.split())[:500]
+    subject = " ".join(item.subject.split())[:200] or "User"
+    if not attribute or (not value and item.polarity):
+        return None
+    operation: ClaimOperation | None = item.operation
+    target: str | None = None
+    polarity = item.polarity and item.operation != "retract"
+    if item.operation != "add":
+        known = shown[item.target - 1] if item.target and 1 <= item.target <= len(shown) else None
+        if known is None or known.memory_id in targeted:
+            log.info("llm extractor: an operation on an unknown or taken claim left to the rules")
+            operation = None
+        else:
+            target = known.memory_id
+            targeted.add(target)
+            same = same_value(known.claim.value, value) and known.claim.polarity == polarity
+            if item.operation == "update" and same:
+                operation = "none"
+            elif item.operation == "none" and not same:
+                operation = None  # "the same" yet another value: the model contradicts itself
+                target = None
+    return Claim(
+        subject=subject,
+        attribute=attribute,
+        value=value,
+        polarity=polarity,
+        cardinality=item.cardinality,
+        valid_from=said,
+        valid_until=_stated_end(item.valid_until, said),
+        cue="also" if item.operation == "add" and item.cardinality == "many" else "state",
+        operation=operation,
+        target=target if operation is not None else None,
+    )
+
+
+def _stated_end(text: str | None, said: datetime) -> datetime | None:
+    """The end a reply states, as an aware time after ``said`` and within a year of it
+    (anything else is left out); a date ends at the end of its day (UTC)."""
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    if len(text.strip()) == 10:  # a date: holds until the day is over
+        moment += timedelta(hours=23, minutes=59, seconds=59)
+    if not said < moment <= said + MAX_STATED_END:
+        return None
+    return moment
 
 
 def _content_limit(memory_type: MemoryType) -> int:

@@ -134,8 +134,8 @@ class RankedMemory:
     #: What the memory states no longer held at the retrieval's moment: it ranks with
     #: :data:`STALE_WEIGHT` of its score, below what replaced it.
     stale: bool = False
-    #: It replaced a stale hit of the same retrieval: placed right above it
-    #: (``replaces`` names that hit), found by following ``superseded_by`` from it.
+    #: It replaced a stale hit of the same retrieval (named here), found by following
+    #: ``superseded_by`` from it: it ranks above that hit, moved there if it was below.
     replaces: str | None = None
 
     def explain(self) -> str:
@@ -157,7 +157,7 @@ class RankedMemory:
         if self.stale:
             text += f"; stale: ranked at x{STALE_WEIGHT}"
         if self.replaces is not None:
-            text += f"; placed above {self.replaces}, which it replaced"
+            text += f"; above {self.replaces}, which it replaced"
         return text
 
 
@@ -416,6 +416,7 @@ class Retriever:
                 None,
             )
             if found is not None and found < at:
+                order[found] = replace(order[found], replaces=stale_id)
                 continue
             if found is not None:
                 moved = replace(order.pop(found), replaces=stale_id)

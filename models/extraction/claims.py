@@ -749,7 +749,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], _Builder], ...] = (
      _likes_gone),
     (_p(rf"\b{_SUBJECT}{_BE}\s+{_ADVERBS}(?:not|no\s+longer)\s+(?:into|a\s+fan\s+of)\s+{_VAL}"),
      _likes_gone),
-    (_p(rf"\b{_SUBJECT}(?:'d|\s+would)?\s+{_ADVERBS}(?:prefer|prefers|preferred)\s+{_VAL}(?:\s+(?:over|to|rather\s+than|instead\s+of)\s+(?P<over>[^.;!?,]+))?"),
+    (_p(rf"\b{_SUBJECT}(?:'d|\s+would|'m|\s+am|'re|\s+are)?\s+{_ADVERBS}(?:(?:going\s+)?back\s+to\s+)?(?:prefer|prefers|preferred|preferring)\s+{_VAL}(?:\s+(?:over|to|rather\s+than|instead\s+of)\s+(?P<over>[^.;!?,]+))?"),
      _prefers),
     (_p(rf"\b{_MY}\s+(?:preference|preferred\s+option|go-to)\s+is\s+(?:now\s+)?{_VAL}"), _prefers),
     (_p(rf"\b{_SUBJECT}\s+{_ADVERBS}(?:always|usually|normally)\s+(?:take|pick|choose|book|go\s+for|get|ask\s+for|sit\s+in|drink|have)\s+{_VAL}"),

@@ -56,7 +56,7 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from memstream.models.beliefs import mentions
+from memstream.models.beliefs import KnownClaim, mentions
 from memstream.models.conversation import speaker, truncate, turn_context
 from memstream.models.events import (
     Claim,
@@ -98,8 +98,11 @@ class OfflineExtractor:
     name: str = "offline"
     version: str = "3"
 
-    def extract(self, request: ConsolidationRequested) -> Extraction:
-        """Extract episodes, preferences, facts, corrections and a summary from ``request``."""
+    def extract(
+        self, request: ConsolidationRequested, known_claims: Sequence[KnownClaim] = ()
+    ) -> Extraction:
+        """Extract episodes, preferences, facts, corrections and a summary from ``request``
+        (from its transcript alone: ``known_claims`` are not read)."""
         candidates = extract_candidates(request.messages)
         return Extraction(candidates=candidates, raw_response=dump_candidates(candidates))
 

@@ -11,9 +11,11 @@ twice. The limits and importances below are shared by the offline extractor
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from memstream.models.beliefs import KnownClaim
 from memstream.models.events import ConsolidationRequested, MemoryCandidate, TokenUsage
 
 #: Candidates scoring below this are dropped (the seed consolidator's threshold).
@@ -54,6 +56,13 @@ class Extractor(Protocol):
     name: str
     version: str
 
-    def extract(self, request: ConsolidationRequested) -> Extraction:
-        """Propose memory candidates for ``request``; never raise on odd text."""
+    def extract(
+        self, request: ConsolidationRequested, known_claims: Sequence[KnownClaim] = ()
+    ) -> Extraction:
+        """Propose memory candidates for ``request``; never raise on odd text.
+
+        ``known_claims`` are the user's claims when the span was consolidated: an extractor
+        may name one in a candidate's claim (its ``operation`` and ``target``); the offline
+        extractor reads the transcript alone.
+        """
         ...

@@ -13,9 +13,10 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from memstream.models.beliefs import KnownClaim
 from memstream.models.codec import EventLimits, worker_now
 from memstream.models.events import (
     ConsolidationRequested,
@@ -44,15 +45,18 @@ log = logging.getLogger(__name__)
 
 
 def record_extraction(
-    request: ConsolidationRequested, extractor: Extractor
+    request: ConsolidationRequested,
+    extractor: Extractor,
+    known_claims: Sequence[KnownClaim] = (),
 ) -> ExtractionRecorded:
-    """Run ``extractor`` on a consolidation request and record what it returned.
+    """Run ``extractor`` on a consolidation request (with the user's current claims, which
+    an LLM extractor shows its model) and record what it returned.
 
     The id derives from the request's id and the extractor, so a re-delivered request yields
     the same event; replay reads this record and never calls the extractor (or an LLM) again.
     """
     started = time.perf_counter()
-    extraction = extractor.extract(request)
+    extraction = extractor.extract(request, known_claims)
     latency_ms = (time.perf_counter() - started) * 1000
     return ExtractionRecorded(
         event_id=derived_id(request.event_id, "extraction", extractor.name, extractor.version),
@@ -203,8 +207,16 @@ class ExtractionAgent:
         # Extraction (maybe an LLM) and decisions (embedding, LanceDB lookups) are slow:
         # keep them off the event loop.
         started = time.perf_counter()
+        claims: list[KnownClaim] = []
+        if self.extractor.name != "offline":
+            # A model decides against the user's claims as they stood: wait for the
+            # projector first, as the decisions do.
+            await self.projection_holds_the_log()
+            claims = await asyncio.to_thread(
+                self.memory_decider().claims_at, request.user_id, request.occurred_at
+            )
         try:
-            recorded = await asyncio.to_thread(record_extraction, request, self.extractor)
+            recorded = await asyncio.to_thread(record_extraction, request, self.extractor, claims)
         except ExtractionFailed as failure:
             latency_s = time.perf_counter() - started
             self._extraction_seconds.get(self.extractor.name, "failed").observe(latency_s)

@@ -10,7 +10,13 @@ from typing import Any
 
 import numpy as np
 
-from memstream.models.beliefs import ClaimBook, ClaimDecision, decide_claim, mentions
+from memstream.models.beliefs import (
+    ClaimBook,
+    ClaimDecision,
+    KnownClaim,
+    decide_claim,
+    mentions,
+)
 from memstream.models.decisions import Decision, ExistingMemory, decide, normalised
 from memstream.models.events import (
     Claim,
@@ -243,17 +249,7 @@ class MemoryDecider:
         decider's recent ones), which each decision then changes for the next; and the
         memories known to state each of those claims."""
         user, moment = recorded.user_id, recorded.occurred_at
-        book = ClaimBook()
-        stated: dict[str, tuple[str, ...]] = {}
-        for record in self.projection.claims_of(user, before=moment):
-            claim = record.claim
-            if claim is not None and not self._ended_before(record.memory_id, moment):
-                book.add(record.memory_id, claim)
-                stated[record.memory_id] = record.stated_in
-        for memory_id, (claim, created, statements) in self._claims.of(user).items():
-            if created < moment and not self._ended_before(memory_id, moment):
-                book.add(memory_id, claim)
-                stated[memory_id] = tuple(dict.fromkeys((*stated.get(memory_id, ()), *statements)))
+        book, stated = self._book(user, moment)
         decisions: dict[int, ClaimDecision] = {}
         for index, candidate in enumerate(recorded.candidates):
             claim = candidate.claim
@@ -269,6 +265,30 @@ class MemoryDecider:
             if decision.ended_by is None:
                 book.add(_memory_id(recorded, index), _resolved(claim, decision))
         return decisions, stated
+
+    def claims_at(self, user_id: str, moment: datetime) -> list[KnownClaim]:
+        """The user's claims at ``moment`` (recorded before it, not ended before it, not run
+        out by it): what an extraction of that time is decided against."""
+        book, _ = self._book(user_id, moment)
+        return [k for k in book.current() if _holds(k.claim, moment)]
+
+    def _book(
+        self, user_id: str, moment: datetime
+    ) -> tuple[ClaimBook, dict[str, tuple[str, ...]]]:
+        """The user's claims in the view at ``moment`` (the projection's, and this decider's
+        recent ones), and the memories known to state each."""
+        book = ClaimBook()
+        stated: dict[str, tuple[str, ...]] = {}
+        for record in self.projection.claims_of(user_id, before=moment):
+            claim = record.claim
+            if claim is not None and not self._ended_before(record.memory_id, moment):
+                book.add(record.memory_id, claim)
+                stated[record.memory_id] = record.stated_in
+        for memory_id, (claim, created, statements) in self._claims.of(user_id).items():
+            if created < moment and not self._ended_before(memory_id, moment):
+                book.add(memory_id, claim)
+                stated[memory_id] = tuple(dict.fromkeys((*stated.get(memory_id, ()), *statements)))
+        return book, stated
 
     def _with_statements(
         self,

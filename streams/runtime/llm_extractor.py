@@ -41,12 +41,14 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 import openai
 from openai import Omit, OpenAI, omit
 
+from memstream.models.beliefs import KnownClaim
 from memstream.models.events import (
     ConsolidationRequested,
     TokenUsage,
@@ -61,9 +63,11 @@ from memstream.models.llm_reply import (
     ReplyInvalid,
     build_candidates,
     parse_reply,
+    render_claims,
     render_transcript,
     reply_json_schema,
     shorten,
+    shown_claims,
 )
 from memstream.streams.runtime.metrics import LLM_TOKENS, Children
 
@@ -185,12 +189,12 @@ class LLMExtractor:
     >>> extractor = LLMExtractor(
     ...     base_url="http://127.0.0.1:8000/v1", api_key="", model="qwen2.5-7b-instruct")
     >>> (extractor.name, extractor.version, extractor.prompt_version)
-    ('llm', '1', 'extract-v1')
+    ('llm', '2', 'extract-v2')
     >>> extractor.close()
     """
 
     name: str = "llm"
-    version: str = "1"
+    version: str = "2"
 
     def __init__(
         self,
@@ -253,8 +257,15 @@ class LLMExtractor:
         """Close the HTTP connections of the underlying client."""
         self._client.close()
 
-    def extract(self, request: ConsolidationRequested) -> Extraction:
+    def extract(
+        self, request: ConsolidationRequested, known_claims: Sequence[KnownClaim] = ()
+    ) -> Extraction:
         """Ask the model for memories in ``request``'s transcript and validate its reply.
+
+        ``known_claims`` (the user's current claims) are shown to the model, numbered, so
+        each claim it returns can say what it does to one of them (update, retract, none);
+        a number it did not see is refused (see
+        :func:`~memstream.models.llm_reply.build_candidates`).
 
         Raises
         ------
@@ -271,9 +282,13 @@ class LLMExtractor:
                 prompt_version=self.prompt_version,
                 usage=TokenUsage(),
             )
+        shown = shown_claims(known_claims)
         prompt: list[ChatCompletionMessageParam] = [
             {"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": render_transcript(transcript)},
+            {
+                "role": "user",
+                "content": f"{render_claims(shown)}\n\n{render_transcript(transcript)}",
+            },
         ]
         attempts = _AttemptLog()
         for attempt in range(1, self.max_retries + 2):
@@ -300,7 +315,7 @@ class LLMExtractor:
                 ]
                 continue
             return Extraction(
-                candidates=build_candidates(reply, transcript),
+                candidates=build_candidates(reply, transcript, shown),
                 raw_response=raw,
                 model=_model_name(completion, self.model),
                 prompt_version=self.prompt_version,

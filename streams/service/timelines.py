@@ -112,8 +112,8 @@ def _entry(record: MemoryRecord, stating: dict[str, MemoryRecord]) -> TimelineEn
     for memory_id in record.stated_in:
         found = stating.get(memory_id)
         if found is not None and found.memory_type == "episode" and found.source_event_ids:
-            if found.source_event_ids[0] not in turns:
-                turns.append(found.source_event_ids[0])
+            turns.append(found.source_event_ids[0])
+    turns = list(dict.fromkeys(turns))
     return {
         "memory_id": record.memory_id,
         "value": claim.value,

@@ -25,6 +25,7 @@ from chat import conversation
 from fakes import FakeEmbedder
 from prometheus_client import REGISTRY
 
+from memstream.models.beliefs import KnownClaim
 from memstream.models.codec import decode_event, encode_event
 from memstream.models.events import (
     ConsolidationRequested,
@@ -285,7 +286,9 @@ class FailingExtractor:
     name = "failing"
     version = "1"
 
-    def extract(self, request: ConsolidationRequested) -> Extraction:
+    def extract(
+        self, request: ConsolidationRequested, known_claims: Sequence[KnownClaim] = ()
+    ) -> Extraction:
         raise ExtractionFailed("no JSON in the reply", "Sorry, I cannot help.", 2, TokenUsage())
 
 

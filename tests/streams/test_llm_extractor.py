@@ -18,7 +18,13 @@ import pytest
 from llm_server import Reply, ScriptedServer, completion
 from prometheus_client import REGISTRY
 
-from memstream.models.events import ConsolidationRequested, TokenUsage, TranscriptMessage
+from memstream.models.beliefs import KnownClaim
+from memstream.models.events import (
+    Claim,
+    ConsolidationRequested,
+    TokenUsage,
+    TranscriptMessage,
+)
 from memstream.models.extraction import Extractor
 from memstream.models.llm_reply import (
     PROMPT_VERSION,
@@ -181,7 +187,9 @@ def test_the_request_carries_schema_transcript_and_bearer_key(
     assert response_format["json_schema"]["schema"] == reply_json_schema()
     system, user = sent.body["messages"]
     assert system["role"] == "system" and "Never translate" in system["content"]
-    transcript = json.loads(user["content"].removeprefix("Transcript:\n"))
+    claims, shown = user["content"].split("\n\n", 1)
+    assert claims == "CURRENT CLAIMS:\n[]"  # none known: the model is told so
+    transcript = json.loads(shown.removeprefix("Transcript:\n"))
     assert [(t["id"], t["role"]) for t in transcript] == [
         ("m0", "user"),
         ("m1", "assistant"),
@@ -640,8 +648,141 @@ def test_from_settings_and_the_protocol() -> None:
     extractor = LLMExtractor.from_settings(settings)
     try:
         assert isinstance(extractor, Extractor)
-        assert (extractor.name, extractor.version) == ("llm", "1")
+        assert (extractor.name, extractor.version) == ("llm", "2")
         assert (extractor.base_url, extractor.model) == ("http://127.0.0.1:9/v1", "qwen2.5")
         assert (extractor.timeout_s, extractor.max_retries) == (5, 4)
     finally:
         extractor.close()
+
+
+# --- claims against the user's current claims ---------------------------------------------
+
+HOME = KnownClaim("mem-home", Claim(subject="User", attribute="home", value="Porto",
+                                    valid_from=AT - timedelta(days=30)))
+DIET = KnownClaim("mem-diet", Claim(subject="User", attribute="diet", value="vegetarian",
+                                    valid_from=AT - timedelta(days=60)))
+
+
+def claim_item(attribute: str, value: str, operation: str = "add", target: Any = None,
+               **more: Any) -> dict[str, Any]:
+    return {"reasoning": "because", "subject": "User", "attribute": attribute, "value": value,
+            "polarity": True, "cardinality": "one", "operation": operation, "target": target,
+            "valid_until": None, **more}
+
+
+def fact(content: str, claim: Any, source: str = "m2") -> dict[str, Any]:
+    return {"content": content, "importance": 0.8, "source_event_ids": [source], "claim": claim}
+
+
+def extract_claims(
+    serve: Callable[..., ScriptedServer], make_extractor: Callable[..., LLMExtractor],
+    facts: list[dict[str, Any]], known: tuple[KnownClaim, ...] = (HOME, DIET),
+) -> tuple[dict[str, Claim | None], ScriptedServer]:
+    reply = {"preferences": [], "facts": facts, "summary": ""}
+    server = serve(Reply(completion(json.dumps(reply))))
+    extraction = make_extractor(server.base_url).extract(TRIP, known)
+    return {c.content: c.claim for c in extraction.candidates}, server
+
+
+def test_the_model_sees_the_current_claims_numbered_and_its_operations_name_memories(
+    serve: Callable[..., ScriptedServer], make_extractor: Callable[..., LLMExtractor]
+) -> None:
+    claims, server = extract_claims(serve, make_extractor, [
+        fact("User lives in Lisbon", claim_item("home", "Lisbon", "update", 2)),
+        fact("User is no longer vegetarian",
+             claim_item("diet", "vegetarian", "retract", 1, polarity=False), source="m0"),
+    ])
+    shown = json.loads(
+        server.received[0].body["messages"][1]["content"].split("\n\n")[0].split("\n", 1)[1]
+    )
+    # The newest first, by number; memory ids never reach the model.
+    assert [(c["n"], c["attribute"], c["value"]) for c in shown] == [
+        (1, "home", "Porto"), (2, "diet", "vegetarian"),
+    ]
+    assert "mem-home" not in server.received[0].body["messages"][1]["content"]
+    # Number 2 is the diet, not the home: the model's numbers are taken as it gave them...
+    lisbon = claims["User lives in Lisbon"]
+    assert lisbon is not None and (lisbon.operation, lisbon.target) == ("update", "mem-diet")
+    assert lisbon.valid_from == AT + timedelta(minutes=2)  # the turn it cites
+    # ... and a retraction takes the value back, from the turn that said so.
+    gone = claims["User is no longer vegetarian"]
+    assert gone is not None and (gone.operation, gone.target, gone.polarity) == (
+        "retract", "mem-home", False
+    )
+
+
+@pytest.mark.parametrize("target", [0, 3, 99, -1, None])
+def test_an_operation_on_a_claim_the_model_was_not_shown_is_left_to_the_rules(
+    serve: Callable[..., ScriptedServer], make_extractor: Callable[..., LLMExtractor],
+    target: Any,
+) -> None:
+    claims, _ = extract_claims(serve, make_extractor, [
+        fact("User lives in Lisbon", claim_item("home", "Lisbon", "update", target)),
+    ])
+    claim = claims["User lives in Lisbon"]
+    assert claim is not None and (claim.operation, claim.target) == (None, None)
+    assert (claim.attribute, claim.value) == ("home", "Lisbon")
+
+
+def test_contradictory_operations_keep_the_first_and_leave_the_rest_to_the_rules(
+    serve: Callable[..., ScriptedServer], make_extractor: Callable[..., LLMExtractor]
+) -> None:
+    claims, _ = extract_claims(serve, make_extractor, [
+        fact("User lives in Lisbon", claim_item("home", "Lisbon", "update", 1)),
+        fact("User lives in Madrid", claim_item("home", "Madrid", "update", 1)),
+        fact("User lives in Porto", claim_item("home", "Porto", "update", 1)),
+        fact("User is vegetarian", claim_item("diet", "vegetarian", "update", 2)),
+    ])
+    assert claims["User lives in Lisbon"].operation == "update"  # type: ignore[union-attr]
+    assert claims["User lives in Madrid"].operation is None  # type: ignore[union-attr]
+    assert claims["User lives in Porto"].operation is None  # type: ignore[union-attr]
+    # "Update" to the value it already holds: a repeat.
+    assert claims["User is vegetarian"].operation == "none"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        "not an object",
+        {"attribute": "home"},  # no value
+        {"attribute": "home", "value": "Lisbon", "operation": "obliterate"},
+        {"attribute": "home", "value": "Lisbon", "target": "two"},
+        {"attribute": "home", "value": "Lisbon", "cardinality": 7},
+        ["home", "Lisbon"],
+    ],
+    ids=repr,
+)
+def test_a_malformed_claim_costs_its_fact_the_claim_not_the_reply(
+    serve: Callable[..., ScriptedServer], make_extractor: Callable[..., LLMExtractor],
+    broken: Any,
+) -> None:
+    claims, server = extract_claims(serve, make_extractor, [
+        fact("User lives in Lisbon", broken),
+        fact("User is vegan", claim_item("diet", "vegan", "update", 2)),
+    ])
+    assert len(server.received) == 1  # no retry: the reply itself was fine
+    assert claims["User lives in Lisbon"] is None
+    assert claims["User is vegan"] is not None
+
+
+@pytest.mark.parametrize(
+    ("stated", "kept"),
+    [
+        ("2026-11-08", True),
+        ("2026-11-08T18:00:00+00:00", True),
+        ("2020-01-01", False),  # before it was said
+        ("2031-01-01", False),  # years ahead: not a stated end
+        ("next friday", False),
+        ("9999-12-31T23:59:59-14:00", False),
+    ],
+)
+def test_a_stated_end_is_kept_only_when_it_is_a_time_after_the_turn(
+    serve: Callable[..., ScriptedServer], make_extractor: Callable[..., LLMExtractor],
+    stated: str, kept: bool,
+) -> None:
+    claims, _ = extract_claims(serve, make_extractor, [
+        fact("User is in Berlin this week",
+             claim_item("whereabouts", "Berlin", valid_until=stated)),
+    ])
+    claim = claims["User is in Berlin this week"]
+    assert claim is not None and (claim.valid_until is not None) == kept

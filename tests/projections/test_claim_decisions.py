@@ -1,0 +1,257 @@
+"""Changed facts through the real pieces: the offline extractor reads claims from turns, the
+decider (real LanceDB projection, real MiniLM) ends what a later claim replaces and marks
+what stated it, and the retriever ranks what holds first and marks the rest.
+
+Sessions are consolidated as the worker would, one ``ConsolidationRequested`` each, and the
+events go to the projection in log order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from memstream.models.events import (
+    Claim,
+    ConsolidationRequested,
+    Event,
+    ExtractionRecorded,
+    MemoryAdded,
+    MemoryCandidate,
+    MemoryChange,
+    MemoryOutdated,
+    MemorySuperseded,
+    TranscriptMessage,
+    derived_id,
+)
+from memstream.models.extraction import OfflineExtractor
+from memstream.models.settings import Settings
+from memstream.projections.embedder import MiniLMOnnxEmbedder
+from memstream.projections.memories import MemoryProjection, SearchFilters, SourcePosition
+from memstream.projections.retrieval import Retriever, render_context
+from memstream.streams.agents.consolidation import record_extraction
+from memstream.streams.agents.decisions import MemoryDecider
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def minilm() -> MiniLMOnnxEmbedder:
+    return MiniLMOnnxEmbedder(threads=1)
+
+
+class Memory:
+    """One user's memory as the worker builds it: extraction, decisions, projection."""
+
+    def __init__(self, directory: Path, embedder: MiniLMOnnxEmbedder, user: str = "ann") -> None:
+        self.user = user
+        self.projection = MemoryProjection(directory, embedder)
+        self.decider = MemoryDecider(self.projection, embedder)
+        self.offset = 0
+        self.events: list[Event] = []
+
+    def session(
+        self, day: float, *turns: str, name: str | None = None, closed: float | None = None
+    ) -> list[Event]:
+        """Consolidate a session of the user's ``turns`` on ``day`` (assistant replies
+        between them), closed then or on day ``closed``; return the memory events it made."""
+        at = T0 + timedelta(days=day)
+        session = f"s{day}"
+        messages = []
+        for i, text in enumerate(turns):
+            messages.append(TranscriptMessage(
+                event_id=f"{session}-u{i}", role="user", content=text, name=name,
+                occurred_at=at + timedelta(minutes=2 * i),
+            ))
+            messages.append(TranscriptMessage(
+                event_id=f"{session}-a{i}", role="assistant", content="Got it.",
+                occurred_at=at + timedelta(minutes=2 * i + 1),
+            ))
+        request = ConsolidationRequested(
+            event_id=derived_id(self.user, session), user_id=self.user, session_id=session,
+            occurred_at=(
+                messages[-1].occurred_at if closed is None else T0 + timedelta(days=closed)
+            ),
+            reason="session_closed",
+            messages=tuple(messages),
+        )
+        return self.decided(record_extraction(request, OfflineExtractor()))
+
+    def decided(self, recorded: ExtractionRecorded) -> list[Event]:
+        events = self.decider.decide(recorded)
+        batch = []
+        for event in events:
+            assert isinstance(event, MemoryAdded | MemoryChange)
+            batch.append((event, SourcePosition("t.memories", 0, self.offset)))
+            self.offset += 1
+        self.projection.apply(batch)
+        self.projection.refresh_indexes()
+        self.events += events
+        return events
+
+    def search(self, query: str, *, days: float = 400, limit: int = 8) -> list[tuple[str, bool]]:
+        moment = T0 + timedelta(days=days)
+        retriever = Retriever(self.projection, Settings(), clock=lambda: moment)
+        filters = SearchFilters(as_of=moment)
+        found = retriever.search(self.user, query, limit=limit, filters=filters)
+        return [(item.memory.content, item.stale) for item in found]
+
+
+def first(found: Sequence[tuple[str, bool]], *words: str) -> int:
+    """Rank of the first hit naming any of ``words``."""
+    return next(i for i, (text, _) in enumerate(found) if any(w in text for w in words))
+
+
+def test_a_move_ends_the_old_home_marks_its_turn_and_ranks_the_new_one_first(
+    tmp_path: Path, minilm: MiniLMOnnxEmbedder
+) -> None:
+    memory = Memory(tmp_path, minilm)
+    memory.session(0, "I live in Lisbon with my partner.", "Can you recommend a bakery?")
+    made = memory.session(30, "Work is calmer since I moved to Porto.")
+    [superseded] = [e for e in made if isinstance(e, MemorySuperseded)]
+    assert superseded.change == "updated" and superseded.decided_by == "rules"
+    assert superseded.valid_until == T0 + timedelta(days=30)  # the turn that said it
+    outdated = [e for e in made if isinstance(e, MemoryOutdated)]
+    assert outdated and all(e.superseded_by == superseded.superseded_by for e in outdated)
+
+    found = memory.search("where do I live?")
+    assert first(found, "Porto") < first(found, "Lisbon")
+    assert all(stale for text, stale in found if "Lisbon" in text)
+    # Before the move, Lisbon was what held, and nothing was stale.
+    past = memory.search("where do I live?", days=10)
+    assert first(past, "Lisbon") == 0 and not any(stale for _, stale in past)
+
+
+def test_the_context_says_until_when_and_since_when(
+    tmp_path: Path, minilm: MiniLMOnnxEmbedder
+) -> None:
+    memory = Memory(tmp_path, minilm)
+    memory.session(0, "My budget for the trip is 1,500 euros.")
+    memory.session(9, "Good news, the budget went up to 2,000 euros.")
+    now = T0 + timedelta(days=20)
+    retriever = Retriever(memory.projection, Settings(), clock=lambda: now)
+    found = retriever.retrieve("ann", "What is my budget?", filters=SearchFilters(as_of=now))
+    assert "until 2026-03-11: " in found.context and "since 2026-03-11: " in found.context
+    assert found.context.index("2,000") < found.context.index("1,500")
+    assert render_context(found.in_context) == found.context
+
+
+def test_values_that_coexist_are_never_superseded(
+    tmp_path: Path, minilm: MiniLMOnnxEmbedder
+) -> None:
+    memory = Memory(tmp_path, minilm)
+    memory.session(0, "We have a cat called Miso.", "I live in Lisbon.")
+    made = memory.session(20, "We also adopted a dog called Rex.", "I work in Madrid three days a week.")
+    assert not [e for e in made if isinstance(e, MemorySuperseded | MemoryOutdated)]
+    assert not any(stale for _, stale in memory.search("what pets do I have?"))
+
+
+def test_a_revert_leaves_the_first_value_current_and_a_chain_the_last(
+    tmp_path: Path, minilm: MiniLMOnnxEmbedder
+) -> None:
+    memory = Memory(tmp_path, minilm)
+    memory.session(0, "I prefer the window seat on flights.")
+    memory.session(10, "These days I prefer the aisle.")
+    memory.session(20, "Actually I'm back to preferring the window seat.")
+    memory.session(0.5, "My rent is 900 a month.")
+    memory.session(5, "My rent went up to 950.")
+    memory.session(15, "The rent is now 1,000.")
+    current = {
+        record.claim.attribute: record.claim.value
+        for record in memory.projection.claims_of("ann")
+        if record.claim is not None
+    }
+    assert current == {"preferred seat": "window seat", "rent": "1,000"}
+
+
+def test_a_retraction_ends_a_claim_with_nothing_in_its_place(
+    tmp_path: Path, minilm: MiniLMOnnxEmbedder
+) -> None:
+    memory = Memory(tmp_path, minilm)
+    memory.session(0, "I'm vegetarian, so no meat please.")
+    made = memory.session(40, "I'm not vegetarian any more, I eat fish and chicken now.")
+    [ended] = [e for e in made if isinstance(e, MemorySuperseded)]
+    assert ended.change == "retracted"
+    found = memory.search("am I vegetarian?")
+    assert "no longer" in found[0][0]
+
+
+def test_a_state_with_an_end_expires_on_its_own(
+    tmp_path: Path, minilm: MiniLMOnnxEmbedder
+) -> None:
+    memory = Memory(tmp_path, minilm)
+    memory.session(0, "I live in Lisbon.")
+    made = memory.session(10, "I'm in Berlin this week for a conference.")
+    assert not [e for e in made if isinstance(e, MemorySuperseded)]
+    during = memory.search("where am I right now?", days=11)
+    assert not any(stale for text, stale in during if "Berlin" in text)
+    after = memory.search("where am I right now?", days=30)
+    assert all(stale for text, stale in after if "Berlin" in text)
+    assert first(after, "Lisbon") < first(after, "Berlin")
+
+
+def test_a_session_consolidated_late_records_its_old_value_as_ended(
+    tmp_path: Path, minilm: MiniLMOnnxEmbedder
+) -> None:
+    memory = Memory(tmp_path, minilm)
+    memory.session(30, "I work at Spotify now.")
+    # Said first, consolidated after (a backfill of an old session).
+    made = memory.session(1, "I work at Acme.", closed=31)
+    [late] = [e for e in made if isinstance(e, MemorySuperseded)]
+    acme = next(e for e in made if isinstance(e, MemoryAdded) and e.claim is not None)
+    assert late.memory_id == acme.memory_id and late.valid_until == T0 + timedelta(days=30)
+    found = memory.search("where do I work?")
+    assert first(found, "Spotify") < first(found, "Acme")
+
+
+def test_the_same_decisions_when_a_request_is_decided_again(
+    tmp_path: Path, minilm: MiniLMOnnxEmbedder
+) -> None:
+    memory = Memory(tmp_path, minilm)
+    sessions = [
+        (0, "I live in Lisbon and my budget is 1,500 euros."),
+        (30, "I moved to Porto, and the budget went up to 2,000."),
+        (60, "We moved back to Lisbon."),
+    ]
+    first = [memory.session(day, text) for day, text in sessions]
+    # A restarted worker (nothing in memory) gets every request again, in another order,
+    # after the projection applied all of them: the same events each time.
+    for day, text in reversed(sessions):
+        memory.decider = MemoryDecider(memory.projection, minilm)
+        again = memory.session(day, text)
+        assert again == first[sessions.index((day, text))]
+
+
+def llm_extraction(
+    name: str, day: float, claim: Claim, content: str
+) -> ExtractionRecorded:
+    return ExtractionRecorded(
+        event_id=f"ext-{name}", user_id="ann", session_id=name,
+        occurred_at=T0 + timedelta(days=day, minutes=5), consolidation_event_id=f"c-{name}",
+        extractor="llm", extractor_version="2",
+        candidates=(MemoryCandidate(memory_type="fact", content=content, importance=0.8,
+                                    source_event_ids=(f"{name}-u0",), claim=claim),),
+    )
+
+
+def test_an_llm_operation_is_recorded_as_its_decision_and_a_made_up_one_as_the_rules(
+    tmp_path: Path, minilm: MiniLMOnnxEmbedder
+) -> None:
+    memory = Memory(tmp_path, minilm)
+    home = Claim(subject="User", attribute="home", value="Lisbon", valid_from=T0)
+    [added] = [e for e in memory.decided(llm_extraction("a", 0, home, "User lives in Lisbon"))
+               if isinstance(e, MemoryAdded)]
+    moved = Claim(subject="User", attribute="home", value="Porto",
+                  valid_from=T0 + timedelta(days=5), operation="update", target=added.memory_id)
+    [by_llm] = [e for e in memory.decided(llm_extraction("b", 5, moved, "User lives in Porto"))
+                if isinstance(e, MemorySuperseded)]
+    assert (by_llm.memory_id, by_llm.decided_by) == (added.memory_id, "llm")
+    # A target that is not a current claim (it was just superseded): the rules decide.
+    back = Claim(subject="User", attribute="home", value="Lisbon",
+                 valid_from=T0 + timedelta(days=9), operation="update", target=added.memory_id)
+    [by_rules] = [e for e in memory.decided(llm_extraction("c", 9, back, "User lives in Lisbon"))
+                  if isinstance(e, MemorySuperseded)]
+    assert (by_rules.memory_id, by_rules.decided_by) == (by_llm.superseded_by, "rules")
