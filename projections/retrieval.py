@@ -390,7 +390,8 @@ class Retriever:
         then (:meth:`MemoryRecord.stale_at`); its score counts for :data:`STALE_WEIGHT`.
         The memory that holds now in its place (``superseded_by``, followed until a
         memory still holding at ``now``) is placed right above it: moved up when it was
-        found too, read from the projection when it was not (with the stale hit's scores).
+        found below it (taking the stale hit's score, so scores stay best first), read from
+        the projection when it was not found (with the stale hit's scores).
         A link whose end was not yet recorded at ``now`` marks nothing (a point-in-time
         read sees what memstream knew then).
         """
@@ -418,10 +419,14 @@ class Retriever:
             if found is not None and found < at:
                 order[found] = replace(order[found], replaces=stale_id)
                 continue
+            stale = order[at]
             if found is not None:
-                moved = replace(order.pop(found), replaces=stale_id)
+                # Below its stale hit: it takes the stale hit's score, and its place above.
+                item = order.pop(found)
+                moved = replace(
+                    item, rank_score=max(item.rank_score, stale.rank_score), replaces=stale_id
+                )
             else:
-                stale = order[at]
                 moved = replace(
                     stale,
                     memory=MemoryHit(
@@ -431,7 +436,6 @@ class Retriever:
                         words=stale.memory.words,
                     ),
                     stale=False,
-                    rank_score=stale.rank_score / STALE_WEIGHT,
                     replaces=stale_id,
                 )
             order.insert(at, moved)

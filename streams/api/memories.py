@@ -1,5 +1,6 @@
-"""The memory routes of the HTTP API: add, search, a turn's context, list, get, history (with
-the chat events a memory came from), delete, delete all, and erase a user.
+"""The memory routes of the HTTP API: add, search, a turn's context, list, get, an attribute's
+timeline, history (with the chat events a memory came from), delete, delete all, and erase
+a user.
 
 Each route checks the caller's key against the user it names (:func:`scoped_user`), calls
 :class:`~memstream.streams.service.memories.MemoryService` with the namespaced id, and
@@ -37,6 +38,8 @@ from memstream.streams.api.schemas import (
     MemoryListResponse,
     SearchRequest,
     SearchResponse,
+    TimelineRequest,
+    TimelineResponse,
 )
 from memstream.streams.service.results import MemoryDict
 
@@ -126,6 +129,29 @@ async def context(body: ContextRequest, key: Caller, service: ServiceDep) -> Con
     return ContextResponse(user_id=body.user_id, **found)
 
 
+@router.post("/memories/timeline", responses=ERRORS)
+async def timeline(body: TimelineRequest, key: Caller, service: ServiceDep) -> TimelineResponse:
+    """One attribute of the user over time ("my budget over time"): each value it held,
+    oldest first.
+
+    ``about`` names the attribute in plain words ("budget", "where do I live"); it is
+    matched to an attribute of the user's facts and preferences (``attribute`` in the
+    answer; None, with no entries, when nothing matches). Each entry has the value, the
+    statement, when it held in event time (``valid_from``, ``valid_until``: None while it
+    holds), its ``status``, the memory that replaced it (``superseded_by``) and the turns
+    that stated it (``turns``, chat event ids). ``subject`` picks whose attribute (a
+    speaker's name), else the user's own. 422 for an empty ``about`` or one over 1,000
+    characters."""
+    user_id = scoped_user(key, body.user_id)
+    try:
+        found = await service.memories.timeline(
+            body.about, user_id=user_id, subject=body.subject
+        )
+    except (ValueError, TypeError) as exc:
+        raise unprocessable(exc, user_id, body.user_id) from None
+    return TimelineResponse(user_id=body.user_id, **found)
+
+
 @router.get("/memories", responses=ERRORS)
 async def get_all(
     key: Caller, service: ServiceDep, user_id: UserQuery, include_inactive: bool = False
@@ -175,7 +201,8 @@ async def history(
 async def get(
     memory_id: MemoryIdPath, key: Caller, service: ServiceDep, user_id: UserQuery
 ) -> MemoryDict:
-    """One of the user's memories, whatever its status."""
+    """One of the user's memories, whatever its status; ``valid_until`` says when what it
+    states stopped holding, ``claim`` what a fact or preference asserts."""
     memory = await service.memories.get(memory_id, user_id=scoped_user(key, user_id))
     if memory is None:
         raise HTTPException(404, _NO_MEMORY)

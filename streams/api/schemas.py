@@ -16,6 +16,7 @@ from memstream.streams.service.results import (
     MemoryDict,
     MemoryHitDict,
     SourceEventDict,
+    TimelineEntryDict,
 )
 
 __all__ = [
@@ -41,6 +42,8 @@ __all__ = [
     "SearchResponse",
     "SessionContextResponse",
     "TenantUser",
+    "TimelineRequest",
+    "TimelineResponse",
     "UsersResponse",
 ]
 
@@ -122,7 +125,9 @@ class SearchRequest(_Request):
 
 
 class SearchResponse(BaseModel):
-    """The hits, best first."""
+    """The hits, best first. A hit marked ``stale`` states what no longer held when searched
+    (ranked below what replaced it): ``superseded_by`` names the memory that replaced it,
+    ``valid_until`` when it stopped holding; ``claim`` is what a fact or preference asserts."""
 
     user_id: str
     results: list[MemoryHitDict]
@@ -153,10 +158,44 @@ class ContextResponse(BaseModel):
 
 
 class MemoryListResponse(BaseModel):
-    """A user's memories, newest first."""
+    """A user's memories, newest first; ``valid_until`` says when what one states stopped
+    holding (a replaced claim, or an episode that stated it), ``claim`` what a fact or
+    preference asserts."""
 
     user_id: str
     results: list[MemoryDict]
+
+
+class TimelineRequest(_Request):
+    """One attribute of a user over time: ``about`` names it in plain words ("budget",
+    "where do I live"); ``subject`` picks whose (a speaker's name, "User's sister"), else
+    the user's own."""
+
+    about: Annotated[
+        str,
+        Field(
+            max_length=1_000,
+            description="The attribute to follow, in plain words: 'budget', 'where I live'.",
+        ),
+    ]
+    user_id: UserId
+    subject: Annotated[
+        str | None,
+        Field(max_length=200, description="Whose attribute: a speaker's name; else the user's."),
+    ] = None
+
+
+class TimelineResponse(BaseModel):
+    """Each value the attribute held, oldest first: its interval in event time
+    (``valid_until`` None while it holds), ``status`` (``active``, ``superseded``...), the
+    memory that replaced it and the turns (event ids) that stated it. ``attribute`` is what
+    ``about`` was matched to; None, with no entries, when nothing the user said matches."""
+
+    user_id: str
+    about: str
+    subject: str | None
+    attribute: str | None
+    entries: list[TimelineEntryDict]
 
 
 class HistoryResponse(BaseModel):

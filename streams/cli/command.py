@@ -24,6 +24,7 @@ from memstream.streams.cli.memories import (
     cmd_memories_list,
     cmd_search,
     cmd_session_show,
+    cmd_timeline,
 )
 from memstream.streams.cli.reports import cmd_report, cmd_sql
 from memstream.streams.cli.running import cmd_broker, cmd_demo, cmd_publish, cmd_schema, cmd_worker
@@ -117,6 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--table", help="search this memory table (a re-extraction or --until replay)"
     )
     search.set_defaults(run=cmd_search)
+
+    timeline = commands.add_parser("timeline", help=cmd_timeline.__doc__)
+    timeline.add_argument("about", help="the attribute, in plain words: 'budget', 'where I live'")
+    timeline.add_argument("--user", required=True)
+    timeline.add_argument("--subject", help="whose: a speaker's name (default: the user's own)")
+    timeline.add_argument("--json", action="store_true")
+    timeline.set_defaults(run=cmd_timeline)
 
     replay = commands.add_parser("replay", help=cmd_replay.__doc__)
     replay.add_argument(

@@ -1,4 +1,10 @@
-"""``memstream search``, ``memories list|get|history|delete`` and ``session show``: one user's memory, through the service."""
+"""``memstream search``, ``timeline``, ``memories list|get|history|delete`` and ``session
+show``: one user's memory, through the service.
+
+A memory whose statement no longer holds (a fact the user changed, an episode that said the
+old value) is marked on its line: ``[stale since 2026-04-02, replaced by <id>]`` in a search,
+``<superseded by <id>, until 2026-04-02>`` in a listing.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +13,84 @@ import asyncio
 import json
 import sys
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from memstream.streams.service.container import Container
+    from memstream.streams.service.results import TimelineDict
 
+
+def _day(iso: str) -> str:
+    """The UTC day of an ISO 8601 time of the service ("2026-04-02").
+
+    Examples
+    --------
+    >>> _day("2026-04-02T23:30:00-02:00")
+    '2026-04-03'
+    """
+    return f"{datetime.fromisoformat(iso).astimezone(UTC):%Y-%m-%d}"
+
+
+def stale_mark(hit: Mapping[str, Any]) -> str:
+    """How a search line marks a hit that no longer held when searched ("" for one that
+    holds): since when, and the memory that replaced it.
+
+    Examples
+    --------
+    >>> stale_mark({"stale": True, "valid_until": "2026-04-02T09:00:00+00:00",
+    ...             "superseded_by": "m-7"})
+    '[stale since 2026-04-02, replaced by m-7]'
+    >>> stale_mark({"stale": False, "valid_until": None, "superseded_by": None})
+    ''
+    """
+    if not hit.get("stale"):
+        return ""
+    parts = ["stale"]
+    if hit.get("valid_until"):
+        parts[0] += f" since {_day(hit['valid_until'])}"
+    if hit.get("superseded_by"):
+        parts.append(f"replaced by {hit['superseded_by']}")
+    return f"[{', '.join(parts)}]"
+
+
+def timeline_lines(found: TimelineDict) -> list[str]:
+    """``memstream timeline``'s lines: a heading, then one line per value, oldest first:
+    from → until (or "now"), the value, the statement, the status.
+
+    Examples
+    --------
+    >>> berlin = {"memory_id": "m-1", "value": "Berlin", "polarity": True,
+    ...     "statement": "User lives in Berlin", "valid_from": "2026-03-01T09:00:00+00:00",
+    ...     "valid_until": "2026-04-02T09:00:00+00:00", "status": "superseded",
+    ...     "superseded_by": "m-2", "turns": ["e-1"], "stated_in": []}
+    >>> found = {"about": "where I live", "subject": "User", "attribute": "home",
+    ...     "entries": [berlin]}
+    >>> for line in timeline_lines(found):
+    ...     print(line)
+    home of User, oldest first:
+    2026-03-01 → 2026-04-02  Berlin · User lives in Berlin · superseded by m-2
+    """
+    if found["attribute"] is None:
+        return [f"nothing the user said matches {found['about']!r}: try other words"]
+    lines = [f"{found['attribute']} of {found['subject']}, oldest first:"]
+    for entry in found["entries"]:
+        until = _day(entry["valid_until"]) if entry["valid_until"] else "now"
+        value = entry["value"] if entry["polarity"] else f"not {entry['value']}"
+        status = entry["status"]
+        if entry["superseded_by"]:
+            status = f"{status} by {entry['superseded_by']}"
+        lines.append(
+            f"{_day(entry['valid_from'])} → {until:<10}  {value} · {entry['statement']} · {status}"
+        )
+    return lines
 
 
 def cmd_search(args: argparse.Namespace, container: Container) -> int:
     """Search one user's memories (hybrid: vectors + full text), now or as of a past time."""
     from memstream.projections.memories import SearchFilters
     from memstream.streams.service.app import Service
+    from memstream.streams.service.results import hit_dict
 
     filters = SearchFilters(
         memory_types=tuple(args.type) if args.type else None,
@@ -44,7 +117,9 @@ def cmd_search(args: argparse.Namespace, container: Container) -> int:
     print(SCORE_LEGEND)
     for item in ranked:
         hit = item.memory
-        print(f"{item.rank_score:5.2f}  [{hit.memory_type}] {hit.content}")
+        line = f"{item.rank_score:5.2f}  [{hit.memory_type}] {hit.content}"
+        mark = stale_mark(hit_dict(hit, stale=item.stale))
+        print(f"{line} {mark}" if mark else line)
         if args.explain:
             print(f"       {item.explain()}")
         for line in hit.context.splitlines():
@@ -65,9 +140,11 @@ SCORE_LEGEND = (
 
 
 def ranked_json(item: Any) -> dict[str, Any]:
-    """A ranked memory for ``--json``: the memory's fields and every part of its score."""
+    """A ranked memory for ``--json``: the memory's fields, whether it no longer held when
+    searched (``stale``), and every part of its score."""
     return {
         **item.memory.__dict__,
+        "stale": item.stale,
         "score": item.rank_score,
         "relevance": item.relevance,
         "importance_part": item.importance,
@@ -84,7 +161,8 @@ def cmd_memories_list(args: argparse.Namespace, container: Container) -> int:
     with MemoryClient(service=Service(container)) as client:
         memories = client.get_all(user_id=args.user, include_inactive=args.all)
     for memory in memories:
-        status = "" if memory["status"] == "active" else f"  <{_status(memory)}>"
+        marked = memory["status"] != "active" or memory.get("valid_until")
+        status = f"  <{_status(memory)}>" if marked else ""
         print(f"[{memory['type']}] ({memory['importance']:.2f}) {memory['memory']}{status}")
         print(f"         memory {memory['memory_id']} · session {memory['session_id']}")
     print(f"{len(memories)} memories")
@@ -92,9 +170,23 @@ def cmd_memories_list(args: argparse.Namespace, container: Container) -> int:
 
 
 def _status(memory: Mapping[str, Any]) -> str:
+    """A memory's status as a listing shows it: what replaced it, and until when what it
+    states held (an active episode that stated a changed fact is marked too).
+
+    Examples
+    --------
+    >>> _status({"status": "active", "superseded_by": "m-2",
+    ...          "valid_until": "2026-04-02T09:00:00+00:00"})
+    'active, until 2026-04-02, replaced by m-2'
+    """
+    status = str(memory["status"])
     if memory["status"] == "superseded" and memory.get("superseded_by"):
-        return f"superseded by {memory['superseded_by']}"
-    return str(memory["status"])
+        status = f"superseded by {memory['superseded_by']}"
+    if memory.get("valid_until"):
+        status += f", until {_day(memory['valid_until'])}"
+        if memory["status"] != "superseded" and memory.get("superseded_by"):
+            status += f", replaced by {memory['superseded_by']}"
+    return status
 
 
 def cmd_memories_get(args: argparse.Namespace, container: Container) -> int:
@@ -113,9 +205,35 @@ def cmd_memories_get(args: argparse.Namespace, container: Container) -> int:
     print(f"[{memory['type']}] ({memory['importance']:.2f}) {memory['memory']}")
     print(f"  memory   {memory['memory_id']}")
     print(f"  status   {_status(memory)} · tier {memory['tier']}")
+    claim = memory.get("claim")
+    if claim:
+        value = claim["value"] if claim["polarity"] else f"not {claim['value']}"
+        print(
+            f"  claim    {claim['subject']} · {claim['attribute']} = {value} · since "
+            f"{_day(claim['valid_from'])}"
+        )
     print(f"  session  {memory['session_id']} · created {memory['created_at']}")
     print(f"  from     {', '.join(memory['source_event_ids']) or '-'}")
     print(f"  reinforced {memory['reinforcement_count']}× · retrieved {memory['access_count']}×")
+    return 0
+
+
+def cmd_timeline(args: argparse.Namespace, container: Container) -> int:
+    """Show how one attribute of a user changed over time ("budget", "where I live"): each
+    value it held, oldest first, with its interval."""
+    from memstream.streams.client import MemoryClient
+    from memstream.streams.service.app import Service
+
+    with MemoryClient(service=Service(container)) as client:
+        try:
+            found = client.timeline(args.about, user_id=args.user, subject=args.subject)
+        except (ValueError, TypeError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    if args.json:
+        print(json.dumps(found, indent=2))
+        return 0
+    print("\n".join(timeline_lines(found)))
     return 0
 
 

@@ -18,11 +18,14 @@ from memstream.streams.client.shapes import (
 from memstream.streams.client.sync import MemoryClient
 from memstream.streams.service.results import (
     AddResult,
+    ClaimDict,
     ContextResult,
     HistoryEntry,
     MadeMemoryDict,
     MemoryDict,
     MemoryHitDict,
+    TimelineDict,
+    TimelineEntryDict,
     history_entry,
     normalise_messages,
 )
@@ -32,6 +35,7 @@ __all__ = [
     "AccessRefused",
     "AddResult",
     "AsyncMemoryClient",
+    "ClaimDict",
     "ContextResult",
     "HistoryEntry",
     "MadeMemoryDict",
@@ -42,6 +46,8 @@ __all__ = [
     "ReportRows",
     "ServiceUnreachable",
     "SessionContextDict",
+    "TimelineDict",
+    "TimelineEntryDict",
     "WorkerUnreachable",
     "history_entry",
     "normalise_messages",

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         HistoryEntry,
         MemoryDict,
         MemoryHitDict,
+        TimelineDict,
     )
     from memstream.streams.tools.erasure import ErasureReceipt
     from memstream.streams.tools.publish import Message
@@ -44,7 +45,7 @@ __all__ = ["AsyncMemoryClient"]
 
 class AsyncMemoryClient:
     """mem0-like memory operations for asyncio code: add, search, context, get, get_all,
-    history, delete, delete_all, erase, session_context, close_session, report.
+    timeline, history, delete, delete_all, erase, session_context, close_session, report.
 
     Every call names one user (``user_id`` is a required keyword) and only ever returns that
     user's data. Writes are events on the topics (the workers consolidate and project them);
@@ -185,6 +186,16 @@ class AsyncMemoryClient:
     async def get_all(self, *, user_id: str, include_inactive: bool = False) -> list[MemoryDict]:
         """The user's memories, newest first: active ones, or every status when asked."""
         return await self.backend.get_all(user_id=user_id, include_inactive=include_inactive)
+
+    async def timeline(
+        self, about: str, *, user_id: str, subject: str | None = None
+    ) -> TimelineDict:
+        """One attribute of the user over time ("my budget over time"): each value it held,
+        oldest first, with when it held (event time), its status, what replaced it and the
+        turns that stated it. ``about`` names the attribute in plain words; ``subject`` picks
+        whose (a speaker's name), else the user's own. Nothing matching gives no entries
+        (``attribute`` None); ``ValueError`` for an empty ``about``."""
+        return await self.backend.timeline(about, user_id=user_id, subject=subject)
 
     async def history(self, memory_id: str, *, user_id: str) -> list[HistoryEntry]:
         """The life of one of the user's memories from the log, in log order."""

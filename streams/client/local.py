@@ -51,6 +51,7 @@ from memstream.streams.service.results import (
     HistoryEntry,
     MemoryDict,
     MemoryHitDict,
+    TimelineDict,
 )
 from memstream.streams.tools.erasure import ErasureReceipt
 from memstream.streams.tools.publish import Message
@@ -187,6 +188,12 @@ class LocalMemory:
         return await self.service.memories.get_all(
             user_id=user_id, include_inactive=include_inactive
         )
+
+    async def timeline(
+        self, about: str, *, user_id: str, subject: str | None = None
+    ) -> TimelineDict:
+        """See :meth:`MemoryService.timeline <memstream.streams.service.memories.MemoryService.timeline>`."""
+        return await self.service.memories.timeline(about, user_id=user_id, subject=subject)
 
     async def history(self, memory_id: str, *, user_id: str) -> list[HistoryEntry]:
         """The life of one of the user's memories from the memories topic, in log order."""

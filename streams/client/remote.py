@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         HistoryEntry,
         MemoryDict,
         MemoryHitDict,
+        TimelineDict,
     )
     from memstream.streams.tools.erasure import ErasureReceipt
     from memstream.streams.tools.publish import Message
@@ -245,6 +246,20 @@ class RemoteMemory:
         _found(response)
         memories: list[MemoryDict] = response.json()["results"]
         return memories
+
+    async def timeline(
+        self, about: str, *, user_id: str, subject: str | None = None
+    ) -> TimelineDict:
+        """``POST /v1/memories/timeline``."""
+        body: dict[str, Any] = {"about": about, "user_id": user_id}
+        if subject is not None:
+            body["subject"] = subject
+        response = await self._call("POST", "/memories/timeline", json=body)
+        _found(response)
+        answer = response.json()
+        answer.pop("user_id", None)
+        found: TimelineDict = answer
+        return found
 
     async def history(self, memory_id: str, *, user_id: str) -> list[HistoryEntry]:
         """``GET /v1/memories/{id}/history``; an empty list for 404 (unknown, or another

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         HistoryEntry,
         MemoryDict,
         MemoryHitDict,
+        TimelineDict,
     )
     from memstream.streams.tools.erasure import ErasureReceipt
     from memstream.streams.tools.publish import Message
@@ -152,6 +153,11 @@ class MemoryClient:
     def get_all(self, *, user_id: str, include_inactive: bool = False) -> list[MemoryDict]:
         """The user's memories, newest first (see :meth:`AsyncMemoryClient.get_all`)."""
         return self._run(self._client.get_all(user_id=user_id, include_inactive=include_inactive))
+
+    def timeline(self, about: str, *, user_id: str, subject: str | None = None) -> TimelineDict:
+        """One attribute of the user over time, oldest value first (see
+        :meth:`AsyncMemoryClient.timeline`)."""
+        return self._run(self._client.timeline(about, user_id=user_id, subject=subject))
 
     def history(self, memory_id: str, *, user_id: str) -> list[HistoryEntry]:
         """The life of one of the user's memories, in log order (see the async client)."""

@@ -20,6 +20,7 @@ from memstream.streams.service.results import (
     HistoryEntry,
     MemoryDict,
     MemoryHitDict,
+    TimelineDict,
 )
 
 __all__ = [
@@ -34,18 +35,23 @@ __all__ = [
     "PlacedMemory",
     "SearchAnswer",
     "SessionContextAnswer",
+    "TimelineAnswer",
+    "TimelineValue",
     "add_answer",
     "history_answer",
     "memory_answer",
     "memory_context_answer",
     "search_answer",
     "session_context_answer",
+    "timeline_answer",
 ]
 
 #: Marks where a text was cut.
 ELLIPSIS = "…"
 #: The longest detail value a history step keeps whole (a memory's text is cut like any).
 _DETAIL_CHARS = 200
+#: The most turns a timeline's value lists (a value said in many conversations has many).
+_TURNS = 20
 
 _Item = TypeVar("_Item", bound=BaseModel)
 
@@ -215,7 +221,10 @@ class DeleteAnswer(_Answer):
 
 class FoundMemory(_Answer):
     """One search hit: ``score`` (0..1) is mostly how well the memory matches the query;
-    ``context`` is the conversation an episode came from (None for other types)."""
+    ``context`` is the conversation an episode came from (None for other types). ``stale``
+    marks a memory whose statement no longer held when searched: ``superseded_by`` is the
+    memory that replaced it (None when it ran out on its own), ``valid_until`` when it
+    stopped holding."""
 
     memory_id: str
     type: str
@@ -224,6 +233,9 @@ class FoundMemory(_Answer):
     context: str | None
     created_at: str
     session_id: str
+    stale: bool
+    superseded_by: str | None
+    valid_until: str | None
 
 
 class SearchAnswer(_Answer):
@@ -249,6 +261,9 @@ def search_answer(
             context=cuts.cut(hit["context"], limits.memory_chars) if hit["context"] else None,
             created_at=hit["created_at"],
             session_id=hit["session_id"],
+            stale=hit["stale"],
+            superseded_by=hit["superseded_by"],
+            valid_until=hit["valid_until"],
         )
         for hit in hits
     ]
@@ -261,7 +276,8 @@ def search_answer(
 
 
 class MemoryAnswer(_Answer):
-    """One memory of the user, whatever its status."""
+    """One memory of the user, whatever its status; ``valid_until`` is when what it states
+    stopped holding (None while it holds)."""
 
     user_id: str
     memory_id: str
@@ -273,6 +289,7 @@ class MemoryAnswer(_Answer):
     created_at: str
     session_id: str
     superseded_by: str | None
+    valid_until: str | None
     entities: list[str]
     reinforcement_count: int
     access_count: int
@@ -295,6 +312,7 @@ def memory_answer(user_id: str, memory: MemoryDict, limits: Limits) -> MemoryAns
         created_at=memory["created_at"],
         session_id=memory["session_id"],
         superseded_by=memory["superseded_by"],
+        valid_until=memory["valid_until"],
         entities=entities,
         reinforcement_count=memory["reinforcement_count"],
         access_count=memory["access_count"],
@@ -304,8 +322,8 @@ def memory_answer(user_id: str, memory: MemoryDict, limits: Limits) -> MemoryAns
 
 class HistoryStep(_Answer):
     """One event in a memory's life: its type (``memory_added``, ``memory_reinforced``,
-    ``memory_superseded``, ``memory_promoted``, ``memory_expired``, ``memory_forgotten``,
-    ``memory_deleted``), when, and what it said."""
+    ``memory_superseded``, ``memory_outdated``, ``memory_promoted``, ``memory_expired``,
+    ``memory_forgotten``, ``memory_deleted``), when, and what it said."""
 
     type: str
     occurred_at: str
@@ -345,6 +363,79 @@ def history_answer(
     ]
     kept = cuts.fit(steps, limits.result_chars)
     return HistoryAnswer(user_id=user_id, memory_id=memory_id, steps=kept, note=cuts.note(limits))
+
+
+# --- an attribute over time ------------------------------------------------------------------
+
+
+class TimelineValue(_Answer):
+    """One value the attribute held: from ``valid_from`` until ``valid_until`` (None: it
+    holds now), its ``status``, the memory that replaced it, the statement, and the turns
+    (event ids) that stated it. ``polarity`` False: the user took the value back."""
+
+    memory_id: str
+    value: str
+    polarity: bool
+    statement: str
+    valid_from: str
+    valid_until: str | None
+    status: str
+    superseded_by: str | None
+    turns: list[str]
+
+
+class TimelineAnswer(_Answer):
+    """An attribute of the user over time, oldest value first; ``attribute`` is what
+    ``about`` was matched to (None, with no values, when nothing matched)."""
+
+    user_id: str
+    about: str
+    subject: str | None
+    attribute: str | None
+    values: list[TimelineValue]
+    note: str | None
+
+
+def timeline_answer(user_id: str, found: TimelineDict, limits: Limits) -> TimelineAnswer:
+    """A timeline as an answer within ``limits``: when it is too long, the newest values
+    are kept (what holds now matters most), each text cut."""
+    cuts = _Cuts(what="older values", hints=["the newest are kept"])
+    values = []
+    for entry in found["entries"]:
+        turns = entry["turns"][:_TURNS]
+        if len(turns) < len(entry["turns"]):
+            cuts.others.append(
+                f"{len(entry['turns']) - len(turns)} more turns of {entry['memory_id']} left out"
+            )
+        values.append(
+            TimelineValue(
+                memory_id=entry["memory_id"],
+                value=cuts.cut(entry["value"], limits.memory_chars),
+                polarity=entry["polarity"],
+                statement=cuts.cut(entry["statement"], limits.memory_chars),
+                valid_from=entry["valid_from"],
+                valid_until=entry["valid_until"],
+                status=entry["status"],
+                superseded_by=entry["superseded_by"],
+                turns=turns,
+            )
+        )
+    about = cuts.cut(found["about"], limits.memory_chars)
+    newest_first = cuts.fit(values[::-1], limits.result_chars - len(about))
+    note = cuts.note(limits)
+    if found["attribute"] is None:
+        note = (
+            "Nothing the user said matches this: no fact or preference with such an "
+            "attribute. Try other words, or search_memories."
+        )
+    return TimelineAnswer(
+        user_id=user_id,
+        about=about,
+        subject=found["subject"],
+        attribute=found["attribute"],
+        values=newest_first[::-1],
+        note=note,
+    )
 
 
 # --- contexts for a prompt -------------------------------------------------------------------

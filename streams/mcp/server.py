@@ -41,12 +41,14 @@ from memstream.streams.mcp.results import (
     MemoryContextAnswer,
     SearchAnswer,
     SessionContextAnswer,
+    TimelineAnswer,
     add_answer,
     history_answer,
     memory_answer,
     memory_context_answer,
     search_answer,
     session_context_answer,
+    timeline_answer,
 )
 from memstream.streams.service.app import Service
 from memstream.streams.service.sessions import NoSession, WorkerRefused, WorkerUnreachable
@@ -70,6 +72,8 @@ says about it, ready for your prompt; or search_memories for specific memories w
 add_memory with its messages: memstream extracts facts, preferences, corrections, a summary \
 and episodes from it. They are searchable a few seconds later, not at once.
 - get_memory, memory_history and delete_memory take a memory id from a search.
+- A memory marked stale no longer holds (the user changed it): trust the one that replaced \
+it (superseded_by). memory_timeline shows how one thing changed over time ("my budget").
 - user_id can be left out when the server has a default user."""
 
 UserId = Annotated[
@@ -276,7 +280,10 @@ def create_mcp_server(
 
         Each memory has an id (for get_memory, memory_history, delete_memory), a type, a score
         from 0 to 1 (mostly how well it matches the query), its text and, for an episode, the
-        conversation it came from. For a ready-made prompt section, use memory_context."""
+        conversation it came from. A memory with stale=true states what no longer holds (the
+        user said something newer): superseded_by is the memory that replaced it, valid_until
+        when it stopped holding, and it ranks below the current one, so answer from that.
+        For a ready-made prompt section, use memory_context."""
         who = caller(ctx, user_id)
         filters = SearchFilters(
             memory_types=tuple(memory_types) if memory_types else None, since=since, until=until
@@ -292,7 +299,8 @@ def create_mcp_server(
     async def get_memory(ctx: Context, memory_id: MemoryId, user_id: UserId = None) -> MemoryAnswer:
         """One of the user's memories by id, whatever its status (active, superseded,
         deleted, expired, forgotten), with its tier, importance and how often it was
-        reinforced and used."""
+        reinforced and used. valid_until, when set, is when what it states stopped holding
+        (superseded_by names what replaced it); None while it holds."""
         who = caller(ctx, user_id)
         found = await memories.get(memory_id, user_id=who.namespaced)
         if found is None:
@@ -318,14 +326,49 @@ def create_mcp_server(
         ctx: Context, memory_id: MemoryId, user_id: UserId = None
     ) -> HistoryAnswer:
         """The life of one of the user's memories from memstream's event log, oldest first:
-        added, reinforced, superseded (by or of another memory), promoted, expired,
-        forgotten, deleted, each with its time and details."""
+        added, reinforced, superseded (by or of another memory, with how: updated or
+        retracted, and from when), outdated (an episode or summary whose fact changed),
+        promoted, expired, forgotten, deleted, each with its time and details."""
         who = caller(ctx, user_id)
         entries = await memories.history(memory_id, user_id=who.namespaced)
         if not entries:
             # Every memory has its memory_added: none means unknown, or another user's.
             raise ToolError(_NO_MEMORY)
         return history_answer(who.user_id, memory_id, entries, limits)
+
+    async def memory_timeline(
+        ctx: Context,
+        about: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=1000,
+                description="What to follow over time, in plain words: 'budget', 'where the "
+                "user lives', 'employer'.",
+            ),
+        ],
+        subject: Annotated[
+            str | None,
+            Field(
+                max_length=200,
+                description="Whose: a speaker's name, or someone the user talks about "
+                "(\"User's sister\"). Left out: the user's own.",
+            ),
+        ] = None,
+        user_id: UserId = None,
+    ) -> TimelineAnswer:
+        """How one thing about the user changed over time ("my budget over time", "where
+        have I lived"): each value it held, oldest first, with valid_from and valid_until
+        (null: it holds now), its status (active, or superseded when a newer value replaced
+        it), the statement and the turns that said it. The last value with valid_until null
+        is what holds now. An empty list (attribute null) means nothing the user said
+        matches: try other words, or search_memories."""
+        who = caller(ctx, user_id)
+        try:
+            found = await memories.timeline(about, user_id=who.namespaced, subject=subject)
+        except (ValueError, TypeError) as exc:
+            raise who.refusal(exc) from None
+        return timeline_answer(who.user_id, found, limits)
 
     async def session_context(
         ctx: Context,
@@ -392,8 +435,9 @@ def create_mcp_server(
     ) -> MemoryContextAnswer:
         """What the user's long-term memory says that bears on the current turn, as a
         section for your prompt: the most relevant preferences, facts, corrections,
-        summaries and episodes, ranked and cut to a token budget. Call it at the start of a
-        turn with the user's message."""
+        summaries and episodes, ranked and cut to a token budget. A line starting "until
+        <date>:" no longer holds (the user said something newer); "since <date>:" marks what
+        replaced it. Call it at the start of a turn with the user's message."""
         who = caller(ctx, user_id)
         try:
             result = await memories.context(
@@ -427,6 +471,7 @@ def create_mcp_server(
             ),
         ),
         (memory_history, "A memory's history", read),
+        (memory_timeline, "How one thing changed over time", read),
         (session_context, "An open session's working memory", read),
         (memory_context, "Long-term memory for this turn", read),
     ]
@@ -448,6 +493,7 @@ TOOLS = (
     "get_memory",
     "delete_memory",
     "memory_history",
+    "memory_timeline",
     "session_context",
     "memory_context",
 )

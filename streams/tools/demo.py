@@ -7,6 +7,7 @@ import json
 import shutil
 import time
 from contextlib import ExitStack
+from datetime import datetime
 from importlib import resources
 
 from memstream.models.settings import Settings
@@ -15,6 +16,7 @@ from memstream.projections.memories import MemoryIndex, PartitionedMemories
 from memstream.projections.retrieval import Retriever
 from memstream.streams.runtime.broker import EmbeddedBroker, broker_reachable
 from memstream.streams.runtime.worker import WorkerProcess, worker_healthy
+from memstream.streams.service.timelines import timeline
 from memstream.streams.tools.publish import publish_events, read_events
 
 
@@ -45,6 +47,30 @@ def wait_for_sessions(
             return True
         time.sleep(0.5)
     return False
+
+
+#: The facts of the sample that change, and how a user would ask for their history.
+CHANGED_FACTS = (("alice", "budget"), ("bob", "where I live"))
+
+
+def stale_mark(stale: bool, until: datetime | None) -> str:
+    """What a demo line says of a memory that no longer holds."""
+    if not stale:
+        return ""
+    return f"  (no longer holds since {until:%Y-%m-%d})" if until else "  (no longer holds)"
+
+
+def print_changed_facts(projection: MemoryIndex) -> None:
+    """The timelines of the sample's facts that changed: each value and when it held."""
+    print("facts that changed (memstream timeline): each value, from when until when\n")
+    for user, about in CHANGED_FACTS:
+        found = timeline(projection, user, about)
+        print(f"timeline --user {user} {about!r}: {found['subject']}'s {found['attribute']}")
+        for entry in found["entries"]:
+            until = (entry["valid_until"] or "now")[:10]
+            print(f"   {entry['valid_from'][:10]} .. {until:<10}  {entry['value']:<12}"
+                  f"  ({entry['statement']})")
+        print()
 
 
 def run_demo(settings: Settings, timeout_s: float = 120.0) -> int:
@@ -102,7 +128,9 @@ def run_demo(settings: Settings, timeout_s: float = 120.0) -> int:
             ranked = retriever.search(search["user"], search["query"], limit=3)
             print(f"search --user {search['user']} {search['query']!r}")
             for item in ranked:
-                print(f"   {item.rank_score:.2f} [{item.memory.memory_type}] {item.memory.content}")
+                print(f"   {item.rank_score:.2f} [{item.memory.memory_type}] {item.memory.content}"
+                      + stale_mark(item.stale, item.memory.valid_until or item.memory.ended_at))
             print()
+        print_changed_facts(projection)
     print("stopped the broker and worker the demo started" if started_any else "done")
     return 0

@@ -94,5 +94,10 @@ def test_demo_starts_its_own_broker_and_worker_and_prints_memories(
     for user in ("alice", "bob", "chen"):
         assert f"== {user}:" in out
     assert "User is allergic to peanuts" in out
-    assert "Berlin" in out.split("search --user bob 'where does bob live'")[1].split("search")[0]
+    # Bob moved: Munich first, Berlin after it and marked, and the move in his timeline.
+    bob = out.split("search --user bob 'where do I live?'")[1].split("search")[0]
+    assert bob.index("Munich") < bob.index("Berlin")
+    assert "Berlin" in bob and "no longer holds since 2026-11-20" in bob
+    alice = out.split("timeline --user alice 'budget'")[1].split("timeline")[0]
+    assert alice.index("1500") < alice.index("2000") and ".. now" in alice
     assert "stopped the broker and worker the demo started" in out

@@ -67,6 +67,10 @@ def test_add_search_get_history_delete_scoped_to_one_user(worker_settings: Setti
             "session_id",
             "source_event_ids",
             "context",
+            "stale",
+            "superseded_by",
+            "valid_until",
+            "claim",
         }
         # Scores a person can read: all on 0..1, best first.
         for hit in hits:

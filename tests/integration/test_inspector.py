@@ -3,9 +3,10 @@ chromium driven by Playwright, over ``memstream serve`` beside a real worker on 
 (one of each, and one browser, for the module).
 
 A user enters the key, picks a user, sees the memories by type, opens one and reads its
-history and the message it came from, searches and reads every part of a score, opens a
-report and sees its chart; HTML in a memory shows as text; a wrong key, and a key for other
-users, say what went wrong. Each step is saved as a screenshot (1280x900) under the test's
+history and the message it came from, searches and reads every part of a score, sees which
+hits no longer hold (ann moved from Berlin to Munich) and opens what replaced them, follows
+where ann lives over time, opens a report and sees its chart; HTML in a memory shows as
+text; a wrong key, and a key for other users, say what went wrong. Each step is saved as a screenshot (1280x900) under the test's
 temporary directory, and copied to ``MEMSTREAM_SCREENSHOTS_DIR`` when that is set.
 """
 
@@ -59,6 +60,9 @@ class Inspector:
     ann_only_key: str
     shots: Path
     browser: Browser
+    #: The days (UTC, ISO) ann said Berlin, and Munich.
+    said_berlin: str
+    said_munich: str
     #: Each page's script errors and refused resources (its Content-Security-Policy's too).
     problems: dict[int, list[str]] = field(default_factory=dict)
 
@@ -131,7 +135,11 @@ def inspector(
                 executable_path=str(CHROMIUM), args=CHROMIUM_ARGS
             )
             try:
-                yield Inspector(root, key, ann_only_key, shots, browser)
+                yield Inspector(
+                    root, key, ann_only_key, shots, browser,
+                    said_berlin=(now - timedelta(days=3)).date().isoformat(),
+                    said_munich=now.date().isoformat(),
+                )
             finally:
                 browser.close()
 
@@ -209,6 +217,64 @@ def test_a_search_shows_every_part_of_each_score(inspector: Inspector) -> None:
     inspector.assert_no_problems(page)
 
 
+def test_a_stale_hit_says_since_when_and_opens_what_replaced_it(inspector: Inspector) -> None:
+    page = inspector.page()
+    inspector.open_user(page, inspector.key)
+    page.get_by_role("tab", name="Search").click()
+    page.get_by_label("Search this user's memories").fill("where does the user live in Berlin")
+    page.get_by_role("button", name="Search", exact=True).click()
+    hits = page.locator(".hit")
+    expect(hits.first).to_be_visible()
+    # What holds ranks above what it replaced; only what no longer holds is marked.
+    expect(hits.first.locator(".memory-open")).to_have_text("User lives in Munich")
+    expect(hits.first.locator(".badge-stale")).to_have_count(0)
+    stale = page.locator(".hit.is-stale", has_text="I live in Berlin")
+    expect(stale.first.locator(".badge-stale")).to_have_text(
+        f"stale since {inspector.said_munich}"
+    )
+    replaced = stale.first.locator(".replaced-by")
+    expect(replaced).to_contain_text("replaced by User lives in Munich")
+    expect(page.locator(".hit:not(.is-stale) .badge-stale")).to_have_count(0)
+    stale.first.scroll_into_view_if_needed()
+    inspector.screenshot(page, "04b-stale-hit")
+    replaced.get_by_role("button", name="User lives in Munich").click()
+    expect(page.locator("#memory-detail .detail-text")).to_have_text("User lives in Munich")
+    expect(page.get_by_role("tab", name="Memories")).to_have_attribute("aria-selected", "true")
+    inspector.assert_no_problems(page)
+
+
+def test_the_timeline_follows_where_the_user_lives(inspector: Inspector) -> None:
+    page = inspector.page()
+    inspector.open_user(page, inspector.key)
+    page.get_by_role("tab", name="Timeline").click()
+    page.get_by_label("Follow over time").fill("where does the user live")
+    page.get_by_role("button", name="Follow", exact=True).click()
+    expect(page.locator("#timeline-status")).to_have_text("home of User: 2 values, oldest first.")
+    values = page.locator("#timeline-values > .held")
+    expect(values.locator(".held-value")).to_have_text(["Berlin", "Munich"])
+    expect(values.locator(".interval")).to_have_text([
+        f"{inspector.said_berlin} → {inspector.said_munich}", f"{inspector.said_munich} → now",
+    ])
+    expect(values.first.locator(".badge-status")).to_have_text("superseded")
+    expect(values.first.locator(".replaced-by")).to_contain_text("User lives in Munich")
+    expect(values.last.locator(".badge-status")).to_have_text("active")
+    inspector.screenshot(page, "04c-timeline")
+    # A value's statement opens its memory, with the interval it held.
+    values.first.get_by_role("button", name="User lives in Berlin").click()
+    detail = page.locator("#memory-detail")
+    expect(detail.locator(".detail-text")).to_have_text("User lives in Berlin")
+    expect(detail.locator(".terms").first).to_contain_text(f"held until{inspector.said_munich}")
+
+    # Nothing matching says so, and an attribute of nobody else's.
+    page.get_by_role("tab", name="Timeline").click()
+    page.get_by_label("Follow over time").fill("favourite colour of the moon")
+    page.get_by_label("Whose").fill("Nobody")
+    page.get_by_role("button", name="Follow", exact=True).click()
+    expect(page.locator("#timeline-status")).to_contain_text("Nothing this user said matches")
+    expect(page.locator("#timeline-values > .held")).to_have_count(0)
+    inspector.assert_no_problems(page)
+
+
 def test_a_report_shows_its_rows_and_its_chart(inspector: Inspector) -> None:
     page = inspector.page()
     inspector.open_user(page, inspector.key)
@@ -257,14 +323,16 @@ HOSTILE_TEXT = st.lists(
 ).map("".join).filter(bool)
 
 #: Renders one text in every place the page shows API text (memory, history, source message,
-#: search hit, report cell), with the page's own modules; says which elements each made.
+#: search hit, stale hit, a timeline's value, report cell), with the page's own modules; says
+#: which elements each made.
 RENDER = """async (text) => {
   const load = (name) => import(new URL(name, document.baseURI).href);
   const [m, s, r] = await Promise.all(["memories.js", "search.js", "reports.js"].map(load));
   const at = "2026-11-02T09:00:00+00:00";
+  const claim = {subject: text, attribute: text, value: text, polarity: true, valid_from: at};
   const memory = {memory_id: text, memory: text, type: "fact", tier: "short_term", status: "active",
     importance: 0.5, created_at: at, session_id: text, entities: [text], reinforcement_count: 1,
-    access_count: 0, superseded_by: text, source_event_ids: ["e1"]};
+    access_count: 0, superseded_by: text, source_event_ids: ["e1"], claim, valid_until: at};
   const history = {results: [{event_id: "h1", type: "memory_added", occurred_at: at, memory_id: text,
       source_event_ids: ["e1"], details: {content: text, memory_type: "fact", reason: text}}],
     sources: [{event_id: "e1", type: "message_added", occurred_at: at, session_id: text,
@@ -272,8 +340,13 @@ RENDER = """async (text) => {
   const hit = {memory_id: text, memory: text, type: "fact", score: 0.5, created_at: at,
     explain: {relevance: 0.5, similarity: 0.5, words: 0.5, importance: 0.5, recency: 0.5, use: 0,
       weights: {relevance: 1, importance: 0.02, recency: 0.01, use: 0.01}, text}};
+  const stale = {...hit, stale: true, superseded_by: text, valid_until: at, claim};
+  const value = {memory_id: text, value: text, polarity: false, statement: text, valid_from: at,
+    valid_until: at, status: "superseded", superseded_by: text, turns: [text]};
+  const answer = {about: text, subject: text, attribute: text, entries: [value]};
   const nodes = [m.memoryCard(memory), m.memoryDetail(memory, history), s.searchHit(hit),
-    r.rowsTable(text, [text], [{[text]: text}])];
+    s.searchHit(stale), m.timelineValue(value), r.rowsTable(text, [text], [{[text]: text}]),
+    Object.assign(document.createElement("p"), {textContent: m.timelineSummary(answer)})];
   return nodes.map((node) => ({
     tags: [...node.querySelectorAll("*")].map((e) => e.tagName),
     text: node.textContent,

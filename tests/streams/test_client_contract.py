@@ -3,10 +3,13 @@ the HTTP client (``memstream serve``'s app, in process) answer alike and fail al
 
 The HTTP client's key is tenant acme's, so its "ann" is the service's "acme:ann", the user
 the in-process client names directly; answers never carry the user id, so they must be equal.
+Cy's home changed (:mod:`beliefs`): both clients mark the same stale hits and follow the same
+timeline.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+from beliefs import BERLIN, BERLIN_SAID, MOVED_AT, MUNICH, moved_home, project
 from fakes import InMemoryPublisher, memory_added, service_on_fakes, unit_settings
 
 from memstream import AccessRefused, AsyncMemoryClient, MemoryClient, ServiceUnreachable
@@ -46,15 +50,17 @@ class Pair:
         self.local = AsyncMemoryClient(service=self.service)
         self.remote = AsyncMemoryClient(url="http://memstream", api_key=KEY, transport=self.transport)
 
-    def client(self, kind: str) -> tuple[AsyncMemoryClient, str]:
-        """The client of ``kind`` and the id it names ann by."""
-        return (self.local, "acme:ann") if kind == "local" else (self.remote, "ann")
+    def client(self, kind: str, user: str = "ann") -> tuple[AsyncMemoryClient, str]:
+        """The client of ``kind`` and the id it names ``user`` by."""
+        return (self.local, f"acme:{user}") if kind == "local" else (self.remote, user)
 
 
 @pytest.fixture
 def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Service, InMemoryPublisher]:
     seeded = [memory_added(memory_id, user, content) for user, memory_id, content in MEMORIES]
-    service, publisher, _ = service_on_fakes(unit_settings(tmp_path), seeded, monkeypatch)
+    service, publisher, index = service_on_fakes(unit_settings(tmp_path), seeded, monkeypatch)
+    topic = service.container.topics.memories
+    asyncio.run(project(index, publisher, topic, moved_home("acme:cy")))
     return service, publisher
 
 
@@ -106,6 +112,60 @@ async def test_both_clients_read_alike(pair: Pair) -> None:
     assert "Oslo" in local["context"]["context"] and local["explained"][0]["explain"]["text"]
 
 
+async def beliefs(client: AsyncMemoryClient, cy: str, ann: str) -> dict[str, Any]:
+    """What the read verbs answer about cy's changed home, and ann's timeline (no claims)."""
+    return {
+        "timeline": await client.timeline("where do I live", user_id=cy),
+        "subject's": await client.timeline("home", user_id=cy, subject="User"),
+        "nobody's": await client.timeline("home", user_id=cy, subject="Cy's sister"),
+        "no claims": await client.timeline("where do I live", user_id=ann),
+        "search": await client.search("where does the user live", user_id=cy, limit=5),
+        "outdated": await client.get(BERLIN_SAID, user_id=cy),
+        "all": await client.get_all(user_id=cy, include_inactive=True),
+        "history": await client.history(BERLIN, user_id=cy),
+        "outdated history": await client.history(BERLIN_SAID, user_id=cy),
+    }
+
+
+async def test_both_clients_follow_a_changed_fact_alike(pair: Pair) -> None:
+    local = await beliefs(pair.local, "acme:cy", "acme:ann")
+    remote = await beliefs(pair.remote, "cy", "ann")
+    assert rounded(remote) == rounded(local)
+    moved = MOVED_AT.isoformat()
+    timeline = local["timeline"]
+    assert (timeline["subject"], timeline["attribute"]) == ("User", "home")
+    assert [(e["value"], e["status"], e["valid_until"], e["superseded_by"])
+            for e in timeline["entries"]] == [
+        ("Berlin", "superseded", moved, MUNICH), ("Munich", "active", None, None)
+    ]
+    assert timeline["entries"][0]["turns"] == [f"m-{BERLIN}", f"m-{BERLIN_SAID}"]
+    assert local["subject's"]["entries"] == timeline["entries"]
+    assert local["nobody's"]["entries"] == [] and local["nobody's"]["attribute"] is None
+    assert local["no claims"] == {
+        "about": "where do I live", "subject": None, "attribute": None, "entries": []
+    }
+    # The episode that said Berlin is found, marked, below what replaced it.
+    hits = {hit["memory_id"]: hit for hit in local["search"]}
+    order = [hit["memory_id"] for hit in local["search"]]
+    assert order.index(MUNICH) < order.index(BERLIN_SAID)
+    said = hits[BERLIN_SAID]
+    assert (said["stale"], said["superseded_by"], said["valid_until"]) == (True, MUNICH, moved)
+    assert hits[MUNICH]["stale"] is False and hits[MUNICH]["claim"] == {
+        "subject": "User", "attribute": "home", "value": "Munich", "polarity": True,
+        "valid_from": moved,
+    }
+    assert local["outdated"] is not None and local["outdated"]["valid_until"] == moved
+    listed = {memory["memory_id"]: memory for memory in local["all"]}
+    assert listed[BERLIN]["claim"]["value"] == "Berlin"  # type: ignore[index]
+    assert listed[BERLIN]["valid_until"] == moved and listed[MUNICH]["valid_until"] is None
+    (superseded,) = [e for e in local["history"] if e["type"] == "memory_superseded"]
+    details = superseded["details"]
+    assert (details["change"], details["decided_by"], details["valid_until"]) == (
+        "updated", "rules", moved
+    )
+    assert [e["type"] for e in local["outdated history"]] == ["memory_added", "memory_outdated"]
+
+
 @pytest.mark.parametrize("kind", ["local", "remote"])
 async def test_both_clients_write_the_same_events(pair: Pair, kind: str) -> None:
     client, ann = pair.client(kind)
@@ -141,6 +201,9 @@ async def test_both_clients_fail_alike(pair: Pair, kind: str) -> None:
         await client.report("no-such-report", user_id=ann)
     with pytest.raises(TypeError):
         await client.context("x", user_id=ann, recent_turns="not a list")  # type: ignore[arg-type]
+    for about in ("", "   ", "x" * 1001):
+        with pytest.raises(ValueError):
+            await client.timeline(about, user_id=ann)
     # No worker runs here.
     with pytest.raises(WorkerUnreachable):
         await client.session_context("trip", user_id=ann)
@@ -176,6 +239,8 @@ def test_the_sync_client_speaks_http_too(world: tuple[Service, InMemoryPublisher
     with MemoryClient(url="http://memstream", api_key=KEY, transport=transport) as memory:
         hits = memory.search("where does Ann live", user_id="ann", limit=1)
         assert [hit["memory_id"] for hit in hits] == ["ann-1"]
+        moved = memory.timeline("where do I live", user_id="cy")
+        assert [entry["value"] for entry in moved["entries"]] == ["Berlin", "Munich"]
         assert memory.settings is None
         since = datetime(2026, 1, 1, tzinfo=UTC)
         assert memory.report("growth", user_id="ann", since=since)["report"] == "growth"

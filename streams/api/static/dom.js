@@ -61,6 +61,15 @@ export function when(iso) {
   return el("time", { datetime: date.toISOString() }, shown);
 }
 
+/** The UTC day of a time of the API (ISO 8601) as a <time> ("2026-04-02"); anything else as is. */
+export function day(iso) {
+  const date = new Date(iso);
+  if (iso === null || iso === undefined || Number.isNaN(date.getTime())) {
+    return el("span", {}, iso ?? "–");
+  }
+  return el("time", { datetime: date.toISOString() }, date.toISOString().slice(0, 10));
+}
+
 /** A number in 0..1 with two decimals; anything else as text. */
 export function fraction(value) {
   return typeof value === "number" ? value.toFixed(2) : String(value ?? "–");

@@ -1,10 +1,13 @@
-// The memory inspector: the key, the tenant's users, and one user's memories, searches and
-// reports. Fetches from /v1 (api.js) and puts the answers in the page (memories.js, search.js,
-// reports.js); errors show in one alert that says what to do.
+// The memory inspector: the key, the tenant's users, and one user's memories, searches,
+// timelines and reports. Fetches from /v1 (api.js) and puts the answers in the page
+// (memories.js, search.js, reports.js); errors show in one alert that says what to do.
 
 import { ApiError, apiKey, call, explain, readiness, segment } from "./api.js";
 import { el, fill, when } from "./dom.js";
-import { STATUSES, TIERS, TYPES, countBy, filtered, filterOptions, memoryDetail, memoryGroups, summary } from "./memories.js";
+import {
+  STATUSES, TIERS, TYPES, countBy, filtered, filterOptions, memoryDetail, memoryGroups, summary,
+  timelineSummary, timelineValue,
+} from "./memories.js";
 import { chartFigure, reportOptions, rowsTable } from "./reports.js";
 import { searchHit } from "./search.js";
 
@@ -114,6 +117,8 @@ async function openUser(userId) {
   $("user-tabs").hidden = false;
   fill($("search-results"));
   $("search-status").textContent = "";
+  fill($("timeline-values"));
+  $("timeline-status").textContent = "";
   fill($("report-output"));
   fill($("memory-detail"), el("p", { class: "hint" }, "Open a memory to see its history and the messages it came from."));
   fill($("memory-summary"));
@@ -131,7 +136,7 @@ async function openUser(userId) {
 
 // --- tabs --------------------------------------------------------------------------------
 
-const TABS = ["memories", "search", "reports"];
+const TABS = ["memories", "search", "timeline", "reports"];
 
 function selectTab(name) {
   for (const tab of TABS) {
@@ -206,10 +211,14 @@ async function showMemory(memoryId) {
     card.querySelector(".memory-open").setAttribute("aria-pressed", String(selected));
   }
   const detail = $("memory-detail");
-  const textOf = (id) => state.memories.find((m) => m.memory_id === id)?.memory ?? null;
   fill(detail, memoryDetail(memory, life, { onOpen: openMemory, textOf }));
   detail.focus({ preventScroll: !NARROW.matches });
   if (NARROW.matches) detail.scrollIntoView({ block: "start" });
+}
+
+/** The words of one of the user's memories, as listed; null when not listed. */
+function textOf(memoryId) {
+  return state.memories.find((m) => m.memory_id === memoryId)?.memory ?? null;
 }
 
 // --- search ------------------------------------------------------------------------------
@@ -229,7 +238,23 @@ async function runSearch() {
   $("search-status").textContent = hits.length
     ? `${hits.length} result${hits.length === 1 ? "" : "s"}, best first.`
     : "No active memory of this user matches.";
-  fill($("search-results"), hits.map((hit, i) => searchHit(hit, { onOpen: openMemory, position: i + 1 })));
+  fill($("search-results"), hits.map((hit, i) => searchHit(hit, { onOpen: openMemory, position: i + 1, textOf })));
+}
+
+// --- timeline ----------------------------------------------------------------------------
+
+async function runTimeline() {
+  const userId = state.userId;
+  const about = $("timeline-about").value.trim();
+  if (!about) return;
+  const subject = $("timeline-subject").value.trim();
+  $("timeline-status").textContent = "Reading the timeline…";
+  const body = { about, user_id: userId };
+  if (subject) body.subject = subject;
+  const answer = await call("memories/timeline", { method: "POST", body });
+  if (userId !== state.userId) return;
+  $("timeline-status").textContent = timelineSummary(answer);
+  fill($("timeline-values"), answer.entries.map((entry) => timelineValue(entry, { onOpen: openMemory, textOf })));
 }
 
 // --- reports -----------------------------------------------------------------------------
@@ -286,6 +311,7 @@ submit($("user-form"), async () => {
   if (userId) await openUser(userId);
 });
 submit($("search-form"), runSearch);
+submit($("timeline-form"), runTimeline);
 submit($("report-form"), runReport);
 for (const select of ["filter-type", "filter-tier", "filter-status"]) {
   $(select).addEventListener("change", showMemories);

@@ -1,9 +1,10 @@
-// The memories view: a user's memories by type with tier and status, and one memory's life.
+// The memories view: a user's memories by type with tier and status, one memory's life, and
+// one attribute over time (the timeline tab: each value a claim held, with its interval).
 //
 // Pure rendering: each function takes what the API answered and returns elements; main.js
 // fetches and wires. Every text from the API goes in through dom.js, as text.
 
-import { badge, el, fraction, terms, when, words } from "./dom.js";
+import { badge, day, el, fraction, terms, when, words } from "./dom.js";
 
 export const TYPES = ["preference", "fact", "correction", "episode", "summary", "entity"];
 export const TIERS = ["short_term", "long_term"];
@@ -138,7 +139,10 @@ export function memoryDetail(memory, history, { onOpen, textOf = () => null } = 
       ["entities", memory.entities?.length ? memory.entities.join(", ") : null],
       ["reinforced", `${memory.reinforcement_count ?? 0}×`],
       ["used", `${memory.access_count ?? 0}× (retrieved)`],
-      ["superseded by", link(memory.superseded_by)],
+      ["claim", memory.claim ? claimText(memory.claim) : null],
+      ["held from", memory.claim ? day(memory.claim.valid_from) : null],
+      ["held until", memory.valid_until ? day(memory.valid_until) : null],
+      [memory.status === "superseded" ? "superseded by" : "replaced by", link(memory.superseded_by)],
     ]),
     el("h4", {}, "History"),
     timeline(history.results ?? [], sources, { link }),
@@ -146,10 +150,16 @@ export function memoryDetail(memory, history, { onOpen, textOf = () => null } = 
   );
 }
 
+/** What a claim asserts, as one line: "User · home = Munich" ("≠" when taken back). */
+export function claimText(claim) {
+  return `${claim.subject} · ${claim.attribute} ${claim.polarity === false ? "≠" : "="} ${claim.value}`;
+}
+
 const STEPS = {
   memory_added: "Added",
   memory_reinforced: "Reinforced",
   memory_superseded: "Superseded",
+  memory_outdated: "Outdated: what it states changed",
   memory_deleted: "Deleted",
   memory_promoted: "Promoted to long-term",
   memory_expired: "Expired",
@@ -180,6 +190,10 @@ export function timeline(entries, sources = new Map(), { link = (id) => id } = {
             ["similarity", details.similarity !== undefined && details.similarity !== null ? fraction(details.similarity) : null],
             ["superseded by", details.superseded_by ? link(details.superseded_by) : null],
             ["replaced", supersedes ? link(details.supersedes) : null],
+            ["change", details.change],
+            ["decided by", details.decided_by],
+            ["held until", details.valid_until ? day(details.valid_until) : null],
+            ["claim", details.claim ? claimText(details.claim) : details.claim_memory_id ? link(details.claim_memory_id) : null],
             ["policy", details.policy],
             ["score", details.score !== undefined ? `${fraction(details.score)} (threshold ${fraction(details.threshold)})` : null],
             ["reason", details.reason],
@@ -219,5 +233,60 @@ function unreadNote(entries, sources) {
     { class: "hint" },
     `${missing.size} cited event${missing.size === 1 ? "" : "s"} could not be read from the chat ` +
       "topic (past its retention, or the user's key destroyed).",
+  );
+}
+
+// --- an attribute over time (POST /v1/memories/timeline) ------------------------------------
+
+/** One line that says what the timeline is: the attribute matched, whose, how many values. */
+export function timelineSummary(answer) {
+  if (answer.attribute === null) {
+    return `Nothing this user said matches “${answer.about}”: try other words (an attribute such as “budget” or “home”).`;
+  }
+  const count = answer.entries.length;
+  return `${answer.attribute} of ${answer.subject}: ${count} value${count === 1 ? "" : "s"}, oldest first.`;
+}
+
+/**
+ * One value the attribute held: its interval (from → until, or "now"), the value, the
+ * statement (a button that opens its memory), its status, what replaced it and the turns
+ * that stated it. `textOf(id)` names another memory by its words when known.
+ */
+export function timelineValue(entry, { onOpen, textOf = () => null } = {}) {
+  const holds = entry.valid_until === null || entry.valid_until === undefined;
+  return el(
+    "li",
+    { class: `held${holds ? " holds-now" : ""}`, "data-memory-id": entry.memory_id },
+    el(
+      "p",
+      { class: "interval" },
+      day(entry.valid_from),
+      " → ",
+      holds ? el("strong", { class: "now" }, "now") : day(entry.valid_until),
+    ),
+    el("p", { class: "held-value" }, entry.polarity === false ? ["no longer: ", entry.value] : entry.value),
+    el("button", { type: "button", class: "memory-open", onclick: () => onOpen?.(entry.memory_id) }, entry.statement),
+    el(
+      "div",
+      { class: "memory-meta" },
+      badge("status", entry.status),
+      entry.superseded_by
+        ? el(
+            "span",
+            { class: "meta replaced-by" },
+            "replaced by ",
+            el(
+              "button",
+              { type: "button", class: "link", title: entry.superseded_by, onclick: () => onOpen?.(entry.superseded_by) },
+              textOf(entry.superseded_by) ?? entry.superseded_by,
+            ),
+          )
+        : null,
+      el(
+        "span",
+        { class: "meta", title: (entry.turns ?? []).join(", ") },
+        `stated in ${(entry.turns ?? []).length} turn${(entry.turns ?? []).length === 1 ? "" : "s"}`,
+      ),
+    ),
   );
 }

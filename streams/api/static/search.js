@@ -1,7 +1,8 @@
 // The search view: each hit with every part of its score (relevance, its meaning and words,
-// importance, recency, use), as bars and numbers, and the weights that combine them.
+// importance, recency, use), as bars and numbers, and the weights that combine them. A hit
+// whose statement no longer held when searched (stale) says since when, and what replaced it.
 
-import { badge, el, fraction, when } from "./dom.js";
+import { badge, day, el, fraction, when } from "./dom.js";
 
 /** The parts of a score, in the order of the formula; `of` is the part a sub-part feeds. */
 const PARTS = [
@@ -13,11 +14,12 @@ const PARTS = [
   { key: "use", label: "use", weighted: true },
 ];
 
-/** One search hit: its score, the memory (a button that opens it), and how the score is made. */
-export function searchHit(hit, { onOpen, position = 1 } = {}) {
+/** One search hit: its score, the memory (a button that opens it), whether it is stale, and
+ *  how the score is made. `textOf(id)` names another memory by its words when known. */
+export function searchHit(hit, { onOpen, position = 1, textOf = () => null } = {}) {
   return el(
     "li",
-    { class: "hit", "data-memory-id": hit.memory_id },
+    { class: `hit${hit.stale ? " is-stale" : ""}`, "data-memory-id": hit.memory_id },
     el(
       "div",
       { class: "hit-memory" },
@@ -27,11 +29,38 @@ export function searchHit(hit, { onOpen, position = 1 } = {}) {
         el("span", { class: "hit-rank", "aria-label": `rank ${position}` }, `#${position}`),
         el("span", { class: "hit-score", title: "rank score (0..1)" }, "score ", el("strong", {}, hit.score.toFixed(3))),
         badge("type", hit.type),
+        hit.stale ? staleBadge(hit) : null,
       ),
       el("button", { type: "button", class: "memory-open", onclick: () => onOpen?.(hit.memory_id) }, hit.memory),
+      hit.stale ? replacedBy(hit, { onOpen, textOf }) : null,
       el("p", { class: "meta" }, "created ", when(hit.created_at)),
     ),
     explanation(hit),
+  );
+}
+
+/** A stale hit's badge: "stale since <day>" (just "stale" when the end is not known). */
+export function staleBadge(hit) {
+  return el(
+    "span",
+    { class: "badge badge-stale", title: "What this memory states no longer held when searched; it ranks below what replaced it." },
+    "stale",
+    hit.valid_until ? [" since ", day(hit.valid_until)] : null,
+  );
+}
+
+/** What replaced a stale hit: a button that opens that memory, named by its words when known. */
+function replacedBy(hit, { onOpen, textOf }) {
+  if (!hit.superseded_by) return el("p", { class: "replaced-by meta" }, "It ran out on its own: nothing replaced it.");
+  return el(
+    "p",
+    { class: "replaced-by meta" },
+    "replaced by ",
+    el(
+      "button",
+      { type: "button", class: "link", title: hit.superseded_by, onclick: () => onOpen?.(hit.superseded_by) },
+      textOf(hit.superseded_by) ?? hit.superseded_by,
+    ),
   );
 }
 

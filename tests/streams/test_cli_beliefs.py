@@ -1,0 +1,98 @@
+"""The ``memstream`` command on a changed fact, without a broker: ``timeline``, and the marks
+``search`` and ``memories list|get`` put on what no longer holds.
+
+Each command is parsed by the real parser and run on a container over the fakes (the user's
+home changed from Berlin to Munich: :mod:`beliefs`), as ``main`` runs it on the real one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from beliefs import BERLIN, BERLIN_SAID, MUNICH, moved_home, project
+from fakes import memory_added, service_on_fakes, unit_settings
+
+from memstream.streams.cli.command import build_parser
+from memstream.streams.service.container import Container
+
+
+@pytest.fixture
+def container(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Container:
+    """Ann's home changed; bo said nothing with a claim."""
+    seeded = [memory_added("bo-tea", "bo", "Bo drinks green tea")]
+    service, publisher, index = service_on_fakes(unit_settings(tmp_path), seeded, monkeypatch)
+    topic = service.container.topics.memories
+    asyncio.run(project(index, publisher, topic, moved_home("ann")))
+    return service.container
+
+
+def run(container: Container, *argv: str) -> int:
+    """``memstream argv`` on ``container``: its exit status."""
+    args = build_parser().parse_args(argv)
+    return int(args.run(args, container))
+
+
+def test_a_timeline_prints_one_line_per_value_oldest_first(
+    container: Container, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(container, "timeline", "--user", "ann", "where do I live") == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "home of User, oldest first:",
+        f"2026-03-01 → 2026-04-02  Berlin · User lives in Berlin · superseded by {MUNICH}",
+        "2026-04-02 → now         Munich · User lives in Munich · active",
+    ]
+    assert run(container, "timeline", "--user", "ann", "home", "--subject", "User", "--json") == 0
+    found = json.loads(capsys.readouterr().out)
+    assert (found["attribute"], [e["value"] for e in found["entries"]]) == (
+        "home", ["Berlin", "Munich"]
+    )
+    assert found["entries"][0]["turns"] == [f"m-{BERLIN}", f"m-{BERLIN_SAID}"]
+
+
+def test_a_timeline_of_nothing_says_so_and_bad_input_is_one_line(
+    container: Container, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(container, "timeline", "--user", "bo", "budget") == 0
+    assert capsys.readouterr().out == "nothing the user said matches 'budget': try other words\n"
+    assert run(container, "timeline", "--user", "bo", "budget", "--json") == 0
+    assert json.loads(capsys.readouterr().out)["entries"] == []
+    for about in ("", "   ", "x" * 1001):
+        assert run(container, "timeline", "--user", "ann", about) == 2
+        said = capsys.readouterr()
+        assert said.out == "" and said.err.startswith("error: about ")
+        assert said.err.count("\n") == 1 and "Traceback" not in said.err
+
+
+def test_search_marks_a_stale_hit_with_what_replaced_it(
+    container: Container, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(container, "search", "--user", "ann", "where does the user live") == 0
+    lines = capsys.readouterr().out.splitlines()
+    (munich,) = [line for line in lines if "User lives in Munich" in line]
+    (said,) = [line for line in lines if "] I live in Berlin" in line]
+    assert lines.index(munich) < lines.index(said)
+    assert said.endswith(f"[stale since 2026-04-02, replaced by {MUNICH}]")
+    assert "stale" not in munich
+    assert run(container, "search", "--user", "ann", "where does the user live", "--json") == 0
+    hits = {hit["memory_id"]: hit for hit in json.loads(capsys.readouterr().out)}
+    assert hits[BERLIN_SAID]["stale"] is True and hits[MUNICH]["stale"] is False
+
+
+def test_a_listing_shows_until_when_what_a_memory_states_held(
+    container: Container, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(container, "memories", "list", "--user", "ann", "--all") == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert f"[fact] (0.70) User lives in Berlin  <superseded by {MUNICH}, until 2026-04-02>" in lines
+    assert (
+        "[episode] (0.70) I live in Berlin and I ride to work  "
+        f"<active, until 2026-04-02, replaced by {MUNICH}>"
+    ) in lines
+    assert "[fact] (0.70) User lives in Munich" in lines
+    assert run(container, "memories", "get", BERLIN, "--user", "ann") == 0
+    shown = capsys.readouterr().out
+    assert f"status   superseded by {MUNICH}, until 2026-04-02" in shown
+    assert "claim    User · home = Berlin · since 2026-03-01" in shown
