@@ -73,6 +73,7 @@ PLAIN_TEXT_FIELDS: frozenset[str] = frozenset(
         # The memories a claim is stated in, and the claim an outdated memory states: ids of
         # memories, minted by memstream (derived_id).
         "stated_in",
+        "states",
         "claim_memory_id",
         # Provenance: which extractor, LLM model and prompt made an extraction or memory.
         # Operator configuration (settings, code), never the user's words; the failure and
@@ -481,6 +482,9 @@ class MemoryCandidate(Frozen):
     context: Annotated[str, StringConstraints(max_length=20_000)] = ""
     #: What the memory asserts (a fact or preference), when the extractor could tell.
     claim: Claim | None = None
+    #: An end the memory states itself ("I'm at the Lyon branch until Friday"): it holds
+    #: until then (event time).
+    valid_until: AwareDatetime | None = None
 
 
 class ExtractionRecorded(Event):
@@ -529,8 +533,8 @@ class MemoryAdded(Event):
     and replay takes that vector instead of embedding again. Earlier events have none (the
     projection embeds them). Version 4 carries the memory's ``claim`` (what a fact or
     preference asserts, with its validity) and ``stated_in``, the memories of the same
-    extraction that state it (its turn's episode, the summary quoting it); earlier events
-    have neither.
+    extraction that state it (its turn's episode, the summary quoting it); an episode's or
+    summary's carries ``states``, the claims it states; earlier events have none.
     """
 
     #: The entities are names taken from the user's words: content too; so is the context,
@@ -563,6 +567,11 @@ class MemoryAdded(Event):
     #: The memories that state the claim too (episodes, summaries), so they can be marked
     #: when it ends.
     stated_in: tuple[Identifier, ...] = ()
+    #: An episode's or summary's: the claims of its extraction it states (memory ids). It
+    #: no longer holds once every one of them has ended.
+    states: tuple[Identifier, ...] = ()
+    #: An end the memory states itself (see ``MemoryCandidate``).
+    valid_until: AwareDatetime | None = None
 
 
 #: How a supersession ended its memory: a new value (``updated``), or the value taken back
@@ -613,10 +622,11 @@ class MemorySuperseded(Event):
 
 
 class MemoryOutdated(Event):
-    """A memory that states a claim (an episode, a summary) is marked: the claim ended, or
-    ends, at ``valid_until`` (event time). The memory stays in the current view, marked and
-    ranked below what replaced the claim (``superseded_by``; None when the claim ran out
-    on its own: "in Berlin this week").
+    """A claim that a memory states (an episode, a summary) ended, or ends, at
+    ``valid_until`` (event time). Once every claim the memory states has ended, the memory
+    no longer holds: it stays in the current view, marked and ranked below what replaced
+    the claim (``superseded_by``; None when the claim ran out on its own: "in Berlin this
+    week").
     """
 
     type: Literal["memory_outdated"] = "memory_outdated"

@@ -55,6 +55,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from memstream.models.beliefs import KnownClaim, mentions
 from memstream.models.conversation import speaker, truncate, turn_context
@@ -65,7 +66,12 @@ from memstream.models.events import (
     MemoryType,
     TranscriptMessage,
 )
-from memstream.models.extraction.claims import ClaimFinding, read_claims
+from memstream.models.extraction.claims import (
+    ClaimFinding,
+    person_named,
+    read_claims,
+    state_end,
+)
 from memstream.models.extraction.entities import _entities, _mid_sentence_capitals, _unique
 from memstream.models.extraction.port import (
     MAX_ANALYSED_CHARS,
@@ -139,6 +145,7 @@ def extract_candidates(messages: Sequence[TranscriptMessage]) -> tuple[MemoryCan
     attributed = _attributed_speakers(said)
     known_names = _mid_sentence_capitals(sentence for turn in turns for sentence in turn.sentences)
     drafts = _Drafts()
+    referent: str | None = None  # whom "she" or "his" means: the last person named
     for index, turn in enumerate(turns):
         if turn.message.role != "user":
             continue
@@ -148,6 +155,7 @@ def extract_candidates(messages: Sequence[TranscriptMessage]) -> tuple[MemoryCan
         text = " ".join(turn.message.content[:MAX_ANALYSED_CHARS].split())
         if text:
             context, shown = turn_context(said, index)
+            ends = [state_end(s, turn.message.occurred_at) for s in turn.sentences]
             drafts.add(
                 "episode",
                 text if subject is None else f"{subject}: {text}",
@@ -155,6 +163,7 @@ def extract_candidates(messages: Sequence[TranscriptMessage]) -> tuple[MemoryCan
                 (*source, *(s for s in shown if s not in source)),
                 entities,
                 context,
+                valid_until=max((end for end in ends if end is not None), default=None),
             )
         for sentence in turn.sentences:
             analysis = _analyse_sentence(sentence)
@@ -166,8 +175,10 @@ def extract_candidates(messages: Sequence[TranscriptMessage]) -> tuple[MemoryCan
                 content = _about(finding.content, subject)
                 statements.append((finding.memory_type, content))
                 drafts.add(finding.memory_type, content, finding.importance, source, found)
-            for read in read_claims(sentence, subject or "User", turn.message.occurred_at):
+            speaking = subject or "User"
+            for read in read_claims(sentence, speaking, turn.message.occurred_at, referent):
                 drafts.claim(read, statements, source, _entities(sentence, known_names))
+            referent = person_named(sentence, speaking) or referent
     summary = _summary(turns, known_names)
     if summary is not None:
         drafts.add(
@@ -221,6 +232,7 @@ class _Draft:
     entities: list[str] = field(default_factory=list)
     context: str = ""
     claim: Claim | None = None
+    valid_until: datetime | None = None
 
 
 class _Drafts:
@@ -237,6 +249,8 @@ class _Drafts:
         sources: Iterable[str],
         entities: Iterable[str],
         context: str = "",
+        *,
+        valid_until: datetime | None = None,
     ) -> None:
         content = truncate(content.strip(), MAX_CONTENT_CHARS)
         key = _dedup_key(content)
@@ -244,7 +258,9 @@ class _Drafts:
             return
         draft = self._by_key.get(key)
         if draft is None:
-            draft = self._by_key[key] = _Draft(memory_type, content, importance, context=context)
+            draft = self._by_key[key] = _Draft(
+                memory_type, content, importance, context=context, valid_until=valid_until
+            )
         else:
             draft.importance = max(draft.importance, importance)
         draft.sources = _unique([*draft.sources, *sources])
@@ -293,6 +309,7 @@ class _Drafts:
                 entities=tuple(draft.entities),
                 context=draft.context,
                 claim=draft.claim,
+                valid_until=draft.valid_until,
             )
             for draft in self._by_key.values()
             if draft.importance >= MIN_IMPORTANCE

@@ -60,6 +60,8 @@ _MEMORY_COLUMN_DOCS: Mapping[str, str] = {
     "valid_until": "event time it stopped holding: replaced, taken back, or its stated end",
     "stated_until": "the end a claim stated itself (in Berlin this week)",
     "stated_in": "a claim's: the memories stating it too (episodes, summaries; list)",
+    "states": "an episode's or summary's: the claims it states (list)",
+    "ended_claims": "of those claims, the ones that ended (list); all ended: it no longer holds",
 }
 
 

@@ -131,8 +131,14 @@ def new_row(event: MemoryAdded, position: SourcePosition, embedding_model: str) 
 def claim_columns(event: MemoryAdded) -> Row:
     """The claim columns of a memory's row (null for a memory without a claim)."""
     claim = event.claim
+    lists = {
+        "stated_in": list(event.stated_in), "states": list(event.states), "ended_claims": [],
+    }
     if claim is None:
-        return {name: None for name in CLAIM_COLUMNS} | {"stated_in": list(event.stated_in)}
+        until = event.valid_until.astimezone(UTC) if event.valid_until else None
+        return {name: None for name in CLAIM_COLUMNS} | lists | {
+            "valid_until": until, "stated_until": until,
+        }
     return {
         "claim_subject": claim.subject,
         "claim_attribute": claim.attribute,
@@ -142,7 +148,7 @@ def claim_columns(event: MemoryAdded) -> Row:
         "valid_from": claim.valid_from.astimezone(UTC),
         "valid_until": claim.valid_until.astimezone(UTC) if claim.valid_until else None,
         "stated_until": claim.valid_until.astimezone(UTC) if claim.valid_until else None,
-        "stated_in": list(event.stated_in),
+        **lists,
     }
 
 

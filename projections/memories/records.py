@@ -85,6 +85,9 @@ class MemoryRecord:
     stated_until: datetime | None = None
     #: A claim's: the memories that state it too.
     stated_in: tuple[str, ...] = ()
+    #: An episode's or summary's: the claims it states, and those of them that ended.
+    states: tuple[str, ...] = ()
+    ended_claims: tuple[str, ...] = ()
 
     @property
     def claim(self) -> Claim | None:
@@ -118,6 +121,8 @@ class MemoryRecord:
         """
         if self.status == "superseded" and (self.ended_at is None or self.ended_at <= moment):
             return True
+        if self.states and not set(self.states) <= set(self.ended_claims):
+            return False  # it states a claim that still holds
         return self.valid_until is not None and self.valid_until <= moment
 
 
@@ -147,4 +152,6 @@ def _record_fields(row: dict[str, Any]) -> dict[str, Any]:
         "source_event_ids": tuple(row["source_event_ids"]),
         "entities": tuple(row["entities"]),
         "stated_in": tuple(row.get("stated_in") or ()),
+        "states": tuple(row.get("states") or ()),
+        "ended_claims": tuple(row.get("ended_claims") or ()),
     }

@@ -65,6 +65,8 @@ VIEW_COLUMNS = (
         "valid_until",
         "stated_until",
         "stated_in",
+        "states",
+        "ended_claims",
     )),
 )
 
@@ -196,6 +198,10 @@ def memory_schema(dimensions: int, embedding_model: str) -> pa.Schema:
             pa.field("stated_until", pa.timestamp("us", tz="UTC"), nullable=True),
             # A claim's: the memories that state it too (its turns' episodes, summaries).
             required("stated_in", pa.list_(pa.string())),
+            # An episode's or summary's: the claims it states, and those of them that ended
+            # (it no longer holds once all have).
+            required("states", pa.list_(pa.string())),
+            required("ended_claims", pa.list_(pa.string())),
             required("vector", pa.list_(pa.float32(), dimensions)),
         ],
         metadata={

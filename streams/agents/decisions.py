@@ -299,8 +299,9 @@ class MemoryDecider:
         stated: dict[str, tuple[str, ...]],
     ) -> list[Event]:
         """``events`` with each claim's ``stated_in`` filled (the episode of its turn, the
-        summary or correction quoting it), then a :class:`MemoryOutdated` for every memory
-        that states a claim ended here, or one that ends on its own."""
+        summary or correction quoting it) and each such memory's ``states``, then a
+        :class:`MemoryOutdated` for every memory that states a claim ended here, or one that
+        ends on its own."""
         candidates = recorded.candidates
         statements = {
             index: tuple(
@@ -313,12 +314,17 @@ class MemoryDecider:
             for index in beliefs
         }
         by_memory = {made[i]: statements[i] for i in beliefs if i in made}
+        # And the other way: the claims each episode or summary states.
+        states: dict[str, list[str]] = {}
+        for claim_id, stating in by_memory.items():
+            for memory_id in stating:
+                states.setdefault(memory_id, []).append(claim_id)
         filled: list[Event] = []
         for event in events:
-            if isinstance(event, MemoryAdded | MemoryReinforced) and event.memory_id in by_memory:
-                if isinstance(event, MemoryAdded) and event.claim is None:
-                    filled.append(event)
-                    continue
+            if isinstance(event, MemoryAdded) and event.claim is None:
+                if event.memory_id in states:
+                    event = event.model_copy(update={"states": tuple(states[event.memory_id])})
+            elif isinstance(event, MemoryAdded | MemoryReinforced) and event.memory_id in by_memory:
                 event = event.model_copy(update={"stated_in": by_memory[event.memory_id]})
             filled.append(event)
         outdated: list[MemoryOutdated] = []
@@ -543,6 +549,7 @@ class MemoryDecider:
                 vector=pack_vector(vector.tolist()),
                 embedding_model=self.embedder.model_id,
                 claim=claim,
+                valid_until=candidate.valid_until,
                 **common,
             )
         ]

@@ -46,7 +46,7 @@ PLAIN: dict[str, set[str]] = {
     },
     "memory_added": {
         "extractor", "memory_id", "memory_type", "importance", "tier", "extraction_event_id",
-        "source_event_ids", "embedding_model", "stated_in",
+        "source_event_ids", "embedding_model", "stated_in", "states", "valid_until",
     },
     "memory_reinforced": {
         "memory_id", "extraction_event_id", "source_event_ids", "similarity", "stated_in",

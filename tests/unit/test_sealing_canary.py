@@ -37,7 +37,7 @@ PLAIN_IDS = frozenset({
     "event_id", "user_id", "agent_id", "session_id", "memory_id", "superseded_by",
     "extraction_event_id", "consolidation_event_id", "source_event_ids", "last_event_id",
     "erasure_id", "extractor", "extractor_version", "model", "prompt_version",
-    "embedding_model", "stated_in", "claim_memory_id",
+    "embedding_model", "stated_in", "states", "claim_memory_id",
 })
 USERS = ("ann", "bob", "o'hara ünï")
 #: Every event type of every topic.
