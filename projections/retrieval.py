@@ -83,6 +83,12 @@ NO_SESSION = "-"
 STALE_WEIGHT = 0.8
 #: Most ``superseded_by`` links followed from a stale hit to what holds now.
 MAX_CHAIN = 8
+#: Two hits whose scores differ by less than this share are a near tie: the newer first.
+NEAR_TIE = 0.05
+#: So are two hits found this few places apart whose scores are within
+#: :data:`NEAR_TIE_PLACES_MARGIN` (relative): a newer hit never climbs over a much better one.
+NEAR_TIE_PLACES = 3
+NEAR_TIE_PLACES_MARGIN = 0.25
 
 #: Section headers of the context; a type missing here gets a header made from its name.
 SECTION_HEADERS: Mapping[str, str] = {
@@ -395,45 +401,48 @@ class Retriever:
         A link whose end was not yet recorded at ``now`` marks nothing (a point-in-time
         read sees what memstream knew then).
         """
+        stale = [item.memory for item in ranked if item.memory.stale_at(now)]
+        found = {item.memory.memory_id: item.memory for item in ranked}
+        holders = self._holders(user_id, stale, now, filters, found) if stale else {}
         marked: list[RankedMemory] = []
         heads: dict[str, MemoryRecord] = {}
         for item in ranked:
             memory = item.memory
-            if not memory.stale_at(now):
+            if memory.memory_id not in holders:
                 marked.append(item)
                 continue
-            head = self._holder(user_id, memory, now, filters)
+            head = holders[memory.memory_id]
             if head is None and memory.superseded_by is not None:
                 marked.append(item)  # what replaced it was not known at ``now``
                 continue
             marked.append(replace(item, stale=True, rank_score=item.rank_score * STALE_WEIGHT))
             if head is not None:
                 heads[memory.memory_id] = head
-        order = sorted(marked, key=lambda item: -item.rank_score)  # stable: ties keep order
+        order = newest_on_near_ties(sorted(marked, key=lambda item: -item.rank_score))
         for stale_id, head in heads.items():
             at = next(i for i, item in enumerate(order) if item.memory.memory_id == stale_id)
-            found = next(
+            head_at = next(
                 (i for i, item in enumerate(order) if item.memory.memory_id == head.memory_id),
                 None,
             )
-            if found is not None and found < at:
-                order[found] = replace(order[found], replaces=stale_id)
+            if head_at is not None and head_at < at:
+                order[head_at] = replace(order[head_at], replaces=stale_id)
                 continue
-            stale = order[at]
-            if found is not None:
+            stale_item = order[at]
+            if head_at is not None:
                 # Below its stale hit: it takes the stale hit's score, and its place above.
-                item = order.pop(found)
+                item = order.pop(head_at)
                 moved = replace(
-                    item, rank_score=max(item.rank_score, stale.rank_score), replaces=stale_id
+                    item, rank_score=max(item.rank_score, stale_item.rank_score), replaces=stale_id
                 )
             else:
                 moved = replace(
-                    stale,
+                    stale_item,
                     memory=MemoryHit(
                         **{f: getattr(head, f) for f in _RECORD_FIELDS},
-                        score=stale.memory.score,
-                        similarity=stale.memory.similarity,
-                        words=stale.memory.words,
+                        score=stale_item.memory.score,
+                        similarity=stale_item.memory.similarity,
+                        words=stale_item.memory.words,
                     ),
                     stale=False,
                     replaces=stale_id,
@@ -448,27 +457,50 @@ class Retriever:
                     del order[index]
         return order
 
-    def _holder(
-        self, user_id: str, memory: MemoryRecord, now: datetime, filters: SearchFilters
-    ) -> MemoryRecord | None:
-        """What holds at ``now`` in the place of ``memory``: ``superseded_by``, followed
-        through later supersessions; None when the chain ends in nothing that holds then
-        (retracted and expired claims included) or is not the user's."""
-        seen = {memory.memory_id}
-        link = memory.superseded_by
+    def _holders(
+        self,
+        user_id: str,
+        stale: Sequence[MemoryRecord],
+        now: datetime,
+        filters: SearchFilters,
+        known: Mapping[str, MemoryRecord],
+    ) -> dict[str, MemoryRecord | None]:
+        """For each stale memory, what holds at ``now`` in its place: ``superseded_by``,
+        followed through later supersessions (one read of the projection per step of the
+        chains, for all of them); None when a chain ends in nothing that holds then
+        (retracted and expired claims included), leaves the allowed types, or is not the
+        user's. Links to memories in ``known`` (the search's own hits) are not read again."""
+        found: dict[str, MemoryRecord | None] = {}
+        following = {m.memory_id: m.superseded_by for m in stale}
+        seen = {m.memory_id: {m.memory_id} for m in stale}
         for _ in range(MAX_CHAIN):
-            if link is None or link in seen:
-                return None
-            seen.add(link)
-            record = self.projection.get(user_id, link)
-            if record is None or record.created_at > now or record.status == "deleted":
-                return None
-            if filters.memory_types is not None and record.memory_type not in filters.memory_types:
-                return None
-            if not record.stale_at(now) and (record.ended_at is None or record.ended_at > now):
-                return record
-            link = record.superseded_by
-        return None
+            wanted = sorted(
+                {link for link in following.values() if link is not None and link not in known}
+            )
+            records = {**known, **(self.projection.get_many(user_id, wanted) if wanted else {})}
+            for stale_id, link in list(following.items()):
+                record = records.get(link) if link is not None else None
+                ends = (
+                    link is None
+                    or link in seen[stale_id]
+                    or record is None
+                    or record.created_at > now
+                    or record.status == "deleted"
+                    or (filters.memory_types is not None
+                        and record.memory_type not in filters.memory_types)
+                )
+                if ends or record is None:
+                    found[stale_id] = None
+                    del following[stale_id]
+                elif not record.stale_at(now) and (record.ended_at is None or record.ended_at > now):
+                    found[stale_id] = record
+                    del following[stale_id]
+                else:
+                    seen[stale_id].add(record.memory_id)
+                    following[stale_id] = record.superseded_by
+            if not following:
+                break
+        return found | dict.fromkeys(following)
 
     def access_event(
         self,
@@ -543,6 +575,38 @@ class Retriever:
                 admitted.append(item)
                 text = trial
         return {item.memory.memory_id for item in admitted}, text
+
+
+def newest_on_near_ties(
+    ranked: Sequence[RankedMemory], margin: float = NEAR_TIE
+) -> list[RankedMemory]:
+    """``ranked`` (best first) with each memory moved above the ones before it that are
+    older and score within ``margin`` (relative) of it, taking their score: of two
+    statements a question finds almost equally, the newer is the likelier to hold now (a
+    value said again differently, "my rent went up to 950"). Scores stay best first."""
+    order: list[RankedMemory] = []
+    found_at = {id(item): place for place, item in enumerate(ranked)}
+    for place, item in enumerate(ranked):
+        at = len(order)
+        while at > 0:
+            above = order[at - 1]
+            near = (
+                item.rank_score >= above.rank_score * (1 - margin)
+                or place - found_at.get(id(above), place) <= NEAR_TIE_PLACES
+                and item.rank_score >= above.rank_score * (1 - NEAR_TIE_PLACES_MARGIN)
+            )
+            if item.stale or _said_at(item) <= _said_at(above) or not near:
+                break  # what no longer holds never climbs
+            at -= 1
+        if at < len(order):
+            item = replace(item, rank_score=order[at].rank_score)
+        order.insert(at, item)
+    return order
+
+
+def _said_at(item: RankedMemory) -> datetime:
+    """When a memory was said: its claim's start, else its event time."""
+    return item.memory.valid_from or item.memory.created_at
 
 
 #: The fields of a record, carried over when a record becomes a hit.

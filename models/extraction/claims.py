@@ -53,6 +53,7 @@ from datetime import datetime, timedelta
 from memstream.models.beliefs import attribute_key
 from memstream.models.events import Cardinality, Claim, ClaimCue, MemoryType
 from memstream.models.extraction.statements import _TIME_BOUND_RE, _clean_object
+from memstream.models.extraction.words import _words
 
 #: Longest value kept (words); a longer stretch is a clause, not a value.
 MAX_VALUE_WORDS = 6
@@ -84,6 +85,9 @@ _SUBJECT = (
     rf"(?P<subj>(?:i|we)(?=\s|'|$)|{_MY}\s+(?P<rel>{_RELATIONS})"
     r"(?:\s*,?\s+(?P<relname>[A-Z][\w'-]+))?|he|she)"
 )
+#: Whose attribute a "my X is Y" statement gives: the speaker's ("my"), or someone's the
+#: speaker names ("my sister's", "her").
+_OWNER = rf"(?P<owner>{_MY}\s+(?:(?P<orel>{_RELATIONS})(?:'s|s')\s+)?|(?P<opron>his|her)\s+)"
 _BE = r"(?:'m|'s|'re|\s+am|\s+is|\s+are)"
 _HAVE3 = r"(?:'ve|'s|\s+have|\s+has)?"
 
@@ -101,10 +105,10 @@ _DATE = (
     r"q[1-4]|next\s+(?:week|month|year|spring|summer|autumn|fall|winter))"
 )
 _MONEY = (
-    r"(?:(?:[$€£¥]|usd|eur|gbp)\s*)?\d[\d,.]*(?:\s*(?:k|m|bn|thousand|million))?"
+    r"(?:(?:[$€£¥]|usd|eur|gbp)\s*)?\d[\d,.]*(?:\s*(?:k|m|bn|thousand|million)\b)?"
     r"(?:\s*(?:euros?|dollars?|pounds?|bucks|usd|eur|gbp|chf|yen|per\s+month|a\s+month|"
     r"a\s+year|per\s+year|per\s+night|a\s+night|kg|kilos?|lbs?|pounds|km|miles|cm|m2|"
-    r"square\s+meters|sq\s*ft|hours?|days?|weeks?|people|guests|seats?|rooms?))*"
+    r"square\s+meters|sq\s*ft|hours?|days?|weeks?|people|guests|seats?|rooms?)\b)*"
 )
 _NUMBER_WORDS = {
     "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
@@ -113,7 +117,10 @@ _NUMBER_WORDS = {
 _COUNT = r"(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
 _PETS = (
     r"(?:dog|puppy|cat|kitten|hamster|rabbit|bunny|parrot|bird|fish|goldfish|turtle|tortoise|"
-    r"snake|lizard|gecko|horse|pony|guinea\s+pig|ferret|budgie|chicken|goat|pig)"
+    r"snake|lizard|gecko|horse|pony|guinea\s+pig|ferret|budgie|chicken|goat|pig|"
+    r"dachshund|greyhound|beagle|labrador|poodle|terrier|spaniel|collie|husky|retriever|pug|"
+    r"corgi|bulldog|chihuahua|dalmatian|schnauzer|boxer|whippet|sheepdog|cockatiel|canary|"
+    r"tabby|siamese)"
 )
 _DIETS = (
     r"(?:vegetarian|vegan|pescatarian|pescetarian|flexitarian|carnivore|keto|paleo|"
@@ -163,11 +170,27 @@ _OVER = re.compile(r"\s+(?:over|rather\s+than|instead\s+of|more\s+than|to|than)\
 _OPTION_END = re.compile(r"\s+(?:on|when|for|in|at|during|whenever|if)\s+", re.IGNORECASE)
 _LEADING_ARTICLE = re.compile(r"^(?:the|a|an|my|our)\s+", re.IGNORECASE)
 #: Nouns of occupations that do not end like one (-er, -or, -ist, ...).
-_OCCUPATIONS = frozenset(
-    ["nurse", "doctor", "chef", "pilot", "lawyer", "student", "dentist", "surgeon", "vet", "veterinarian", "midwife", "paramedic", "firefighter", "barista", "cashier", "clerk", "judge", "attorney", "coach", "tutor", "professor", "intern", "apprentice", "analyst", "architect", "economist", "mechanic", "plumber", "electrician", "carpenter", "pharmacist", "physician", "therapist", "psychologist", "psychiatrist", "scientist", "engineer", "consultant", "accountant", "journalist", "editor", "author", "artist", "designer", "developer", "programmer", "freelancer", "entrepreneur", "founder", "ceo", "cto", "cfo", "director", "secretary", "receptionist", "assistant", "librarian", "waiter", "waitress", "bartender", "chemist", "biologist", "physicist", "researcher", "postdoc", "lecturer", "principal", "realtor", "agent", "broker", "banker", "trader", "nanny", "caregiver", "carer", "cleaner", "farmer", "baker", "butcher", "florist", "tailor", "soldier", "officer", "detective", "sergeant", "captain", "admin"]
+_OCCUPATIONS = _words(
+    """
+    nurse doctor chef pilot lawyer student dentist surgeon vet veterinarian midwife
+    paramedic firefighter barista cashier clerk judge attorney coach tutor professor
+    intern apprentice analyst architect economist mechanic plumber electrician carpenter
+    pharmacist physician therapist psychologist psychiatrist scientist engineer
+    consultant accountant journalist editor author artist designer developer programmer
+    freelancer entrepreneur founder ceo cto cfo director secretary receptionist
+    assistant librarian waiter waitress bartender chemist biologist physicist researcher
+    postdoc lecturer principal realtor agent broker banker trader nanny caregiver carer
+    cleaner farmer baker butcher florist tailor soldier officer detective sergeant
+    captain admin
+    """
 )
-_NOT_OCCUPATIONS = frozenset(
-    ["mother", "father", "brother", "sister", "daughter", "son", "member", "owner", "lover", "beginner", "fan", "user", "customer", "player", "reader", "listener", "speaker", "smoker", "drinker", "runner", "swimmer", "walker", "sleeper", "person", "people", "partner", "neighbour", "neighbor", "fighter", "thinker", "dreamer", "introvert", "extrovert", "early", "bird", "night", "owl", "morning", "evening", "worker", "foodie", "rider", "driver", "winner", "loser"]
+_NOT_OCCUPATIONS = _words(
+    """
+    mother father brother sister daughter son member owner lover beginner fan user
+    customer player reader listener speaker smoker drinker runner swimmer walker sleeper
+    person people partner neighbour neighbor fighter thinker dreamer introvert extrovert
+    early bird night owl morning evening worker foodie rider driver winner loser
+    """
 )
 _OCCUPATION_ENDINGS = (
     "er", "or", "ist", "ian", "ant", "ent", "eer", "ect", "man", "woman", "person",
@@ -227,8 +250,12 @@ def _place(text: str) -> str:
     return value if value and value.split()[0].lower() not in _STOP_VALUES else ""
 
 
-_STOP_VALUES = frozenset(
-    ["it", "that", "this", "there", "here", "them", "him", "her", "you", "me", "us", "a", "an", "the", "some", "something", "someone", "anything", "anywhere", "somewhere", "everywhere", "nowhere", "home", "work", "school", "town", "place", "city", "country", "house"]
+_STOP_VALUES = _words(
+    """
+    it that this there here them him her you me us a an the some something someone
+    anything anywhere somewhere everywhere nowhere home work school town place city
+    country house
+    """
 )
 
 
@@ -252,12 +279,16 @@ def _end_of_day(at: datetime) -> datetime:
 
 
 _DURATION_RE = re.compile(
-    rf"\b(?:(?:for\s+)?(?:this|the)\s+(?P<span>week|weekend|month)|today|tonight|"
+    rf"\b(?:(?:for\s+|over\s+)?(?:this|the)\s+(?P<span>week|weekend|month)|today|tonight|"
     rf"(?:for\s+)?(?:the\s+)?(?:next|coming)\s+(?P<n>{_COUNT}|few|couple\s+of)\s+"
     r"(?P<unit>days?|weeks?|months?)|"
-    rf"for\s+(?P<n2>{_COUNT}|a\s+few|a\s+couple\s+of)\s+(?P<unit2>days?|weeks?|months?)|"
-    rf"until\s+(?P<until>{_WEEKDAYS}|the\s+weekend|next\s+week|{_MONTHS}\s+\d{{1,2}}|"
-    rf"the\s+\d{{1,2}}(?:st|nd|rd|th)?))\b",
+    rf"for\s+(?:just\s+|only\s+)?(?P<n2>{_COUNT}|a|an|a\s+few|a\s+couple\s+of)\s+"
+    r"(?P<unit2>days?|weeks?|months?)|"
+    rf"(?P<n3>{_COUNT}|a|one)[\s-](?P<unit3>day|week|month)\s+(?:stint|secondment|trial|"
+    r"placement|assignment|cover|break|challenge|experiment|stay|trip|contract|loan)|"
+    rf"(?:until|till|til|through|thru)\s+(?P<until>{_WEEKDAYS}|the\s+weekend|next\s+week|"
+    rf"the\s+end\s+of\s+(?:the\s+)?(?:week|month)|{_MONTHS}\s+\d{{1,2}}|"
+    rf"\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTHS}|the\s+\d{{1,2}}(?:st|nd|rd|th)?))\b",
     re.IGNORECASE,
 )
 
@@ -278,7 +309,8 @@ def stated_end(text: str, at: datetime) -> datetime | None:
     match = _DURATION_RE.search(text)
     if match is None:
         return None
-    span, unit = match.group("span"), match.group("unit") or match.group("unit2")
+    span = match.group("span")
+    unit = match.group("unit") or match.group("unit2") or match.group("unit3")
     if span == "week":
         return _end_of_day(at + timedelta(days=6 - at.weekday()))
     if span == "weekend":
@@ -287,12 +319,18 @@ def stated_end(text: str, at: datetime) -> datetime | None:
         last = calendar.monthrange(at.year, at.month)[1]
         return _end_of_day(at.replace(day=last))
     if unit:
-        raw = (match.group("n") or match.group("n2") or "").lower()
+        raw = (match.group("n") or match.group("n2") or match.group("n3") or "").lower()
         count = 3 if "few" in raw else 2 if "couple" in raw else _count(raw)
         days = {"day": 1, "week": 7, "month": 30}[unit.lower().rstrip("s")]
         return _end_of_day(at + timedelta(days=count * days))
     until = (match.group("until") or "").lower()
     if until:
+        if "end of" in until:
+            span_end = "month" if "month" in until else "week"
+            return stated_end(f"this {span_end}", at)
+        day_of_month = re.search(r"\d{1,2}", until)
+        if day_of_month is not None:
+            return _next_day_of_month(at, int(day_of_month.group()), until)
         for index, day in enumerate(calendar.day_name):
             if day.lower() in until:
                 ahead = (index - at.weekday()) % 7 or 7
@@ -301,11 +339,46 @@ def stated_end(text: str, at: datetime) -> datetime | None:
     return _end_of_day(at)  # today, tonight
 
 
+def _next_day_of_month(at: datetime, day: int, text: str) -> datetime | None:
+    """The first date on or after ``at`` with day ``day`` (of the month ``text`` names, if
+    it names one), at the end of that day; None when there is no such date within a year."""
+    months = [i for i, name in enumerate(calendar.month_name) if name and name.lower()[:3] in text]
+    for ahead in range(13):
+        month_index = (at.month - 1 + ahead) % 12 + 1
+        year = at.year + (at.month - 1 + ahead) // 12
+        if months and month_index not in months:
+            continue
+        if day <= calendar.monthrange(year, month_index)[1]:
+            moment = _end_of_day(at.replace(year=year, month=month_index, day=day))
+            if moment >= at:
+                return moment
+    return None
+
+
 def _count(text: str) -> int:
     text = text.strip().lower()
     if text.isdigit():
         return int(text)
-    return _NUMBER_WORDS.get(text, 1)
+    return _NUMBER_WORDS.get(text, 1)  # "a", "an", "one"
+
+
+#: A statement of how someone is for now: a subject and a verb in the present ("I'm at the
+#: Lyon branch", "my brother is doing keto", "I report to Felipe").
+_PRESENT_STATE = re.compile(
+    rf"\b(?:{_IM}|we're|(?:i|we)\s+(?!\w+ed\b)\w+|(?:he|she)(?:'s|\s+is)|"
+    rf"{_MY}\s+{_RELATIONS}(?:\s+[A-Z]\w+)?\s+(?:is|'s|has|\w+s)\b)",
+    re.IGNORECASE,
+)
+
+
+def state_end(sentence: str, at: datetime) -> datetime | None:
+    """The end a sentence gives a present state of someone ("I'm at the Lyon branch until
+    Friday", "my brother is doing keto for one week only"); None when it states none, or
+    when its duration reaches back ("I've been vegetarian for two weeks")."""
+    text = " ".join(sentence.replace("\u2019", "'").split())
+    if text.endswith("?") or _PAST_DURATION.search(text) or not _PRESENT_STATE.search(text):
+        return None
+    return stated_end(text, at)
 
 
 # --- the patterns ---------------------------------------------------------------------------
@@ -421,8 +494,11 @@ def _date(match: re.Match[str]) -> _Read | None:
     return _Read("date", attribute, value, importance=0.75)
 
 
-_NOT_ATTRIBUTES = frozenset(
-    ["it", "this", "that", "there", "question", "answer", "point", "guess", "bet", "problem", "issue", "idea", "thing", "day", "time", "way", "plan", "goal", "hope", "bad", "turn", "fault", "pleasure"]
+_NOT_ATTRIBUTES = _words(
+    """
+    it this that there question answer point guess bet problem issue idea thing day time
+    way plan goal hope bad turn fault pleasure
+    """
 )
 
 
@@ -527,7 +603,8 @@ def _likes_gone(match: re.Match[str]) -> _Read | None:
 
 #: Options a preference chooses between, by what they are options of.
 _CHOICES = {
-    "seat": ("window", "aisle", "middle seat", "exit row"),
+    "seat": ("window", "aisle", "middle seat", "exit row", "front row", "back row",
+             "front of the plane", "back of the plane"),
     "drink": ("tea", "coffee", "espresso", "latte", "cappuccino", "matcha", "decaf"),
     "time of day": ("morning", "mornings", "evening", "evenings", "night", "nights", "afternoon",
                     "afternoons"),
@@ -614,6 +691,13 @@ def _tool(match: re.Match[str]) -> _Read | None:
                  importance=0.7)
 
 
+def _trying(match: re.Match[str]) -> _Read | None:
+    value = _cut(match.group("val"), words=4)
+    if not value:
+        return None
+    return _Read("tool", "tool", value, importance=0.6, temporary=True)
+
+
 def _tool_named(match: re.Match[str]) -> _Read | None:
     value = _cut(match.group("val"), words=4)
     if not value:
@@ -644,6 +728,170 @@ def _moving_plan(match: re.Match[str]) -> _Read | None:
     return _Read("plan", "moving plan", value, importance=0.75)
 
 
+#: Attributes said in several ways, each to one key (other keys are the user's own words).
+_ATTRIBUTE_ALIASES = {
+    "office": "work place", "workplace": "work place", "work location": "work place",
+    "base": "work place", "branch": "work place",
+    "job": "job", "job title": "job", "title": "job", "role": "job", "position": "job",
+    "occupation": "job", "profession": "job",
+    "company": "employer", "employer": "employer", "firm": "employer",
+    "boss": "boss", "manager": "boss", "line manager": "boss", "supervisor": "boss",
+    "partner": "partner", "boyfriend": "partner", "girlfriend": "partner", "wife": "partner",
+    "husband": "partner", "fiance": "partner", "fiancee": "partner", "spouse": "partner",
+    "home": "home", "address": "home", "home town": "home", "city": "home",
+    "main language": "programming language", "language": "programming language",
+    "programming language": "programming language", "editor": "tool for editor",
+    "ide": "tool for editor", "code editor": "tool for editor",
+    "diet": "diet", "car": "car", "phone": "phone", "pet": "pet",
+}
+
+
+_WHEN_WORDS = _p(r"\s+(?:this|next|last)\s+(?:year|summer|winter|spring|autumn|fall|month|week)$")
+_TRIP_NOUNS = frozenset({"trip", "holiday", "vacation", "getaway", "honeymoon", "break"})
+
+
+def _attribute(phrase: str) -> str:
+    """The key of an attribute phrase: its alias, else its normal form ("my big holiday this
+    year" and "my summer trip" are a trip's destination)."""
+    key = attribute_key(_WHEN_WORDS.sub("", phrase.strip()))
+    if key in _ATTRIBUTE_ALIASES:
+        return _ATTRIBUTE_ALIASES[key]
+    if key.split() and key.split()[-1] in _TRIP_NOUNS:
+        return "trip destination"
+    return key
+
+
+#: Values a "my X is Y" statement may give an attribute: a name, a number or date, or a
+#: noun with its article; an adjective ("my flat is tiny") or a clause is no value of one.
+_NAMED_VALUE = re.compile(r"^(?:[A-Z0-9€$£]|(?:an?|the)\s+\w)")
+
+
+def _owned_attribute(match: re.Match[str]) -> _Read | None:
+    """ "my main language is TypeScript", "my sister's office is in Ghent"."""
+    phrase = match.group("attr")
+    attribute = _attribute(phrase)
+    words = attribute.split()
+    if not words or words[-1] in _NOT_ATTRIBUTES or words[0] in _OWNER_STOPS:
+        return None
+    raw = re.sub(r"^(?:now\s+|still\s+|currently\s+)?(?:in|at|on|with)\s+", "", match.group("val").strip())
+    favourite = words[0] in ("favourite", "favorite", "fav", "fave")
+    if re.match(r"^\d", raw):
+        value = _cut(raw, words=4)
+    elif raw[:1].isupper():
+        value = _name(raw) or _cut(raw, words=4)
+    elif favourite or words[-1] in _VALUED_ATTRIBUTES or _NAMED_VALUE.match(raw):
+        value = _thing(raw)
+    else:
+        return None
+    if not value:
+        return None
+    kind = "preference" if favourite else "attribute"
+    many = attribute in ("friend", "sibling", "kid", "child", "colleague", "neighbour", "neighbor")
+    return _Read(kind, attribute, value, memory_type="preference" if favourite else "fact",
+                 cardinality="many" if many else "one", importance=0.75)
+
+
+#: Last words of a "my X is" phrase whose value is a plain word ("my car colour is blue").
+_VALUED_ATTRIBUTES = _words(
+    """
+    colour color shade size model brand make type flavour flavor code name nickname
+    """
+)
+
+
+#: First words of a "my X is" phrase that name no lasting attribute of the user.
+_OWNER_STOPS = _words(
+    """
+    question point guess bet problem issue idea worry concern plan answer reply fault
+    pleasure turn bad mistake gut head back knee day week morning evening night weekend
+    phone battery internet wifi train bus flight coffee order
+    """
+)
+
+
+def _reports_to(match: re.Match[str]) -> _Read | None:
+    name = _name(match.group("val"))
+    return _Read("person", "boss", name, importance=0.8) if name else None
+
+
+def _employed(match: re.Match[str]) -> _Read | None:
+    name = _name(match.group("val"))
+    return _Read("employer", "employer", name, importance=0.85) if name else None
+
+
+def _office(match: re.Match[str]) -> _Read | None:
+    name = _name(match.group("val"))
+    return _Read("work place", "work place", name, importance=0.8) if name else None
+
+
+def _office_gone(match: re.Match[str]) -> _Read | None:
+    name = _name(match.group("val"))
+    return _Read("work place", "work place", name, polarity=False) if name else None
+
+
+def _habit(match: re.Match[str]) -> _Read | None:
+    thing = _thing(_OPTION_END.split(match.group("val"))[0])
+    if not thing:
+        return None
+    return _Read("preference", f"preferred {preference_topic(thing)}", thing,
+                 memory_type="preference", importance=0.7)
+
+
+def _habit_gone(match: re.Match[str]) -> _Read | None:
+    thing = _thing(_OPTION_END.split(match.group("val"))[0])
+    if not thing:
+        return None
+    return _Read("preference", f"preferred {preference_topic(thing)}", thing,
+                 memory_type="preference", polarity=False, importance=0.7)
+
+
+def _attribute_gone(match: re.Match[str]) -> _Read | None:
+    attribute = _attribute(match.group("attr"))
+    if not attribute or attribute.split()[-1] in _NOT_ATTRIBUTES:
+        return None
+    return _Read("attribute", attribute, "", polarity=False, importance=0.75)
+
+
+def _pet_died(match: re.Match[str]) -> _Read | None:
+    animal = match.group("pet").lower()
+    return _Read("pet", "pet", animal, polarity=False, cardinality="many", importance=0.75)
+
+
+def _due(match: re.Match[str]) -> _Read | None:
+    """ "my report is due on 5 April", "the deadline for my report is 28 March"."""
+    what = attribute_key(match.group("attr"))
+    if not what or what.split()[-1] in _NOT_ATTRIBUTES:
+        return None
+    attribute = what if what.split()[0] in ("deadline", "due") else f"deadline for {what}"
+    return _Read("date", attribute, match.group("val").strip(" ,."), importance=0.75)
+
+
+def _scheduled(match: re.Match[str]) -> _Read | None:
+    """ "the app launch is planned for November", "the wedding is set for 3 June"."""
+    attribute = attribute_key(match.group("attr"))
+    if not attribute or attribute.split()[-1] in _NOT_ATTRIBUTES:
+        return None
+    return _Read("date", attribute, match.group("val").strip(" ,."), importance=0.75)
+
+
+def _spend(match: re.Match[str]) -> _Read | None:
+    """ "I can spend €1.2k on the kitchen": the budget for it."""
+    what = attribute_key(match.group("attr"))
+    value = match.group("val").strip(" ,.")
+    if not what or not re.search(r"\d", value):
+        return None
+    return _Read("number", f"budget for {what}", value, importance=0.75)
+
+
+def _trip_off(match: re.Match[str]) -> _Read | None:
+    return _Read("plan", "trip destination", "", polarity=False, importance=0.75)
+
+
+def _partner_since(match: re.Match[str]) -> _Read | None:
+    name = _name(match.group("val"))
+    return _Read("person", "partner", name, importance=0.8) if name else None
+
+
 _VAL = r"(?P<val>[^.;!?]+)"
 _NOT = r"(?:not|n't|never)"
 
@@ -665,6 +913,14 @@ _PATTERNS: tuple[tuple[re.Pattern[str], _Builder], ...] = (
      _home),
     (_p(rf"\b{_MY}\s+(?:new\s+)?(?:home|place|flat|apartment|house)\s+is\s+(?:now\s+)?(?:in|near)\s+{_VAL}"),
      _home),
+    (_p(rf"\b{_SUBJECT}\s+{_ADVERBS}(?:rent|rents|own|owns|share|shares|bought|have|has)\s+(?:a|an|the)\s+(?:\w+\s+){{0,2}}?(?:flat|apartment|house|studio|place|room|condo)\s+in\s+(?=[A-Z])(?-i:{_VAL})"),
+     _home),
+    (_p(rf"\b(?:{_MY}|his|her)\s+(?:new\s+|little\s+|tiny\s+)?(?:flat|apartment|house|studio|place|condo)\s+in\s+(?=[A-Z])(?-i:{_VAL})"),
+     _home),
+    (_p(rf"\b{_SUBJECT}\s+{_ADVERBS}(?:don't|do\s+not|doesn't|does\s+not)\s+live\s+in\s+(?=[A-Z])(?-i:(?P<val>[A-Z][\w-]+(?:\s+[A-Z][\w-]+)?))\s+any\s?more"),
+     _home_gone),
+    (_p(rf"\b{_SUBJECT}\s+{_ADVERBS}(?:gave\s+up|left|moved\s+out\s+of|sold)\s+(?:the|my|our|his|her)\s+(?:flat|apartment|house|place|studio)\s+in\s+(?=[A-Z])(?-i:{_VAL})"),
+     _home_gone),
     (_p(rf"\bhome\s+is\s+(?:now\s+)?{_VAL}"), _home),
     # where someone is for a while (never their home)
     (_p(rf"\b{_SUBJECT}{_BE}\s+{_ADVERBS}(?:in|visiting|staying\s+in|travelling\s+in|traveling\s+in|away\s+in)\s+{_VAL}"),
@@ -690,7 +946,50 @@ _PATTERNS: tuple[tuple[re.Pattern[str], _Builder], ...] = (
     (_p(rf"\b{_MY}\s+(?:new\s+)?(?:job|role|title|position|job\s+title)\s+is\s+(?:now\s+)?{_VAL}"),
      _job_as),
     (_p(rf"\b{_SUBJECT}{_BE}\s+{_ADVERBS}no\s+longer\s+an?\s+{_VAL}"), _job_gone),
+    (_p(rf"\b{_SUBJECT}{_BE}\s+{_ADVERBS}(?:acting|interim|temporary|stand-in|covering\s+as)\s+(?:an?\s+|the\s+)?{_VAL}"),
+     _job_as),
+    (_p(rf"\b{_SUBJECT}\s+{_ADVERBS}(?:work|works|worked)\s+(?:weekends|evenings|nights|part-time|shifts)\s+as\s+{_VAL}"),
+     _job_as),
+    (_p(rf"\b(?:since\s+)?(?:becoming|being)\s+(?:an?|the)\s+(?P<val>(?:[\w-]+\s+){{0,2}}?[\w-]+)\s*,?\s+{_SUBJECT}\b"),
+     _job_as),
+    (_p(rf"\b{_OWNER}(?:job\s+)?(?:title|role|position|job)\s+(?:changed|switched|moved)\s+to\s+{_VAL}"),
+     _job_as),
     (_p(rf"\b{_SUBJECT}{_BE}\s+{_ADVERBS}(?:an?|the)\s+{_VAL}"), _job),
+    (_p(rf"\b{_SUBJECT}(?:{_BE}|\s+was|\s+were|{_HAVE3}\s+been|\s+got)\s+{_ADVERBS}(?:employed|hired|taken\s+on|contracted)\s+(?:by|at)\s+{_VAL}"),
+     _employed),
+    (_p(rf"\b{_SUBJECT}{_HAVE3}\s+{_ADVERBS}(?:rejoined|re-joined|returned\s+to|gone\s+back\s+to|went\s+back\s+to)\s+(?=[A-Z])(?-i:{_VAL})"),
+     _employed),
+    (_p(rf"\b{_SUBJECT}{_HAVE3}\s+been\s+at\s+(?=[A-Z])(?-i:(?P<val>[^.;!?]+?))\s+for\s+(?:\w+\s+)?(?:years?|months?)"),
+     _employed),
+    (_p(r"\b(?:the\s+)?(?P<val>[A-Z][\w-]+(?:\s+[A-Z][\w-]+)?)\s+office\s+(?:closed|shut\s+down|shut|was\s+closed|is\s+closing\s+down)"),
+     _office_gone),
+    (_p(rf"\b{_SUBJECT}{_HAVE3}\s+{_ADVERBS}(?:(?:got|been|was)\s+)?(?:moved|transferred|relocated|switched)\s+to\s+the\s+(?=[A-Z])(?-i:(?P<val>[A-Z][\w-]+(?:\s+[A-Z][\w-]+)?))\s+(?:office|branch|site|team)"),
+     _office),
+    (_p(rf"\b{_MY}\s+team\s+(?:got|was|has\s+been)\s+(?:moved|transferred|relocated)\s+to\s+the\s+(?P<val>[A-Z][\w-]+(?:\s+[A-Z][\w-]+)?)\s+(?:office|branch|site)"),
+     _office),
+    (_p(rf"\b{_SUBJECT}{_BE}\s+{_ADVERBS}(?:at|in|based\s+at|working\s+(?:at|from))\s+the\s+(?P<val>[A-Z][\w-]+(?:\s+[A-Z][\w-]+)?)\s+(?:office|branch|site|hub)"),
+     _office),
+    (_p(rf"\b{_SUBJECT}\s+{_ADVERBS}(?:do|does|work|works|spend|spends)\s+(?:\w+\s+){{0,4}}?(?:at|in|from)\s+the\s+(?P<val>[A-Z][\w-]+(?:\s+[A-Z][\w-]+)?)\s+(?:office|branch|site|hub)"),
+     _office),
+    (_p(rf"\b{_SUBJECT}\s+{_ADVERBS}(?:report|reports|am\s+reporting|'m\s+reporting)\s+(?:directly\s+)?to\s+{_VAL}"),
+     _reports_to),
+    (_p(rf"\b{_SUBJECT}{_HAVE3}\s+been\s+(?:with|dating|seeing)\s+(?=[A-Z])(?-i:{_VAL})"),
+     _partner_since),
+    (_p(rf"\b{_SUBJECT}\s+{_ADVERBS}(?:stepped\s+down\s+as|stopped\s+working\s+as|quit\s+(?:my|his|her|the)\s+job\s+as|retired\s+as|no\s+longer\s+works?\s+as)\s+{_VAL}"),
+     _job_gone),
+    (_p(r"\b(?:no|without\s+(?:a|any))\s+(?P<attr>deadline|due\s+date|budget(?:\s+limit)?|rent|boss|manager|office|launch\s+date)\s+(?:any\s?more|anymore|now|at\s+all)\b"),
+     _attribute_gone),
+    (_p(rf"\b{_SUBJECT}\s+{_ADVERBS}(?:don't|do\s+not|doesn't|does\s+not|no\s+longer)\s+(?:pay|have|has)\s+(?:a\s+|any\s+)?(?P<attr>rent|budget|deadline|boss|manager|car|office|mortgage)\b"),
+     _attribute_gone),
+    (_p(rf"\b(?:the|my|our)\s+(?:old\s+)?(?P<pet>{_PETS})\s+(?:died|passed\s+away|passed|ran\s+away|had\s+to\s+be\s+rehomed)\b"),
+     _pet_died),
+    (_p(rf"\b{_SUBJECT}\s+{_ADVERBS}(?:drink|drinks|order|orders|have|has)\s+(?:a\s+|an\s+)?{_VAL}(?=\s+(?:every|each)\s+(?:morning|day|evening|afternoon)|\s+(?:at|with)\s+breakfast)"),
+     _habit),
+    (_p(rf"\b{_SUBJECT}{_HAVE3}\s+{_ADVERBS}(?:quit|gave\s+up|given\s+up|stopped\s+drinking|cut\s+out)\s+{_VAL}"),
+     _habit_gone),
+    (_p(rf"\b(?:since\s+)?{_SUBJECT}\s+{_ADVERBS}(?:started|began|am|'m|are|'re)\s+(?:picking|choosing|booking|taking|going\s+for|ordering|drinking)\s+{_VAL}"),
+     _habit),
+    (_p(rf"\b(?:since\s+)?(?:switching|changing|moving)\s+(?:over\s+)?to\s+{_VAL}"), _habit),
     # people and relationships
     (_p(rf"\b{_SUBJECT}{_BE}\s+{_ADVERBS}(?:now\s+)?(?P<val>{_STATUSES})\b"), _status),
     (_p(rf"\b{_SUBJECT}{_HAVE3}\s+{_ADVERBS}got\s+(?P<val>married|engaged|divorced)\b"), _status),
@@ -726,6 +1025,9 @@ _PATTERNS: tuple[tuple[re.Pattern[str], _Builder], ...] = (
     (_p(rf"\b{_SUBJECT}{_HAVE3}\s+{_ADVERBS}(?:started\s+eating|eat|eats|am\s+eating|'m\s+eating|back\s+to\s+eating)\s+(?:meat|fish|chicken)\s+again\b"),
      _diet_gone),
     (_p(rf"\b{_SUBJECT}{_BE}\s+{_ADVERBS}(?:an?\s+)?(?P<val>{_DIETS})\b"), _diet),
+    (_p(rf"\b{_SUBJECT}\s+{_ADVERBS}(?:eat|eats|cook|cooks|live|lives|(?:'m|am|is|'s|are|'re)\s+(?:doing|trying|going|eating))\s+(?P<val>{_DIETS})\b"),
+     _diet),
+    (_p(rf"\b(?:going|gone|went|turned|switching\s+to)\s+(?P<val>{_DIETS})\b"), _diet),
     (_p(rf"\b{_SUBJECT}{_HAVE3}\s+{_ADVERBS}(?:gone|went|turned|become|became)\s+(?P<val>{_DIETS})\b"),
      _diet),
     (_p(rf"\b{_SUBJECT}{_BE}\s+{_ADVERBS}(?:no\s+longer|not)\s+allergic\s+to\s+{_VAL}"),
@@ -762,6 +1064,8 @@ _PATTERNS: tuple[tuple[re.Pattern[str], _Builder], ...] = (
     (_p(rf"\b{_SUBJECT}{_HAVE3}\s+{_ADVERBS}(?:switched|moved|migrated|changed|converted)\s+(?:over\s+)?(?:from\s+(?P<old>[^.;!?,]+?)\s+)?to\s+{_VAL}"),
      _switched),
     (_p(rf"\b{_SUBJECT}\s+{_ADVERBS}(?:replaced)\s+(?P<old>[^.;!?,]+?)\s+with\s+{_VAL}"), _switched),
+    (_p(rf"\b{_SUBJECT}{_BE}\s+{_ADVERBS}(?:trying|testing|trialling|trialing|trying\s+out)\s+(?=[A-Z])(?-i:{_VAL})"),
+     _trying),
     (_p(rf"\b{_SUBJECT}\s+{_ADVERBS}(?:use|uses|am\s+using|'m\s+using|are\s+using|'re\s+using|code\s+in|write\s+in|program\s+in|develop\s+in)\s+{_VAL}(?:\s+(?:for|as)\s+(?P<for>[^.;!?,]+))?"),
      _tool),
     (_p(rf"\b{_MY}\s+(?:main\s+|new\s+|favou?rite\s+|go-to\s+)?(?P<what>editor|ide|language|programming\s+language|database|db|os|operating\s+system|browser|framework|stack|laptop|phone|cloud(?:\s+provider)?|note-taking\s+app|notes\s+app|terminal|shell|keyboard|camera|distro)\s+(?:of\s+choice\s+)?is\s+(?:now\s+)?{_VAL}"),
@@ -773,14 +1077,34 @@ _PATTERNS: tuple[tuple[re.Pattern[str], _Builder], ...] = (
      _trip),
     (_p(rf"\b{_SUBJECT}{_BE}\s+{_ADVERBS}(?:planning|plan|going)\s+to\s+(?:visit|go\s+to|travel\s+to|fly\s+to)\s+{_VAL}"),
      _trip),
+    (_p(rf"\b{_SUBJECT}\s+{_ADVERBS}(?:(?:'m|'re|'s|am|are|is)\s+)?(?:planning|plan|plans|booked|booking|organising|organizing)\s+(?:a|our|my|his|her|the)\s+(?:\w+\s+)?(?:trip|holiday|vacation|getaway|honeymoon)\s+to\s+{_VAL}"),
+     _trip),
+    (_p(rf"\b(?:the|my|our|{_MY}\s+{_RELATIONS}'s)\s+(?:\w+\s+)?(?:trip|holiday|vacation|getaway)\s+(?:is|'s|got|has\s+been|was)\s+(?:off|cancelled|canceled|called\s+off|scrapped)\b"),
+     _trip_off),
     (_p(rf"\b{_SUBJECT}{_BE}\s+{_ADVERBS}(?:planning|plan|going)\s+to\s+(?:move|relocate)\s+to\s+{_VAL}"),
      _moving_plan),
     # dates and deadlines
+    (_p(rf"\b{_OWNER}(?P<attr>(?:[\w-]+\s+){{0,2}}?[\w-]+)\s+(?:is|'s|was|are)\s+(?:now\s+|still\s+)?due\s+(?:on\s+|by\s+|for\s+)?(?P<val>{_DATE})"),
+     _due),
+    (_p(rf"\b(?:the|my|our)\s+(?P<attr>deadline|due\s+date)\s+(?:for|of|on)\s+(?:the\s+|my\s+|our\s+|his\s+|her\s+)?(?:[\w-]+\s+)?[\w-]+\s+(?:is|'s|was)\s+(?:now\s+)?(?:on\s+|by\s+)?(?P<val>{_DATE})"),
+     _due),
+    (_p(rf"\b(?:the|my|our)\s+(?P<attr>deadline|due\s+date)\s+(?:has\s+|got\s+|was\s+)?(?:slipped|moved|shifted|changed|been\s+moved|been\s+pushed|pushed|pushed\s+back)\s+(?:back\s+)?to\s+(?P<val>{_DATE})"),
+     _due),
+    (_p(rf"\b(?:the|my|our|{_MY}\s+{_RELATIONS}'s)\s+(?P<attr>(?:[\w-]+\s+){{0,2}}?[\w-]+)\s+(?:is|'s|was|are)\s+(?:now\s+)?(?:planned|scheduled|set|booked|fixed|pencilled\s+in|penciled\s+in)\s+for\s+(?P<val>{_DATE})"),
+     _scheduled),
     (_p(rf"\b(?:the|my|our)\s+(?P<attr>(?:[\w-]+\s+){{0,2}}?(?:deadline|due\s+date|exam|interview|appointment|wedding|launch|release|surgery|flight|birthday|anniversary|move|moving\s+date|start\s+date|meeting|party|trip|holiday|vacation|conference|presentation|demo|review|date)(?:\s+(?:for|of)\s+(?:the\s+)?[\w-]+)?)\s+(?:(?:got|has\s+been|was|is|'s)\s+)?(?:moved|pushed|pushed\s+back|postponed|rescheduled|changed|brought\s+forward|delayed|shifted|set|fixed|now)\s+(?:back\s+)?(?:to|for|until|till|on)\s+(?P<val>{_DATE})"),
      _date),
     (_p(rf"\b(?:the|my|our)\s+(?P<attr>(?:[\w-]+\s+){{0,2}}?(?:deadline|due\s+date|exam|interview|appointment|wedding|launch|release|surgery|flight|birthday|anniversary|move|moving\s+date|start\s+date|meeting|party|trip|holiday|vacation|conference|presentation|demo|review)(?:\s+(?:for|of)\s+(?:the\s+)?[\w-]+)?)\s+(?:is|'s|was|falls)\s+(?:now\s+)?(?:on|in|at|for|due)?\s*(?P<val>{_DATE})"),
      _date),
     # numbers
+    (_p(rf"\b{_SUBJECT}\s+{_ADVERBS}(?:can|could|may|am\s+allowed\s+to|'m\s+allowed\s+to)\s+spend\s+(?:up\s+to\s+|about\s+|around\s+)?(?P<val>{_MONEY})\s+on\s+(?:the\s+|a\s+|my\s+|our\s+)?(?P<attr>[\w-]+(?:\s+[\w-]+)?)"),
+     _spend),
+    (_p(rf"\b{_SUBJECT}\s+{_ADVERBS}(?:pay|pays|paid|spend|spends)\s+(?:about\s+|around\s+)?(?P<val>{_MONEY})\s+(?:in\s+|on\s+|for\s+)?(?P<attr>rent|mortgage|tuition|childcare|insurance)\b"),
+     _number),
+    (_p(rf"\b{_OWNER}(?P<attr>(?:[\w-]+\s+){{0,2}}?[\w-]+?)\s+(?:(?:has|have)\s+)?(?:went|gone|go|was\s+raised|got\s+raised|was\s+cut|got\s+cut|was\s+increased|was\s+lowered|increased|decreased|rose|risen|dropped|fell|jumped|grew|changed|climbed|shrank)\s+(?:up\s+|down\s+)?(?:to|by)\s+(?:about\s+|around\s+|roughly\s+)?(?P<val>{_MONEY})"),
+     _number),
+    (_p(rf"\b{_OWNER}(?P<attr>(?:[\w-]+\s+){{0,2}}?[\w-]+?)(?:\s+(?:for|of)\s+(?:the\s+)?[\w-]+)?\s+(?:is|are|'s|was)\s+(?:now\s+|currently\s+|still\s+)?(?:capped\s+at\s+|set\s+at\s+|about\s+|around\s+|roughly\s+|at\s+|only\s+|just\s+|up\s+to\s+)?(?P<val>{_MONEY})"),
+     _number),
     (_p(rf"\b(?:the|my|our)\s+(?P<attr>(?:[\w-]+\s+){{0,2}}?[\w-]+?)\s+(?:(?:has|have)\s+)?(?:went|gone|go|was\s+raised|got\s+raised|was\s+cut|got\s+cut|was\s+increased|was\s+lowered|increased|decreased|rose|risen|dropped|fell|jumped|grew|changed|climbed|shrank)\s+(?:up\s+|down\s+)?(?:to|by)\s+(?:about\s+|around\s+|roughly\s+)?(?P<val>{_MONEY})"),
      _number),
     (_p(rf"\b(?:the|my|our)\s+(?P<attr>(?:[\w-]+\s+){{0,2}}?[\w-]+?)(?:\s+(?:for|of)\s+(?:the\s+)?[\w-]+)?\s+(?:is|are|'s|was)\s+(?:now\s+|currently\s+|still\s+)?(?:about\s+|around\s+|roughly\s+|at\s+|only\s+|just\s+|up\s+to\s+)?(?P<val>{_MONEY})"),
@@ -791,6 +1115,9 @@ _PATTERNS: tuple[tuple[re.Pattern[str], _Builder], ...] = (
      _number),
     (_p(rf"\b{_SUBJECT}{_HAVE3}\s+{_ADVERBS}(?:have|has|got)\s+(?P<n>{_COUNT})\s+(?P<noun>kids|children|sons|daughters|cats|dogs|pets|siblings|brothers|sisters|grandchildren|employees|roommates|cars|bikes|plants|horses)\b"),
      _count_of),
+    # whatever else "my X is Y" gives X, the user's own word for it
+    (_p(rf"\b{_OWNER}(?:new\s+|current\s+|main\s+)?(?P<attr>[a-z][\w-]*(?:\s+[a-z][\w-]*){{0,3}}?)\s+(?:is|are|'s)\s+(?:now\s+|currently\s+|still\s+)?(?:called\s+|named\s+)?(?P<val>[^.;!?,]+)"),
+     _owned_attribute),
 )
 
 #: A statement replacing a value it names, with no attribute of its own ("it's 2,000, not
@@ -811,17 +1138,67 @@ def _short(text: str) -> str:
     return text if re.fullmatch(r"[\d,.]+", text) else _cut(text, words=4)
 
 
-def _subject(match: re.Match[str], speaker: str) -> str | None:
-    """Who a match is about: the speaker, "<speaker>'s <relation>", or None for he / she
-    (whom the sentence does not say)."""
+def _subject(match: re.Match[str], speaker: str, referent: str | None) -> str | None:
+    """Who a match is about: the speaker, "<speaker>'s <relation>", or for he / she / his /
+    her the person last named by relation (``referent``; None when there is none)."""
     groups = match.groupdict()
-    said = (groups.get("subj") or "").lower()
-    relation = groups.get("rel")
+    relation = groups.get("rel") or groups.get("orel")
     if relation:
-        return f"{speaker}'s {' '.join(relation.lower().split())}"
-    if said in ("he", "she"):
-        return None
+        name = groups.get("relname")
+        return _person_subject(speaker, relation, name)
+    said = (groups.get("subj") or groups.get("opron") or "").lower()
+    if said in ("he", "she", "his", "her"):
+        return referent
+    if "subj" not in groups and "owner" not in groups:
+        # A pattern without a subject of its own ("the trip is now to Morocco"): whom the
+        # clause named before it ("my brother changed the trip to Morocco").
+        return _clause_subject(match.string[: match.start()], speaker, referent)
     return speaker
+
+
+#: Relations a person often has several of: without a name, two statements about "my
+#: colleague" may be about two people.
+_MANY_PEOPLE = frozenset(
+    {"friend", "colleague", "coworker", "co-worker", "neighbour", "neighbor", "cousin", "kid",
+     "child", "sibling"}
+)
+
+
+def _person_subject(speaker: str, relation: str, name: str | None) -> str:
+    """ "User's sister", "User's colleague Anna"."""
+    relation = " ".join(relation.lower().split())
+    return f"{speaker}'s {relation}" + (f" {name}" if name else "")
+
+
+def _clause_subject(before: str, speaker: str, referent: str | None) -> str:
+    """Who the clause ending at a subjectless statement is about: the person it names by
+    relation or pronoun last, else the speaker."""
+    clause = re.split(r"[;:.!?]|,\s+(?:and|but|so)\b", before)[-1]
+    named = list(_NAMED_PERSON.finditer(clause))
+    pronoun = list(re.finditer(r"\b(?:he|she|his|her)\b", clause, re.IGNORECASE))
+    if named and (not pronoun or named[-1].start() > pronoun[-1].start()):
+        return _person_subject(speaker, named[-1].group("rel"), None)
+    if pronoun and referent is not None:
+        return referent
+    return speaker
+
+
+_NAMED_PERSON = _p(rf"\b{_MY}\s+(?P<rel>{_RELATIONS})\b")
+
+
+def person_named(sentence: str, speaker: str) -> str | None:
+    """The last person ``sentence`` names by relation ("my aunt" → "User's aunt"): whom a
+    later "she" or "his" means.
+
+    Examples
+    --------
+    >>> person_named("My aunt is a product manager.", "User")
+    "User's aunt"
+    """
+    found = list(_NAMED_PERSON.finditer(sentence))
+    if not found:
+        return None
+    return f"{speaker}'s {' '.join(found[-1].group('rel').lower().split())}"
 
 
 def _render(read: _Read, subject: str) -> str:
@@ -874,6 +1251,10 @@ def match_plural(noun: str) -> str:
     return noun if noun.endswith("s") else noun + "s"
 
 
+#: A duration that reaches back ("I've been vegetarian for two weeks"): no end ahead.
+_PAST_DURATION = _p(r"\b(?:have|has|'ve|had)\s+been\b|\b(?:last|past)\s+(?:few\s+)?(?:days?|weeks?|months?)\b|\bago\b")
+
+
 def _cue(sentence: str) -> ClaimCue:
     if _ALSO_CUES.search(sentence):
         return "also"
@@ -906,11 +1287,14 @@ def _spans(sentence: str) -> Iterator[tuple[re.Match[str], _Read]]:
             yield match, read
 
 
-def read_claims(sentence: str, speaker: str, at: datetime) -> list[ClaimFinding]:
+def read_claims(
+    sentence: str, speaker: str, at: datetime, referent: str | None = None
+) -> list[ClaimFinding]:
     """The claims one user sentence asserts, in the order they appear.
 
     ``speaker`` names whoever says ``sentence`` (``User``, or a name); ``at`` is the turn's
-    event time, the start of every claim found (and the base of a stated end).
+    event time, the start of every claim found (and the base of a stated end);
+    ``referent`` is whom "she" or "his" means (see :func:`person_named`).
     """
     text = " ".join(sentence.replace("\u2019", "'").split())
     if not text or text.endswith("?"):
@@ -918,12 +1302,16 @@ def read_claims(sentence: str, speaker: str, at: datetime) -> list[ClaimFinding]
     findings: list[tuple[int, ClaimFinding]] = []
     cue = _cue(text)
     for match, read in _spans(text):
-        if _irreal(text, match.start()):
+        if read.kind != "plan" and _irreal(text, match.start()):
             continue
-        subject = _subject(match, speaker)
+        subject = _subject(match, speaker, referent)
         if subject is None:
             continue
-        end = stated_end(text, at)
+        relation = subject.removeprefix(f"{speaker}'s ").split()
+        if subject != speaker and len(relation) == 1 and relation[0] in _MANY_PEOPLE:
+            # "my colleague works at X", "my colleague works at Y": maybe two colleagues.
+            read = _Read(**{**read.__dict__, "cardinality": "many"})
+        end = None if _PAST_DURATION.search(text) else stated_end(text, at)
         if read.temporary and end is None:
             continue  # "I'm in Berlin" without an end: where the user is, not worth a claim
         if read.kind == "home" and end is not None:
@@ -940,7 +1328,7 @@ def read_claims(sentence: str, speaker: str, at: datetime) -> list[ClaimFinding]
             polarity=read.polarity,
             cardinality=read.cardinality,
             valid_from=at,
-            valid_until=end if read.kind == "whereabouts" else None,
+            valid_until=end if read.polarity else None,
             replaces=replaces,
             cue="change" if replaces else cue,
         )
