@@ -81,6 +81,7 @@ class Item:
 
     @property
     def label(self) -> str:
+        """How the value is named in reports: its first form."""
         return self.forms[0]
 
 
@@ -278,8 +279,8 @@ class Phrasebook:
     pairs: tuple[tuple[str, str], ...]
     #: People a third-person scenario is about: (noun phrase, pronoun).
     relatives: tuple[tuple[str, str], ...]
-    #: Near misses are about these people: (role, pronoun); names from ``names``.
-    others: tuple[tuple[str, str], ...]
+    #: Near misses are about these people ("my colleague Raj"): roles, and (name, pronoun).
+    others: tuple[str, ...]
     names: tuple[tuple[str, str], ...]
 
 
@@ -373,7 +374,7 @@ DEV = Phrasebook(
                       "Makes sense.", "Oh really? Tell me more."),
     pairs=(("Maya", "Tom"), ("Ines", "Karl"), ("Ruth", "Omar")),
     relatives=(("my sister", "she"), ("my brother", "he"), ("my dad", "he"), ("my aunt", "she")),
-    others=(("colleague", ""), ("neighbour", ""), ("friend", "")),
+    others=("colleague", "neighbour", "friend"),
     names=(("Raj", "he"), ("Lucy", "she"), ("Ahmed", "he"), ("Zoe", "she"), ("Kenji", "he"),
            ("Anna", "she")),
 )
@@ -996,7 +997,7 @@ HELDOUT = Phrasebook(
     pairs=(("Priya", "Diego"), ("Hannah", "Kofi"), ("Sanne", "Mateus")),
     relatives=(("my mum", "she"), ("my cousin", "he"), ("my daughter", "she"),
                ("my uncle", "he")),
-    others=(("housemate", ""), ("old uni friend", ""), ("coworker", "")),
+    others=("housemate", "old uni friend", "coworker"),
     names=(("Farid", "he"), ("Chiara", "she"), ("Bram", "he"), ("Noor", "she"),
            ("Tomasz", "he"), ("Imke", "she")),
 )
@@ -1673,7 +1674,8 @@ class _Writer:
         self.topic = topic = rng.choice(topics)
         self.style = style
         self.control = control = rng.choice(topic.controls) if change == "control" else None
-        third = rng.random() < THIRD_PERSON_SHARE and (control is None or control.third)
+        third = (rng.random() < THIRD_PERSON_SHARE and topic.third
+                 and (control is None or control.third))
         pair = rng.choice(self.book.pairs) if rng.random() < TWO_PERSON_SHARE else None
         if third:
             noun_phrase, pronoun = rng.choice(self.book.relatives)
@@ -1740,6 +1742,8 @@ class _Writer:
             steps = [_Step("first", standing.label, self.form(standing)),
                      _Step("temporary", temporary.label, self.form(temporary), stale=True)]
             return steps, (value(standing),), (value(temporary),), (0, 1, value(standing))
+        current: tuple[Value, ...]
+        stale: tuple[Value, ...]
         count = {"update": 2, "chain": 3, "revert": 2}[change]
         items = self.pick_items(topic.items, count)
         if topic.ascending:
@@ -1760,8 +1764,8 @@ class _Writer:
             current, stale = (value(items[-1]),), tuple(value(i) for i in items[:-1])
         if rng.random() < 0.3:
             # The first value said again before it changes: stale turns outnumber current.
-            first = steps[0]
-            steps.insert(1, _Step("restate", first.label, self.form(items[0]), stale=first.stale))
+            said = steps[0]
+            steps.insert(1, _Step("restate", said.label, self.form(items[0]), stale=said.stale))
             window = (window[0] + 1, window[1] + 1, window[2])
         return steps, current, stale, window
 
@@ -1854,7 +1858,7 @@ class _Writer:
         """A line on the same topic that is not the fact: someone else's value, a question
         about another value, or (now and then) another topic's near miss."""
         rng, book = self.rng, self.book
-        role = rng.choice(book.others)[0]
+        role = rng.choice(book.others)
         name, pronoun = rng.choice(book.names)
         draw = rng.random()
         topic = self.topic

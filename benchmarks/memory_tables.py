@@ -211,8 +211,12 @@ def bulk_rows(
             "last_accessed_at": pa.nulls(n, pa.timestamp("us", tz="UTC")),
             "access_offset": pa.array(np.full(n, -1, dtype=np.int64)),
             "embedding_model": pa.array([model_id] * n, pa.string()),
-            **{name: pa.nulls(n, schema.field(name).type) for name in CLAIM_COLUMNS[:-1]},
-            "stated_in": pa.array([[] for _ in range(n)], pa.list_(pa.string())),
+            **{
+                name: pa.nulls(n, schema.field(name).type)
+                if not pa.types.is_list(schema.field(name).type)
+                else pa.array([[] for _ in range(n)], pa.list_(pa.string()))
+                for name in CLAIM_COLUMNS
+            },
             "vector": pa.FixedSizeListArray.from_arrays(
                 pa.array(vectors.astype(np.float32).ravel()), pool.vectors.shape[1]
             ),

@@ -65,6 +65,8 @@ SESSION_GAP = timedelta(days=6)
 TURN_GAP = timedelta(seconds=75)
 #: Ranking figures give every type this many slots, so quotas do not cap recall@10.
 RANK_SLOTS = 10
+#: Sessions decided between two index refreshes of the projection being built.
+REFRESH_EVERY = 50
 
 # --- the data set ------------------------------------------------------------------------------
 
@@ -260,7 +262,11 @@ def build_extracted(
         ((c.user_id, s, messages) for c in conversations for s, messages in enumerate(c.sessions)),
         key=lambda item: item[2][-1].occurred_at,
     )
-    for user_id, s, messages in closed:
+    for done, (user_id, s, messages) in enumerate(closed, start=1):
+        if done % REFRESH_EVERY == 0:
+            # As the worker's projector does on its schedule: compaction and indexes keep
+            # each decision's read of one user's view fast as the table grows.
+            projection.refresh_indexes()
         request = ConsolidationRequested(
             event_id=derived_id(user_id, str(s), "consolidation"),
             user_id=user_id,
