@@ -4,6 +4,7 @@ clone imports the same from any folder."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -15,14 +16,19 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+#: A line of Python's warnings module ("file:line: Category: message").
+WARNING_LINE = re.compile(r"^.*:\d+: (\w*Warning): (.*)$", re.MULTILINE)
 
 
 def test_wheel_installs_only_the_memstream_package_with_its_assets(tmp_path: Path) -> None:
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+    # -v: pip shows the build backend's output only when verbose, setuptools' warnings with it.
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", str(tmp_path), str(ROOT)],
         check=True,
         capture_output=True,
+        text=True,
     )
+    assert WARNING_LINE.findall(built.stdout + built.stderr) == [], "the build printed warnings"
     (wheel,) = tmp_path.glob("memstream-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     top_level = {name.split("/")[0] for name in names if not name.startswith("memstream-")}
