@@ -8,7 +8,6 @@ import re
 import shutil
 import subprocess
 import sys
-import sysconfig
 import venv
 import zipfile
 from pathlib import Path
@@ -111,11 +110,13 @@ def test_a_clone_named_memstream_imports_the_same_from_the_folder_above_and_from
     environment = tmp_path / "venv"
     venv.create(environment)
     python = environment / "bin" / "python"
-    # The dependencies are this interpreter's (a path line in a .pth: no install, and none of
-    # this interpreter's own .pth files run); only memstream itself is installed.
+    # The dependencies are this interpreter's: its site-packages folders (those its own .pth
+    # files added too), as path lines of a .pth (no install; none of their .pth files run).
+    # Only those: a folder above a clone that pytest put on sys.path would hide what is tested.
     where = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
     site = Path(subprocess.check_output([python, "-c", where], text=True).strip())
-    (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    dependencies = [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")]
+    (site / "dependencies.pth").write_text("".join(f"{p}\n" for p in dependencies))
     install = ["-e", str(fresh_clone)] if editable else [str(fresh_clone)]
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", *install],
