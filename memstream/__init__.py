@@ -11,7 +11,20 @@ Nothing is imported until it is used: ``import memstream.models`` loads the doma
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+# In the source tree this folder holds only this file and py.typed: models/, streams/ and
+# projections/ lie beside it, at the repository root, and an install maps them under memstream/
+# (pyproject's package-dir). Python started at a clone's root finds this folder first on
+# sys.path, ahead of any install; searching the root too makes memstream.models & co. resolve
+# there as they do installed. Installed, the subpackages are inside this folder: nothing to add.
+_SUBPACKAGES = ("models", "streams", "projections")
+_beside = Path(__file__).parent.parent
+if not any((Path(__file__).parent / name).is_dir() for name in _SUBPACKAGES) and all(
+    (_beside / name / "__init__.py").is_file() for name in _SUBPACKAGES
+):
+    __path__.append(str(_beside))
 
 if TYPE_CHECKING:
     from memstream.streams.client import (

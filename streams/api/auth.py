@@ -191,6 +191,10 @@ class KeyFile:
                 found = api_key
         return found
 
+    def tenants(self) -> list[str]:
+        """The tenants the keys are bound to, sorted, each once."""
+        return sorted({api_key.tenant for _, api_key in self._entries()})
+
     def _entries(self) -> list[tuple[bytes, ApiKey]]:
         extra = [(bytes.fromhex(digest), key) for digest, key in self._extra]
         if self.path is None:

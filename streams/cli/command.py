@@ -28,7 +28,7 @@ from memstream.streams.cli.memories import (
 )
 from memstream.streams.cli.reports import cmd_report, cmd_sql
 from memstream.streams.cli.running import cmd_broker, cmd_demo, cmd_publish, cmd_schema, cmd_worker
-from memstream.streams.cli.serving import add_serve_commands
+from memstream.streams.cli.serving import add_serve_commands, add_tenant_option, stored_user
 from memstream.streams.service.container import Container
 
 #: What a command runs: its arguments and the process's container; the exit status.
@@ -89,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     publish.add_argument("--text", help="quick form: publish one message with this text")
     publish.add_argument("--close", action="store_true", help="quick form: then close the session")
     publish.set_defaults(run=cmd_publish)
+    add_tenant_option(publish, without_user=True)
 
     search = commands.add_parser("search", help=cmd_search.__doc__)
     search.add_argument("query")
@@ -118,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--table", help="search this memory table (a re-extraction or --until replay)"
     )
     search.set_defaults(run=cmd_search)
+    add_tenant_option(search)
 
     timeline = commands.add_parser("timeline", help=cmd_timeline.__doc__)
     timeline.add_argument("about", help="the attribute, in plain words: 'budget', 'where I live'")
@@ -125,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     timeline.add_argument("--subject", help="whose: a speaker's name (default: the user's own)")
     timeline.add_argument("--json", action="store_true")
     timeline.set_defaults(run=cmd_timeline)
+    add_tenant_option(timeline)
 
     replay = commands.add_parser("replay", help=cmd_replay.__doc__)
     replay.add_argument(
@@ -155,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     from memstream.streams.tools.forgetting import add_forget_command
 
     add_forget_command(commands)
+    add_tenant_option(commands.choices["forget"])
     from memstream.streams.tools.dlq import add_dlq_command
 
     add_dlq_command(commands)
@@ -163,6 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_erase_command(commands)
     erase = commands.choices["erase"]
     erase.set_defaults(run=_with_checked_erasure_reason(cmd_erase))
+    add_tenant_option(erase)
 
     restore = commands.add_parser("restore", help=cmd_restore.__doc__)
     restore.add_argument("--from", dest="source", help="archive directory (default: the live one)")
@@ -173,21 +178,25 @@ def build_parser() -> argparse.ArgumentParser:
     listing = memory_commands.add_parser("list", help=cmd_memories_list.__doc__)
     listing.add_argument("--user", required=True)
     listing.add_argument("--all", action="store_true", help="also superseded, expired, forgotten, deleted")
+    add_tenant_option(listing)
     listing.set_defaults(run=cmd_memories_list)
     get = memory_commands.add_parser("get", help=cmd_memories_get.__doc__)
     get.add_argument("memory_id")
     get.add_argument("--user", required=True)
     get.add_argument("--json", action="store_true")
+    add_tenant_option(get)
     get.set_defaults(run=cmd_memories_get)
     history = memory_commands.add_parser("history", help=cmd_memories_history.__doc__)
     history.add_argument("memory_id")
     history.add_argument("--user", required=True)
     history.add_argument("--json", action="store_true")
+    add_tenant_option(history)
     history.set_defaults(run=cmd_memories_history)
     delete = memory_commands.add_parser("delete", help=cmd_memories_delete.__doc__)
     delete.add_argument("memory_id")
     delete.add_argument("--user", required=True)
     delete.add_argument("--reason", default="requested", help="recorded in the event")
+    add_tenant_option(delete)
     delete.set_defaults(run=cmd_memories_delete)
 
     session = commands.add_parser("session", help="inspect short-term memory")
@@ -197,6 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--user", required=True)
     show.add_argument("--budget", type=int, help="token budget of the message window")
     show.add_argument("--json", action="store_true", help="state and context as JSON")
+    add_tenant_option(show)
     show.set_defaults(run=cmd_session_show)
 
     schema = commands.add_parser("schema", help=cmd_schema.__doc__)
@@ -215,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
             "--format", choices=["table", "csv", "json", "parquet"], default="table"
         )
         command.add_argument("--out", help="write to this file instead of stdout")
+        add_tenant_option(command)
 
     report = commands.add_parser("report", help=cmd_report.__doc__)
     report.add_argument("name", nargs="?", help="the report (see --list)")
@@ -232,6 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_serve_commands(commands)
     add_chat_command(commands)
+    add_tenant_option(commands.choices["chat"])
 
     commands.add_parser("demo", help=cmd_demo.__doc__).set_defaults(run=cmd_demo)
     return parser
@@ -274,6 +286,11 @@ def main(argv: list[str] | None = None) -> int:
     (its parts opened on first use), handed to the command. Bad settings end it with exit
     status 2 and what is wrong."""
     args = build_parser().parse_args(argv)
+    try:
+        stored_user(args)  # --tenant T --user U: the user T's API keys call U, as stored
+    except ValueError as exc:
+        print(f"memstream: error: {exc}", file=sys.stderr)
+        return 2
     try:
         settings = settings_from_args(args)
     except (ValidationError, SettingsError) as exc:

@@ -113,6 +113,7 @@ def cmd_search(args: argparse.Namespace, container: Container) -> int:
         return 0
     if not ranked:
         print(f"no memories found for user {args.user!r}")
+        _note_if_untenanted(container, args.user)
         return 0
     print(SCORE_LEGEND)
     for item in ranked:
@@ -166,7 +167,20 @@ def cmd_memories_list(args: argparse.Namespace, container: Container) -> int:
         print(f"[{memory['type']}] ({memory['importance']:.2f}) {memory['memory']}{status}")
         print(f"         memory {memory['memory_id']} · session {memory['session_id']}")
     print(f"{len(memories)} memories")
+    if not memories:
+        _note_if_untenanted(container, args.user)
     return 0
+
+
+def _note_if_untenanted(container: Container, user_id: str) -> None:
+    """Tell, on stderr, that ``user_id`` is in no tenant when API keys exist: the memories
+    someone looks for here may be a tenant's user's (``--tenant``)."""
+    from memstream.streams.cli.serving import untenanted_note
+
+    note = untenanted_note(container.settings, [user_id])
+    if note:
+        sys.stdout.flush()  # the answer first, then the note
+        print(note, file=sys.stderr)
 
 
 def _status(memory: Mapping[str, Any]) -> str:

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memstream.models.codec import EventLimits
-from memstream.models.events import json_schemas
+from memstream.models.events import Event, json_schemas
+from memstream.streams.cli.serving import in_tenant, untenanted_note
 
 if TYPE_CHECKING:
     from memstream.streams.service.container import Container
@@ -65,6 +66,12 @@ def cmd_publish(args: argparse.Namespace, container: Container) -> int:
         else:
             with Path(args.file).open(encoding="utf-8") as source:
                 events, errors = read_events(source, settings.max_event_bytes, limits)
+        if args.tenant is not None:
+            try:
+                events = [_in_tenant(args.tenant, event) for event in events]
+            except ValueError as exc:
+                print(f"memstream publish: nothing published: {exc}", file=sys.stderr)
+                return 2
     for error in errors:
         print(f"line {error.line}: {error.reason}", file=sys.stderr)
     from memstream.streams.runtime.logid import LogLost
@@ -75,7 +82,17 @@ def cmd_publish(args: argparse.Namespace, container: Container) -> int:
         print(f"memstream publish: nothing published: {exc}", file=sys.stderr)
         return 2
     print(f"published {published} event(s); {len(errors)} line(s) rejected")
+    note = untenanted_note(settings, {event.user_id for event in events}) if published else None
+    if note:
+        sys.stdout.flush()  # the count first, then the note
+        print(note, file=sys.stderr)
     return 1 if errors else 0
+
+
+def _in_tenant(tenant: str, event: Event) -> Event:
+    """``event`` as tenant ``tenant``'s user's: its user id stored as ``tenant:user_id``."""
+    stored = in_tenant(tenant, event.user_id, named_by=f"event {event.event_id}'s user_id")
+    return event.model_copy(update={"user_id": stored})
 
 
 def cmd_schema(args: argparse.Namespace, container: Container) -> int:

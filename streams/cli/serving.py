@@ -1,14 +1,24 @@
 """``memstream serve``, ``mcp`` and ``api-key add``: the HTTP API, the MCP server, and the
-keys that open them."""
+keys that open them.
+
+And the keys' tenants on the command line: ``--tenant T --user U`` (on every command that
+names a user) is the user an API key of tenant T calls U, stored as ``T:U``, the same user
+over HTTP, MCP, the inspector and here. Without ``--tenant``, ``--user alice`` is the user
+``alice`` of no tenant, whom no API key reaches; where that can surprise (a key file that holds
+keys), the commands say so (:func:`untenanted_note`).
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import sys
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from memstream.models.settings import Settings
     from memstream.streams.api.auth import KeyFile
     from memstream.streams.service.container import Container
 
@@ -185,3 +195,92 @@ def add_serve_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     )
     add.add_argument("--read-only", action="store_true", help="searches and reads only")
     add.set_defaults(run=cmd_api_key_add)
+
+
+def add_tenant_option(parser: argparse.ArgumentParser, *, without_user: bool = False) -> None:
+    """Add ``--tenant`` to a command that takes ``--user``; ``without_user``: the command
+    takes ``--tenant`` alone too (``publish``: every event of its file)."""
+    parser.add_argument(
+        "--tenant",
+        help="the user's tenant: --user U is then the user an API key of this tenant calls U "
+        "(stored as TENANT:U)",
+    )
+    # Marked: `api-key add` has a --tenant and a --user of its own, which are not this pair.
+    parser.set_defaults(tenant_names_user=True, tenant_without_user=without_user)
+
+
+def in_tenant(tenant: str, user_id: str, *, named_by: str = "--user") -> str:
+    """The stored id of tenant ``tenant``'s user ``user_id``, as the HTTP API makes it;
+    ``ValueError`` saying which of the two is wrong (the user id as ``named_by``).
+
+    Examples
+    --------
+    >>> in_tenant("acme", "alice")
+    'acme:alice'
+    >>> in_tenant("Acme", "alice")
+    Traceback (most recent call last):
+    ...
+    ValueError: --tenant must be 1 to 64 lower-case letters, digits, '_', '.' or '-', not 'Acme'
+    """
+    from memstream.streams.api.auth import (
+        TENANT_PATTERN,
+        Refused,
+        check_user_id,
+        tenant_user_id,
+    )
+
+    if not re.fullmatch(TENANT_PATTERN, tenant):
+        raise ValueError(
+            f"--tenant must be 1 to 64 lower-case letters, digits, '_', '.' or '-', not {tenant!r}"
+        )
+    try:
+        return tenant_user_id(tenant, check_user_id(user_id, tenant))
+    except Refused as refused:
+        raise ValueError(f"{named_by}: {refused.reason}") from None
+
+
+def stored_user(args: argparse.Namespace) -> None:
+    """Make ``args.user`` the stored user id: ``T:U`` for ``--tenant T --user U`` (on the
+    commands :func:`add_tenant_option` gave them to).
+
+    Raises
+    ------
+    ValueError
+        A malformed tenant or user id, or ``--tenant`` without ``--user`` where a user is
+        needed.
+    """
+    tenant = getattr(args, "tenant", None)
+    if tenant is None or not getattr(args, "tenant_names_user", False):
+        return
+    user = getattr(args, "user", None)
+    if user is None:
+        if not getattr(args, "tenant_without_user", False):
+            raise ValueError("--tenant names a tenant's user: give --user too")
+        in_tenant(tenant, "-")  # the tenant's form, checked before anything runs
+        return
+    args.user = in_tenant(tenant, user)
+
+
+def untenanted_note(settings: Settings, user_ids: Iterable[str]) -> str | None:
+    """What to tell of the user ids among ``user_ids`` that are in no tenant (no ``:``),
+    while the key file holds keys: no API key reaches them, and ``--tenant`` names a
+    tenant's user. None when there is nothing to tell."""
+    from memstream.streams.api.auth import KeyFile, KeyFileError
+
+    bare = sorted({user for user in user_ids if ":" not in user})
+    if not bare:
+        return None
+    try:
+        tenants = KeyFile(settings.api_keys_path).tenants()
+    except KeyFileError:
+        return None  # `memstream serve` says what is wrong with the file; nothing to add here
+    if not tenants:
+        return None
+    tenant, user = tenants[0], bare[0]
+    names = ", ".join(repr(name) for name in bare[:3]) + (" …" if len(bare) > 3 else "")
+    who = f"user {names} is" if len(bare) == 1 else f"users {names} are"
+    return (
+        f"note: {who} in no tenant, so no API key reaches them; by {user!r} a key of tenant "
+        f"{tenant} means the user {tenant}:{user}, which --tenant {tenant} --user {user} names "
+        f"here (tenants with keys: {', '.join(tenants)})"
+    )

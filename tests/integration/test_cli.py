@@ -53,6 +53,25 @@ def test_publish_reports_bad_lines_by_number_and_publishes_the_valid_ones(
     assert {r.key for r in records} == {b"ann"}
 
 
+def test_publish_with_a_tenant_stores_each_event_of_the_file_as_the_tenants_user(
+    cli_env, tmp_path: Path
+) -> None:
+    """``--tenant acme`` on a file: its ann is the user acme's API keys call ann."""
+    event = {
+        "type": "message_added", "session_id": "s", "occurred_at": "2026-11-02T09:00:00Z",
+        "role": "user", "content": "I live in Oslo",
+    }
+    path = tmp_path / "events.jsonl"
+    path.write_text("".join(
+        json.dumps({**event, "event_id": f"t-{user}", "user_id": user}) + "\n"
+        for user in ("ann", "ben")
+    ))
+    assert main(["publish", str(path), "--tenant", "acme"]) == 0
+    records = asyncio.run(read_topic(cli_env, Topics.from_settings(cli_env).chat))
+    assert {decode_event(r.value).user_id for r in records} == {"acme:ann", "acme:ben"}
+    assert {r.key for r in records} == {b"acme:ann", b"acme:ben"}
+
+
 def test_quick_publish_then_search_prints_the_memory_with_its_source(
     cli_env, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -233,6 +233,46 @@ def test_an_application_uses_memory_over_http_with_the_client(stack: Stack) -> N
         assert memory.get_all(user_id="fay") and memory.report("growth", user_id="fay")["rows"]
 
 
+def test_a_user_published_with_the_command_is_the_same_user_over_http(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``memstream publish --tenant acme --user cleo`` writes the user acme's keys call cleo;
+    without ``--tenant`` the command says that its user is one no key reaches, and how to
+    name the tenant's."""
+    from memstream.streams.cli import main
+
+    for name, value in stack.settings.to_env().items():
+        monkeypatch.setenv(name, value)
+    acme, call = stack.acme, stack.call
+    cleo = ["--tenant", "acme", "--user", "cleo", "--session", "c1"]
+    assert main(["publish", *cleo, "--text", "I live in Tromsø and I keep bees."]) == 0
+    assert main(["publish", *cleo, "--close"]) == 0
+
+    def search() -> list[dict[str, Any]]:
+        query = {"query": "where does cleo live", "user_id": "cleo"}
+        return list(call(acme, "POST", "/memories/search", json=query).json()["results"])
+
+    hits = wait_for(search, "cleo's memory over HTTP", until=lambda found: any(
+        "Tromsø" in hit["memory"] for hit in found
+    ))
+    assert {hit["session_id"] for hit in hits} == {"c1"}
+    # The inspector's list of the tenant's users has her, and the command reads the same user.
+    assert "cleo" in {user["user_id"] for user in call(acme, "GET", "/users").json()["results"]}
+    capsys.readouterr()
+    assert main(["memories", "list", "--tenant", "acme", "--user", "cleo"]) == 0
+    assert "Tromsø" in capsys.readouterr().out
+
+    # The command's cleo without a tenant is another user, and the command says so.
+    assert main(["search", "--user", "cleo", "where do I live"]) == 0
+    out, err = capsys.readouterr()
+    assert "no memories found for user 'cleo'" in out
+    assert "no API key reaches" in err and "--tenant acme" in err
+    assert main(["publish", "--user", "dora", "--session", "d1", "--text", "I live in Bergen."]) == 0
+    out, err = capsys.readouterr()
+    assert "published 1 event(s)" in out
+    assert err.count("\n") == 1 and "'dora' is in no tenant" in err and "--tenant acme" in err
+
+
 def test_operations_are_observable(stack: Stack) -> None:
     """What requests leave in the metrics and the logs of serve and the worker."""
     settings, served, key, tmp_path = stack.settings, stack.url, stack.acme, stack.tmp
