@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from memstream.models.events import CODE_PATTERN, Identifier, MemoryType, Role
+from memstream.models.events import CODE_PATTERN, Identifier, MemoryType, Role, UtcInstant
 from memstream.projections.retrieval import MAX_CANDIDATES
 from memstream.streams.service.memories import DEFAULT_WAIT_S, MAX_WAIT_S
 from memstream.streams.service.results import (
@@ -78,7 +78,7 @@ class AddRequest(_Request):
     agent_id: Identifier | None = None
     close: bool = True
     event_ids: Annotated[list[Identifier], Field(max_length=1000)] | None = None
-    occurred_at: AwareDatetime | None = None
+    occurred_at: UtcInstant | None = None
     wait: bool = Field(
         False,
         description="Answer only once the session's memories are searchable (needs close), "
@@ -109,8 +109,8 @@ class SearchFiltersIn(_Request):
     memory_types: Annotated[list[MemoryType], Field(min_length=1)] | None = None
     session_id: Identifier | None = None
     min_importance: Annotated[float, Field(ge=0, le=1)] | None = None
-    since: AwareDatetime | None = None
-    until: AwareDatetime | None = None
+    since: UtcInstant | None = None
+    until: UtcInstant | None = None
 
 
 class SearchRequest(_Request):
@@ -120,7 +120,7 @@ class SearchRequest(_Request):
     user_id: UserId
     limit: Annotated[int, Field(ge=1, le=MAX_CANDIDATES)] = 5
     filters: SearchFiltersIn | None = None
-    as_of: AwareDatetime | None = None
+    as_of: UtcInstant | None = None
     explain: bool = Field(False, description="Add every part of each hit's score.")
 
 

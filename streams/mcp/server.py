@@ -26,9 +26,9 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from memstream.models.events import Identifier, MemoryType
+from memstream.models.events import Identifier, MemoryType, UtcInstant
 from memstream.projections.memories import SearchFilters
 from memstream.streams.api.auth import ApiKey, Refused
 from memstream.streams.api.deps import API_KEY_STATE
@@ -267,11 +267,11 @@ def create_mcp_server(
             ),
         ] = None,
         since: Annotated[
-            AwareDatetime | None,
+            UtcInstant | None,
             Field(description="Only memories from this time on (ISO 8601 with a zone)."),
         ] = None,
         until: Annotated[
-            AwareDatetime | None,
+            UtcInstant | None,
             Field(description="Only memories from before this time (ISO 8601 with a zone)."),
         ] = None,
         user_id: UserId = None,
