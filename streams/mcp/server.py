@@ -50,7 +50,8 @@ from memstream.streams.mcp.results import (
     session_context_answer,
     timeline_answer,
 )
-from memstream.streams.service.app import Service
+from memstream.streams.runtime.logid import LogLost
+from memstream.streams.service.app import LOG_LOST, Service
 from memstream.streams.service.sessions import NoSession, WorkerRefused, WorkerUnreachable
 
 __all__ = ["INSTRUCTIONS", "TOOLS", "create_mcp_server"]
@@ -521,6 +522,9 @@ def _unexpected_failures_logged(
             return await function(*args, **kwargs)
         except ToolError:
             raise
+        except LogLost:
+            log.warning("mcp: %s: the broker lost its log", function.__name__)
+            raise ToolError(LOG_LOST) from None
         except (KafkaError, OSError, TimeoutError) as exc:
             log.warning("mcp: %s: %s", function.__name__, type(exc).__name__)
             raise ToolError(
