@@ -9,6 +9,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memstream.models.events import CODE_PATTERN, Identifier, MemoryType, Role, UtcInstant
 from memstream.projections.retrieval import MAX_CANDIDATES
+from memstream.streams.api.auth import (
+    CALLER_USER_ID_PATTERN,
+    CALLER_USER_ID_RULE,
+    MAX_CALLER_USER_ID_CHARS,
+)
 from memstream.streams.service.memories import DEFAULT_WAIT_S, MAX_WAIT_S
 from memstream.streams.service.results import (
     HistoryEntry,
@@ -22,6 +27,7 @@ from memstream.streams.service.results import (
 __all__ = [
     "AddRequest",
     "AddResponse",
+    "BadInput",
     "CloseSessionRequest",
     "CloseSessionResponse",
     "ContextRequest",
@@ -34,12 +40,14 @@ __all__ = [
     "HistoryResponse",
     "MemoryListResponse",
     "MessageIn",
+    "Problem",
     "Readiness",
     "ReportInfo",
     "ReportResponse",
     "SearchFiltersIn",
     "SearchRequest",
     "SearchResponse",
+    "ServiceUnavailable",
     "SessionContextResponse",
     "TenantUser",
     "TimelineRequest",
@@ -48,7 +56,15 @@ __all__ = [
 ]
 
 #: A user id as a caller names it; the API checks it against the key and namespaces it.
-UserId = Annotated[str, Field(max_length=1024, description="Your user id (within your tenant).")]
+UserId = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_CALLER_USER_ID_CHARS,
+        pattern=CALLER_USER_ID_PATTERN,
+        description=CALLER_USER_ID_RULE,
+    ),
+]
 
 
 class _Request(BaseModel):
@@ -309,7 +325,40 @@ class Health(BaseModel):
 
 
 class Readiness(BaseModel):
-    """Whether the service can do its work: each check with its state (``ok`` or why not)."""
+    """Whether the service can do its work: each check with its state (``ok`` or why not),
+    and, when not ready, ``detail``: what is not ready and what to do, in one line."""
 
     ready: bool
     checks: dict[str, str]
+    detail: str | None = None
+
+
+class ServiceUnavailable(BaseModel):
+    """A 503: what the answer needed and could not reach now (``unavailable``: the
+    ``broker``, or the ``worker`` that holds the user's sessions), and what to do
+    (``detail``, one line)."""
+
+    detail: str
+    unavailable: Literal["broker", "worker"]
+
+
+class Problem(BaseModel):
+    """A refusal (401, 403, 404, or a 422 the service made): what was wrong, in one line."""
+
+    detail: str
+
+
+class InputError(BaseModel):
+    """Where a request's input is wrong (``loc``: ``body``, ``query`` or ``path``, then the
+    field) and what is wrong with it (``msg``)."""
+
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class BadInput(BaseModel):
+    """A 422: the request's input as a whole is wrong (``detail``, one line), or each field
+    that is (a list of :class:`InputError`)."""
+
+    detail: str | list[InputError]
