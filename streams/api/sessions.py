@@ -84,7 +84,15 @@ async def session_context(
     )
 
 
-@router.post("/{session_id:path}/close", status_code=202, responses=ERRORS)
+@router.post(
+    "/{session_id:path}/close",
+    status_code=202,
+    responses={
+        **ERRORS,
+        # The router's own answer: a path parameter never spans a line break.
+        404: {"model": Problem, "description": "A path no route takes (a line break in it)."},
+    },
+)
 async def close_session(
     session_id: SessionPath, body: CloseSessionRequest, key: Caller, service: ServiceDep
 ) -> CloseSessionResponse:
