@@ -25,6 +25,7 @@ from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
@@ -42,6 +43,8 @@ __all__ = ["create_api"]
 
 log = logging.getLogger(__name__)
 
+#: Where the interactive docs' scripts, styles and icon are served from.
+DOCS_ASSETS = "/docs/assets"
 #: Paths under /v1 that need no key.
 OPEN_PATHS = frozenset({"/v1/health", "/v1/ready"})
 #: How long a readiness answer is reused: probes from many balancers cost one check.
@@ -65,7 +68,8 @@ def _needs_a_key(path: str) -> bool:
 def create_api(service: Service, keys: KeyFile) -> FastAPI:
     """The HTTP API over ``service``, open to the holders of ``keys``.
 
-    OpenAPI at ``/openapi.json``, interactive docs at ``/docs``, the memory inspector at
+    OpenAPI at ``/openapi.json``, interactive docs at ``/docs`` (Swagger UI, its files served
+    from :data:`DOCS_ASSETS`, so the page needs no network), the memory inspector at
     ``/inspector/``. The caller owns ``service`` (and closes it); the app only calls it, on
     the server's event loop.
 
@@ -75,13 +79,16 @@ def create_api(service: Service, keys: KeyFile) -> FastAPI:
     >>> api = create_api(service, KeyFile(Path("api_keys.toml")))  # doctest: +SKIP
     >>> uvicorn.run(api)  # doctest: +SKIP
     """
-    api = FastAPI(
+    # FastAPIOffline: the same FastAPI app, whose /docs loads Swagger UI from files shipped
+    # in the fastapi-offline package (DOCS_ASSETS), not from a CDN: the page works offline.
+    api = FastAPIOffline(
         title="memstream",
         summary="Event-sourced long-term memory for LLM agents.",
         version="1",
         openapi_url="/openapi.json",
         docs_url="/docs",
         redoc_url=None,
+        static_url=DOCS_ASSETS,
     )
     api.add_middleware(RequireApiKey, keys=keys, guarded=_needs_a_key)
     api.state.service = service

@@ -15,6 +15,7 @@ import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -380,6 +381,41 @@ async def test_the_documented_user_id_limits_are_the_services(client: httpx.Asyn
     for refused in ("", "a" * 252, "a" * 254, "a" * 255, "a\tb"):
         response = await search(refused)
         assert response.status_code == 422, (len(refused), response.text)
+
+
+class _AssetUrls(HTMLParser):
+    """Every URL a page loads: scripts, stylesheets, icons, images."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        url = found.get("src") if tag in ("script", "img") else found.get("href")
+        if tag in ("script", "img", "link") and url:
+            self.urls.append(url)
+
+
+async def test_the_docs_page_loads_only_assets_this_server_serves(
+    client: httpx.AsyncClient,
+) -> None:
+    page = await client.get("/docs")
+    assert page.status_code == 200
+    assets = _AssetUrls()
+    assets.feed(page.text)
+    # Nothing from another host: the page works offline.
+    assert assets.urls and all(url.startswith("/") and not url.startswith("//") for url in assets.urls)
+    assert "http://" not in page.text and "https://" not in page.text
+    kinds = set()
+    for url in assets.urls:
+        asset = await client.get(url)
+        assert asset.status_code == 200 and asset.content, url
+        kinds.add(asset.headers["content-type"].split(";")[0])
+    assert {"text/javascript", "text/css"} <= kinds
+    # The page's script finds Swagger UI's bundle and this server's document.
+    assert "SwaggerUIBundle" in (await client.get(assets.urls[-1])).text
+    assert "url: '/openapi.json'" in page.text
 
 
 async def test_openapi_and_docs_are_served(client: httpx.AsyncClient) -> None:
