@@ -47,6 +47,43 @@ Role = Literal["user", "assistant", "system", "tool"]
 #: makes a string "not free text" for the content check (see :func:`can_hold_text`).
 CODE_PATTERN = r"^[a-z0-9_.-]{1,64}$"
 Code = Annotated[str, StringConstraints(pattern=CODE_PATTERN)]
+#: Why a time is refused that has a zone but no UTC equivalent (one line, for every interface).
+OUTSIDE_UTC = (
+    "is outside the years 1 to 9999 in UTC: give a time from 0001-01-01T00:00:00Z to "
+    "9999-12-31T23:59:59Z"
+)
+
+
+def utc_instant(moment: dt.datetime) -> dt.datetime:
+    """``moment`` unchanged if it is an instant memstream can compare and store: it has a
+    time zone and, converted to UTC, lies in the years 1 to 9999. Every store keeps times in
+    UTC, so ``0001-01-01T00:00+14:00`` (a day before year 1 in UTC) names no time there.
+
+    Raises
+    ------
+    ValueError
+        No time zone, or no UTC equivalent; the message is one line, for any interface.
+
+    Examples
+    --------
+    >>> utc_instant(dt.datetime(2026, 5, 1, 9, tzinfo=dt.UTC)).year
+    2026
+    >>> utc_instant(dt.datetime(1, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=14))))
+    Traceback (most recent call last):
+    ...
+    ValueError: is outside the years 1 to 9999 in UTC: give a time from 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z
+    """
+    if moment.utcoffset() is None:
+        raise ValueError("needs a time zone (like 2026-05-01T09:00:00Z or +02:00)")
+    try:
+        moment.astimezone(dt.UTC)
+    except OverflowError:
+        raise ValueError(OUTSIDE_UTC) from None
+    return moment
+
+
+#: A time a caller names (a search's ``as_of``, a filter's bounds): zoned, with a UTC equivalent.
+UtcInstant = Annotated[AwareDatetime, AfterValidator(utc_instant)]
 
 #: Fields that stay plain although their type could hold text. Everything here routes,
 #: orders, deduplicates or joins events, or names the software that made them; none of it

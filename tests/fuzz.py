@@ -22,7 +22,7 @@ import base64
 import json
 import math
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, Self
 
 from hypothesis import HealthCheck, Phase, given, seed, settings
@@ -120,6 +120,18 @@ odd_times = st.one_of(
         ]
     ),
     st.integers(min_value=2, max_value=3650).map(lambda days: (datetime.now(UTC) + timedelta(days=days)).isoformat()),
+)
+
+#: Every fixed offset a zone can have: whole minutes strictly within a day either way.
+any_offset = st.integers(min_value=-(24 * 60 - 1), max_value=24 * 60 - 1).map(
+    lambda minutes: timezone(timedelta(minutes=minutes))
+)
+#: Zoned times anywhere in the calendar, in any offset; often within a day of its two ends,
+#: where an offset can carry a time out of the years 1 to 9999 in UTC.
+zoned_times = st.one_of(
+    st.datetimes(timezones=any_offset),
+    st.datetimes(max_value=datetime(1, 1, 2), timezones=any_offset),
+    st.datetimes(min_value=datetime(9999, 12, 30), timezones=any_offset),
 )
 
 hostile_bytes = st.one_of(

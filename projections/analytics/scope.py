@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from memstream.models.events import utc_instant
+
 
 @dataclass(frozen=True)
 class Scope:
@@ -24,6 +26,15 @@ class Scope:
     user_id: str | None = None
     since: datetime | None = None
     now: datetime | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("since", "now"):
+            moment = getattr(self, name)
+            if moment is not None:
+                try:
+                    utc_instant(_aware(moment))
+                except ValueError as exc:
+                    raise ValueError(f"{name} {exc}") from None
 
     def resolved_now(self) -> datetime:
         """``now``, or the current time (UTC)."""

@@ -66,5 +66,7 @@ def _sql_time(moment: datetime) -> str:
     """A timestamp literal's text, formatted here from a datetime (never from a string)."""
     if not isinstance(moment, datetime) or moment.tzinfo is None:
         raise ValueError("time filters need a timezone-aware datetime")
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
+    # isoformat, not strftime: strftime's %Y does not pad years before 1000 to four digits,
+    # which the SQL parser refuses.
+    return moment.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds")
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from memstream.models.events import Claim
+from memstream.models.events import Claim, utc_instant
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,17 @@ class SearchFilters:
     #: Answer from what memstream believed at this time: memories recorded by then (event
     #: time) and not yet superseded, expired or forgotten by then. Deleted memories stay out.
     as_of: datetime | None = None
+
+    def __post_init__(self) -> None:
+        # Checked here, where every interface's filters pass: a time with no UTC equivalent
+        # would otherwise fail deep in the SQL formatting as an OverflowError.
+        for name in ("since", "until", "as_of"):
+            moment = getattr(self, name)
+            if moment is not None:
+                try:
+                    utc_instant(moment)
+                except ValueError as exc:
+                    raise ValueError(f"{name} {exc}") from None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -56,6 +56,16 @@ TENANT_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,63}$"
 #: The longest user id the service takes (the events' ``Identifier``), namespaced included.
 MAX_USER_ID_CHARS = 256
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: The longest user id a caller may name, with the shortest tenant (one character and ":");
+#: a tenant of n characters leaves ``MAX_USER_ID_CHARS - 1 - n``.
+MAX_CALLER_USER_ID_CHARS = MAX_USER_ID_CHARS - 2
+#: What a caller's user id may hold: no control characters (what :func:`check_user_id` checks).
+CALLER_USER_ID_PATTERN = r"^[^\x00-\x1f\x7f]+$"
+CALLER_USER_ID_RULE = (
+    f"Your user id (within your tenant): 1 to {MAX_USER_ID_CHARS - 1} characters less the "
+    f"length of your tenant id ({MAX_USER_ID_CHARS - 1 - len('acme')} for tenant 'acme'), "
+    "no control characters."
+)
 #: Keys memstream makes start with this, so a leaked one is recognisable in a scan.
 KEY_PREFIX = "msk_"
 #: A presented key longer than this is not looked up (none is; memstream's are 47 characters).

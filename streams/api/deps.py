@@ -11,8 +11,17 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from memstream.streams.api.auth import ApiKey, KeyFile, Refused, bearer_key
-from memstream.streams.service.app import Service
+from memstream.streams.api.auth import (
+    CALLER_USER_ID_PATTERN,
+    CALLER_USER_ID_RULE,
+    MAX_CALLER_USER_ID_CHARS,
+    ApiKey,
+    KeyFile,
+    Refused,
+    bearer_key,
+)
+from memstream.streams.api.schemas import BadInput, Problem, ServiceUnavailable
+from memstream.streams.service.app import Service, Unavailable
 
 __all__ = [
     "API_KEY_STATE",
@@ -22,6 +31,7 @@ __all__ = [
     "MemoryIdPath",
     "RequireApiKey",
     "ServiceDep",
+    "Unreachable",
     "UserQuery",
     "scoped_user",
     "unprocessable",
@@ -69,17 +79,43 @@ _bearer = HTTPBearer(
     auto_error=False,
     description="An API key from the key file (`memstream api-key add`), bound to a tenant.",
 )
-UserQuery = Annotated[str, Query(max_length=1024, description="Your user id (within your tenant).")]
+UserQuery = Annotated[
+    str,
+    Query(
+        min_length=1,
+        max_length=MAX_CALLER_USER_ID_CHARS,
+        pattern=CALLER_USER_ID_PATTERN,
+        description=CALLER_USER_ID_RULE,
+    ),
+]
 MemoryIdPath = Annotated[str, Path(min_length=1, max_length=1024)]
+#: What every route of ``/v1`` that needs a key may answer besides its success.
 ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"description": "No API key, or an unknown one."},
-    403: {"description": "A user the key may not act for, or a write with a read-only key."},
-    422: {"description": "Bad input."},
+    401: {"model": Problem, "description": "No API key, or an unknown one."},
+    403: {
+        "model": Problem,
+        "description": "A user the key may not act for, or a write with a read-only key.",
+    },
+    422: {"model": BadInput, "description": "Bad input: what, and where."},
+    503: {
+        "model": ServiceUnavailable,
+        "description": "What the answer needs is not reachable now (the broker, or the "
+        "worker of the user's sessions): which, and what to do.",
+    },
 }
 NOT_FOUND: dict[int | str, dict[str, Any]] = {
     **ERRORS,
-    404: {"description": "No such memory of this user."},
+    404: {"model": Problem, "description": "No such memory of this user."},
 }
+
+
+class Unreachable(Exception):
+    """Raised by a route whose answer needs what is not available now: the app answers
+    503 with :class:`~memstream.streams.api.schemas.ServiceUnavailable`."""
+
+    def __init__(self, unavailable: Unavailable) -> None:
+        super().__init__(unavailable.reason)
+        self.unavailable = unavailable
 
 
 # Both dependencies are coroutines: FastAPI runs a plain function in its thread pool, which

@@ -17,8 +17,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 from fastapi import APIRouter, HTTPException, Path, Query, Response
-from pydantic import AwareDatetime
 
+from memstream.models.events import UtcInstant
 from memstream.projections.analytics import (
     REPORTS,
     ReportOptions,
@@ -72,8 +72,8 @@ async def report(
     service: ServiceDep,
     user_id: UserQuery,
     format: Literal["json", "csv", "png"] = "json",
-    since: Annotated[AwareDatetime | None, Query(description="Rows from this time on.")] = None,
-    now: Annotated[AwareDatetime | None, Query(description="Ages measured at this time.")] = None,
+    since: Annotated[UtcInstant | None, Query(description="Rows from this time on.")] = None,
+    now: Annotated[UtcInstant | None, Query(description="Ages measured at this time.")] = None,
     days: Annotated[int, Query(ge=0, le=36_500)] = 7,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 10,
 ) -> Any:

@@ -5,10 +5,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from memstream.models.events import CODE_PATTERN, Identifier, MemoryType, Role
+from memstream.models.events import CODE_PATTERN, Identifier, MemoryType, Role, UtcInstant
 from memstream.projections.retrieval import MAX_CANDIDATES
+from memstream.streams.api.auth import (
+    CALLER_USER_ID_PATTERN,
+    CALLER_USER_ID_RULE,
+    MAX_CALLER_USER_ID_CHARS,
+)
 from memstream.streams.service.memories import DEFAULT_WAIT_S, MAX_WAIT_S
 from memstream.streams.service.results import (
     HistoryEntry,
@@ -22,6 +27,7 @@ from memstream.streams.service.results import (
 __all__ = [
     "AddRequest",
     "AddResponse",
+    "BadInput",
     "CloseSessionRequest",
     "CloseSessionResponse",
     "ContextRequest",
@@ -34,12 +40,14 @@ __all__ = [
     "HistoryResponse",
     "MemoryListResponse",
     "MessageIn",
+    "Problem",
     "Readiness",
     "ReportInfo",
     "ReportResponse",
     "SearchFiltersIn",
     "SearchRequest",
     "SearchResponse",
+    "ServiceUnavailable",
     "SessionContextResponse",
     "TenantUser",
     "TimelineRequest",
@@ -48,7 +56,15 @@ __all__ = [
 ]
 
 #: A user id as a caller names it; the API checks it against the key and namespaces it.
-UserId = Annotated[str, Field(max_length=1024, description="Your user id (within your tenant).")]
+UserId = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_CALLER_USER_ID_CHARS,
+        pattern=CALLER_USER_ID_PATTERN,
+        description=CALLER_USER_ID_RULE,
+    ),
+]
 
 
 class _Request(BaseModel):
@@ -78,7 +94,7 @@ class AddRequest(_Request):
     agent_id: Identifier | None = None
     close: bool = True
     event_ids: Annotated[list[Identifier], Field(max_length=1000)] | None = None
-    occurred_at: AwareDatetime | None = None
+    occurred_at: UtcInstant | None = None
     wait: bool = Field(
         False,
         description="Answer only once the session's memories are searchable (needs close), "
@@ -109,8 +125,8 @@ class SearchFiltersIn(_Request):
     memory_types: Annotated[list[MemoryType], Field(min_length=1)] | None = None
     session_id: Identifier | None = None
     min_importance: Annotated[float, Field(ge=0, le=1)] | None = None
-    since: AwareDatetime | None = None
-    until: AwareDatetime | None = None
+    since: UtcInstant | None = None
+    until: UtcInstant | None = None
 
 
 class SearchRequest(_Request):
@@ -120,7 +136,7 @@ class SearchRequest(_Request):
     user_id: UserId
     limit: Annotated[int, Field(ge=1, le=MAX_CANDIDATES)] = 5
     filters: SearchFiltersIn | None = None
-    as_of: AwareDatetime | None = None
+    as_of: UtcInstant | None = None
     explain: bool = Field(False, description="Add every part of each hit's score.")
 
 
@@ -309,7 +325,40 @@ class Health(BaseModel):
 
 
 class Readiness(BaseModel):
-    """Whether the service can do its work: each check with its state (``ok`` or why not)."""
+    """Whether the service can do its work: each check with its state (``ok`` or why not),
+    and, when not ready, ``detail``: what is not ready and what to do, in one line."""
 
     ready: bool
     checks: dict[str, str]
+    detail: str | None = None
+
+
+class ServiceUnavailable(BaseModel):
+    """A 503: what the answer needed and could not reach now (``unavailable``: the
+    ``broker``, or the ``worker`` that holds the user's sessions), and what to do
+    (``detail``, one line)."""
+
+    detail: str
+    unavailable: Literal["broker", "worker"]
+
+
+class Problem(BaseModel):
+    """A refusal (401, 403, 404, or a 422 the service made): what was wrong, in one line."""
+
+    detail: str
+
+
+class InputError(BaseModel):
+    """Where a request's input is wrong (``loc``: ``body``, ``query`` or ``path``, then the
+    field) and what is wrong with it (``msg``)."""
+
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class BadInput(BaseModel):
+    """A 422: the request's input as a whole is wrong (``detail``, one line), or each field
+    that is (a list of :class:`InputError`)."""
+
+    detail: str | list[InputError]

@@ -8,23 +8,39 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Query
 
-from memstream.streams.api.deps import ERRORS, Caller, ServiceDep, UserQuery, scoped_user
+from memstream.streams.api.deps import (
+    ERRORS,
+    Caller,
+    ServiceDep,
+    Unreachable,
+    UserQuery,
+    scoped_user,
+)
 from memstream.streams.api.schemas import (
     CloseSessionRequest,
     CloseSessionResponse,
+    Problem,
     SessionContextResponse,
 )
+from memstream.streams.service.app import Unavailable
 from memstream.streams.service.sessions import NoSession, WorkerRefused, WorkerUnreachable
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
-SessionPath = Annotated[str, Path(min_length=1, max_length=256)]
+#: A session id as events carry it (the events' ``Identifier``): no control characters, so
+#: none that the path could not route either.
+SessionPath = Annotated[str, Path(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f]+$")]
 _SESSION_ERRORS: dict[int | str, dict[str, Any]] = {
     **ERRORS,
-    404: {"description": "No open session of that id for this user."},
-    503: {"description": "No worker answers for the user's sessions now (ask again)."},
+    404: {"model": Problem, "description": "No open session of that id for this user."},
 }
+_NO_WORKER = Unavailable(
+    "worker",
+    "no worker answers for this user's sessions now: ask again in a few seconds (a worker "
+    "must be running: `memstream worker`)",
+    retry_after_s=5,
+)
 
 
 def _renamed(value: Any, namespaced: str, user_id: str) -> Any:
@@ -58,7 +74,7 @@ async def session_context(
         raise HTTPException(404, "no open session of that id for this user") from None
     except (WorkerRefused, WorkerUnreachable):
         # The reason stays in the service's log: it names the worker's address.
-        raise HTTPException(503, "no worker answers for this user's sessions now") from None
+        raise Unreachable(_NO_WORKER) from None
     return SessionContextResponse(
         user_id=user_id,
         session_id=session_id,
@@ -68,7 +84,15 @@ async def session_context(
     )
 
 
-@router.post("/{session_id:path}/close", status_code=202, responses=ERRORS)
+@router.post(
+    "/{session_id:path}/close",
+    status_code=202,
+    responses={
+        **ERRORS,
+        # The router's own answer: a path parameter never spans a line break.
+        404: {"model": Problem, "description": "A path no route takes (a line break in it)."},
+    },
+)
 async def close_session(
     session_id: SessionPath, body: CloseSessionRequest, key: Caller, service: ServiceDep
 ) -> CloseSessionResponse:

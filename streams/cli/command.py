@@ -12,7 +12,7 @@ from typing import get_args
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
-from memstream.models.events import CODE_PATTERN, MemoryType
+from memstream.models.events import CODE_PATTERN, MemoryType, utc_instant
 from memstream.models.settings import Settings
 from memstream.streams.cli.chatting import add_chat_command
 from memstream.streams.cli.log import cmd_replay, cmd_restore, cmd_verify
@@ -41,7 +41,11 @@ def _timestamp(text: str) -> datetime:
         value = datetime.fromisoformat(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r}") from None
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    value = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    try:
+        return utc_instant(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} {exc}") from None
 
 
 def _with_checked_erasure_reason(run: Command) -> Command:

@@ -26,9 +26,9 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from memstream.models.events import Identifier, MemoryType
+from memstream.models.events import Identifier, MemoryType, UtcInstant
 from memstream.projections.memories import SearchFilters
 from memstream.streams.api.auth import ApiKey, Refused
 from memstream.streams.api.deps import API_KEY_STATE
@@ -50,7 +50,8 @@ from memstream.streams.mcp.results import (
     session_context_answer,
     timeline_answer,
 )
-from memstream.streams.service.app import Service
+from memstream.streams.runtime.logid import LogLost
+from memstream.streams.service.app import LOG_LOST, Service
 from memstream.streams.service.sessions import NoSession, WorkerRefused, WorkerUnreachable
 
 __all__ = ["INSTRUCTIONS", "TOOLS", "create_mcp_server"]
@@ -267,11 +268,11 @@ def create_mcp_server(
             ),
         ] = None,
         since: Annotated[
-            AwareDatetime | None,
+            UtcInstant | None,
             Field(description="Only memories from this time on (ISO 8601 with a zone)."),
         ] = None,
         until: Annotated[
-            AwareDatetime | None,
+            UtcInstant | None,
             Field(description="Only memories from before this time (ISO 8601 with a zone)."),
         ] = None,
         user_id: UserId = None,
@@ -521,6 +522,9 @@ def _unexpected_failures_logged(
             return await function(*args, **kwargs)
         except ToolError:
             raise
+        except LogLost:
+            log.warning("mcp: %s: the broker lost its log", function.__name__)
+            raise ToolError(LOG_LOST) from None
         except (KafkaError, OSError, TimeoutError) as exc:
             log.warning("mcp: %s: %s", function.__name__, type(exc).__name__)
             raise ToolError(

@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import KafkaConnectionError
 
 from memstream.models.settings import Settings
 from memstream.streams.runtime.topics import Topics
@@ -87,7 +88,13 @@ class MarkReader:
 
     async def read(self, timeout_s: float = 5.0) -> str | None:
         """The id the broker's log carries (the first record of the mark topic); None when
-        the topic is missing or empty (a fresh broker, or one that lost its log)."""
+        the topic is missing or empty (a fresh broker, or one that lost its log).
+
+        Raises
+        ------
+        KafkaConnectionError
+            The broker does not answer (it may come back with its log).
+        """
         async with self._reading:
             return await self._read(timeout_s)
 
@@ -103,7 +110,9 @@ class MarkReader:
                 raise
             self._consumer = consumer
         consumer = self._consumer
-        await consumer._client.force_metadata_update()
+        if not await consumer._client.force_metadata_update():
+            # A broker that does not answer has not lost its log: say so, never "no mark".
+            raise KafkaConnectionError(f"the broker at {self.settings.broker} does not answer")
         if not consumer.partitions_for_topic(self.topic):
             return None
         tp = TopicPartition(self.topic, 0)

@@ -23,7 +23,13 @@ from typing import Any
 from memstream.models.codec import InvalidEvent, decode_event
 from memstream.models.crypto import SealError
 from memstream.models.erasure import ErasureLedger
-from memstream.models.events import Event, MemoriesRetrieved, MemoryDeleted, derived_id
+from memstream.models.events import (
+    Event,
+    MemoriesRetrieved,
+    MemoryDeleted,
+    derived_id,
+    utc_instant,
+)
 from memstream.projections.memories import MemoryIndex, MemoryRecord, SearchFilters
 from memstream.projections.retrieval import MAX_CANDIDATES, RankedMemory, Retriever
 from memstream.streams.runtime.keys import open_event
@@ -329,8 +335,11 @@ class MemoryService:
         as_of: datetime | None,
         table: str | None,
     ) -> tuple[Retriever, list[RankedMemory]]:
-        if as_of is not None and as_of.tzinfo is None:
-            raise ValueError("as_of needs a timezone")
+        if as_of is not None:
+            try:
+                utc_instant(as_of)
+            except ValueError as exc:
+                raise ValueError(f"as_of {exc}") from None
         if not 1 <= limit <= MAX_CANDIDATES:
             raise ValueError(f"limit must be between 1 and {MAX_CANDIDATES}")
         check_id("user_id", user_id)

@@ -11,6 +11,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from fakes import FakeEmbedder
+from fuzz import zoned_times
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from memstream.models.events import (
     ContentEncryption,
@@ -587,6 +591,26 @@ def test_filters_by_importance_session_and_time(projection: MemoryProjection) ->
     assert ids(until=T0 + timedelta(minutes=60)) == {"m-early"}
     assert ids(session_id="s1") == {"m-early", "m-late"}
     assert ids(session_id="x' OR '1'='1") == set()
+
+
+@given(times=st.fixed_dictionaries({}, optional=dict.fromkeys(("since", "until", "as_of"), zoned_times)))
+@hypothesis_settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_a_search_takes_any_zoned_time_or_refuses_it_in_one_line(
+    tmp_path: Path, minilm: MiniLMOnnxEmbedder, times: dict[str, datetime]
+) -> None:
+    projection = MemoryProjection(tmp_path / "lancedb", minilm)
+    if not projection.exists():
+        projection.apply([(memory("m-rome", "Alice visited Rome"), at(0))])
+    try:
+        filters = SearchFilters(**times)
+    except ValueError as refused:
+        assert "outside the years 1 to 9999 in UTC" in str(refused)
+        assert "\n" not in str(refused) and str(refused).split()[0] in times
+        return
+    hits = projection.search("alice", "Alice visited", limit=5, filters=filters)
+    assert {hit.memory_id for hit in hits} <= {"m-rome"}
 
 
 def test_by_default_searches_compare_the_users_rows_exactly_and_no_ann_index_is_kept(

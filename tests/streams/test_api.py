@@ -11,9 +11,11 @@ import asyncio
 import json
 import logging
 import os
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -320,6 +322,102 @@ async def test_bad_input_is_422_and_not_quoted_back(client: httpx.AsyncClient) -
     assert response.status_code == 422
 
 
+async def test_a_method_a_path_lacks_is_405_with_one_allow_header_naming_all_it_has(
+    client: httpx.AsyncClient,
+) -> None:
+    document = (await client.get("/openapi.json")).json()
+    # A template's parameters match any text ("/v1/memories/search" is a memory id too).
+    shapes = {
+        template: re.compile(re.sub(r"\{[a-z_]+\}", ".+", template) + "$")
+        for template in document["paths"]
+    }
+    for template in document["paths"]:
+        path = template.replace("{memory_id}", "m-1").replace("{session_id}", "s-1").replace(
+            "{name}", "growth"
+        )
+        documented = {
+            method.upper()
+            for other, operations in document["paths"].items()
+            if shapes[other].match(path)
+            for method in operations
+        }
+        for method in sorted({"GET", "POST", "PUT", "PATCH", "DELETE"} - documented):
+            response = await client.request(method, path, headers=auth(ACME_ALL))
+            assert response.status_code == 405, (method, path, response.status_code)
+            (allow,) = response.headers.get_list("allow")
+            assert set(allow.split(", ")) == documented, (method, path, allow)
+
+
+async def test_a_body_that_is_not_json_text_is_a_documented_422(client: httpx.AsyncClient) -> None:
+    document = (await client.get("/openapi.json")).json()
+    for path in ("/v1/memories", "/v1/memories/search", "/v1/sessions/s-1/close"):
+        response = await client.post(
+            path,
+            content=b"\xff\xfe{",
+            headers={**auth(ACME_ALL), "Content-Type": "application/json"},
+        )
+        assert response.status_code == 422, (path, response.text)
+        assert response.json()["detail"][0]["loc"] == ["body"]
+    assert "400" not in json.dumps(document["paths"])
+
+
+async def test_the_documented_user_id_limits_are_the_services(client: httpx.AsyncClient) -> None:
+    document = (await client.get("/openapi.json")).json()
+    rule = document["components"]["schemas"]["SearchRequest"]["properties"]["user_id"]
+    (query_rule,) = [
+        p["schema"] for p in document["paths"]["/v1/memories"]["get"]["parameters"]
+        if p["name"] == "user_id"
+    ]
+    for documented in (rule, query_rule):
+        assert (documented["minLength"], documented["maxLength"]) == (1, 254)
+        assert "251 for tenant 'acme'" in documented["description"]
+
+    async def search(user_id: str) -> httpx.Response:
+        body = {"query": "where do I live", "user_id": user_id}
+        return await client.post("/v1/memories/search", json=body, headers=auth(ACME_ALL))
+
+    # Tenant acme (4 characters and ":") leaves 251 of the 256 an event carries.
+    assert (await search("a" * 251)).status_code == 200
+    for refused in ("", "a" * 252, "a" * 254, "a" * 255, "a\tb"):
+        response = await search(refused)
+        assert response.status_code == 422, (len(refused), response.text)
+
+
+class _AssetUrls(HTMLParser):
+    """Every URL a page loads: scripts, stylesheets, icons, images."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        url = found.get("src") if tag in ("script", "img") else found.get("href")
+        if tag in ("script", "img", "link") and url:
+            self.urls.append(url)
+
+
+async def test_the_docs_page_loads_only_assets_this_server_serves(
+    client: httpx.AsyncClient,
+) -> None:
+    page = await client.get("/docs")
+    assert page.status_code == 200
+    assets = _AssetUrls()
+    assets.feed(page.text)
+    # Nothing from another host: the page works offline.
+    assert assets.urls and all(url.startswith("/") and not url.startswith("//") for url in assets.urls)
+    assert "http://" not in page.text and "https://" not in page.text
+    kinds = set()
+    for url in assets.urls:
+        asset = await client.get(url)
+        assert asset.status_code == 200 and asset.content, url
+        kinds.add(asset.headers["content-type"].split(";")[0])
+    assert {"text/javascript", "text/css"} <= kinds
+    # The page's script finds Swagger UI's bundle and this server's document.
+    assert "SwaggerUIBundle" in (await client.get(assets.urls[-1])).text
+    assert "url: '/openapi.json'" in page.text
+
+
 async def test_openapi_and_docs_are_served(client: httpx.AsyncClient) -> None:
     document = (await client.get("/openapi.json")).json()
     assert document["openapi"].startswith("3.1")
@@ -603,8 +701,10 @@ async def test_readiness_needs_no_key_and_says_what_is_missing(client: httpx.Asy
     # No broker in this test: not ready, and the checks say why.
     assert response.status_code == 503
     body = response.json()
-    assert body["ready"] is False and body["checks"]["broker"] == "unreachable"
+    assert body["ready"] is False and body["checks"]["broker"].startswith("unreachable: start")
     assert body["checks"]["worker"] == "no worker answers"
+    # One line says what is not ready and what to do; the worker does not decide.
+    assert body["detail"] == f"not ready: broker {body['checks']['broker']}"
 
 
 # --- hostile input ----------------------------------------------------------------------

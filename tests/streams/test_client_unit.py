@@ -9,6 +9,10 @@ from typing import Any
 
 import pytest
 from fakes import FakeEmbedder, InMemoryPublisher, memory_added
+from fuzz import zoned_times
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from memstream.models.codec import EventLimits, decode_event
 from memstream.models.events import (
@@ -23,6 +27,7 @@ from memstream.models.events import (
 )
 from memstream.models.settings import Settings
 from memstream.projections.memories import MemoryProjection, SourcePosition
+from memstream.streams.cli import main
 from memstream.streams.client import (
     AsyncMemoryClient,
     MemoryClient,
@@ -310,3 +315,40 @@ async def test_close_session_publishes_an_explicit_close_of_that_users_session(
     assert topic == "t.chat" and key == b"ann"
     assert isinstance(closed, SessionClosed) and closed.event_id == event_id
     assert (closed.user_id, closed.session_id, closed.reason) == ("ann", "trip", "explicit")
+
+
+@given(times=st.fixed_dictionaries({}, optional=dict.fromkeys(("since", "until", "as_of"), zoned_times)))
+@hypothesis_settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_a_search_at_any_zoned_time_answers_or_refuses_in_one_line(
+    projection: MemoryProjection, tmp_path: Path, times: dict[str, datetime]
+) -> None:
+    as_of = times.pop("as_of", None)
+
+    async def search() -> list[Any]:
+        client, _ = client_with(projection, tmp_path)
+        async with client:
+            return await client.search("lives in", user_id="ann", filters=times, as_of=as_of)
+
+    try:
+        hits = asyncio.run(search())
+    except ValueError as refused:
+        said = str(refused)
+        assert "outside the years 1 to 9999 in UTC" in said and "\n" not in said
+        assert said.split()[0] in ("since", "until", "as_of")
+    else:
+        assert {hit["memory_id"] for hit in hits} <= {"ann-1", "ann-2"}
+
+
+def test_the_cli_refuses_a_time_with_no_utc_equivalent_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for option, moment in (("--as-of", "0001-01-01T00:00+14:00"),
+                           ("--since", "9999-12-31T23:59:59-14:00"),
+                           ("--until", "0001-01-01T00:00+00:01")):
+        with pytest.raises(SystemExit) as ended:
+            main(["search", "--user", "ann", option, moment, "where do I live"])
+        assert ended.value.code == 2
+        said = capsys.readouterr().err.strip().splitlines()[-1]
+        assert option in said and "outside the years 1 to 9999 in UTC" in said

@@ -23,6 +23,7 @@ import httpx2
 import pytest
 from beliefs import BERLIN, BERLIN_SAID, MOVED_AT, MUNICH, SAID_AT, moved_home, project
 from fakes import InMemoryMemoryIndex, InMemoryPublisher, memory_added, service_on_fakes
+from fuzz import zoned_times
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
@@ -768,3 +769,30 @@ def test_hostile_arguments_get_clear_answers_and_no_other_tenants_data(
     )
     if result.is_error:
         assert len(text_of(result)) < 4000
+
+
+@given(since=zoned_times, until=zoned_times)
+@hypothesis_settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_a_search_window_anywhere_in_the_calendar_is_answered_or_refused_in_one_line(
+    world: World, since: datetime, until: datetime
+) -> None:
+    arguments = {"query": "Alice", "user_id": "alice", "since": since.isoformat(),
+                 "until": until.isoformat()}
+    result = asyncio.run(call(world.server(ACME_ALL), "search_memories", arguments))
+    if _in_utc(since) and _in_utc(until):
+        assert answer(result)["user_id"] == "alice"
+    else:
+        # The reason, under the argument's name (the MCP SDK's validation error layout).
+        said = error(result)
+        assert "outside the years 1 to 9999 in UTC" in said and ("since" in said or "until" in said)
+
+
+def _in_utc(moment: datetime) -> bool:
+    """Whether ``moment`` has a UTC equivalent (in the years 1 to 9999)."""
+    try:
+        moment.astimezone(UTC)
+    except OverflowError:
+        return False
+    return True

@@ -6,9 +6,20 @@ import json
 from datetime import UTC, datetime
 
 import pytest
+from fuzz import zoned_times
+from hypothesis import given
+from pydantic import TypeAdapter, ValidationError
 
 from memstream.models.codec import InvalidEvent, decode_event, encode_event
-from memstream.models.events import MessageAdded, SessionClosed, ToolCalled, json_schemas
+from memstream.models.events import (
+    OUTSIDE_UTC,
+    MessageAdded,
+    SessionClosed,
+    ToolCalled,
+    UtcInstant,
+    json_schemas,
+    utc_instant,
+)
 from memstream.models.upcasting import Upcasters
 
 NOW = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
@@ -129,3 +140,19 @@ def test_every_event_type_has_a_json_schema_that_forbids_unknown_fields() -> Non
         assert schemas[name]["additionalProperties"] is False
         assert {"event_id", "user_id", "session_id", "occurred_at"} <= set(schemas[name]["required"])
     assert "encryption" in schemas["message_added"]["properties"]
+
+
+@given(moment=zoned_times)
+def test_a_time_a_caller_names_is_taken_only_if_it_exists_in_utc(moment: datetime) -> None:
+    # What every interface's requests use for as_of, since, until: a time is either usable
+    # in UTC (where every store keeps it), or refused in one line that says what to send.
+    try:
+        taken = TypeAdapter(UtcInstant).validate_python(moment.isoformat())
+    except ValidationError as refused:
+        (error,) = refused.errors()
+        assert OUTSIDE_UTC in error["msg"] and "\n" not in error["msg"]
+        with pytest.raises(ValueError, match="outside the years 1 to 9999 in UTC"):
+            utc_instant(moment)
+    else:
+        assert taken == moment
+        assert 1 <= taken.astimezone(UTC).year <= 9999
