@@ -327,10 +327,11 @@ def run_worker(settings: Settings) -> None:
     from memstream.streams.runtime.logs import configure_logging
     # Before anything touches the broker: a worker that must not start says so at once.
     check_web_exposure(settings)
-    configure_logging(settings)
     if settings.tune_malloc:
         # Before any thread starts: each would get an arena of its own.
         tune_allocators()
+    # Before the worker's logging: a broker that does not answer is one line of the
+    # command (memstream.streams.cli.command.main), not that line after aiokafka's errors.
     asyncio.run(ensure_topics(settings))
     try:
         # A broker that lost the log this data directory was built from is refused: the
@@ -339,6 +340,7 @@ def run_worker(settings: Settings) -> None:
     except LogLost as exc:
         print(f"memstream worker: {exc}", file=sys.stderr, flush=True)
         raise SystemExit(3) from None
+    configure_logging(settings)
     settings.faust_dir.mkdir(parents=True, exist_ok=True)
     # The session agent makes many short-lived objects and holds many long-lived ones (the
     # open sessions): collecting less often cut the fold's cost by a fifth.

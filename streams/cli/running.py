@@ -60,10 +60,11 @@ def cmd_publish(args: argparse.Namespace, container: Container) -> int:
         errors: list[LineError] = []
     else:
         limits = EventLimits.from_settings(settings)
+        # Read as bytes: a line that is not UTF-8 is one bad line, not the end of the file.
         if args.file in (None, "-"):
-            events, errors = read_events(sys.stdin, settings.max_event_bytes, limits)
+            events, errors = read_events(sys.stdin.buffer, settings.max_event_bytes, limits)
         else:
-            with Path(args.file).open(encoding="utf-8") as source:
+            with Path(args.file).open("rb") as source:
                 events, errors = read_events(source, settings.max_event_bytes, limits)
     for error in errors:
         print(f"line {error.line}: {error.reason}", file=sys.stderr)

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import sys
 from pathlib import Path
 
+import httpx
 import pytest
-from harness import wait_for
+from harness import child_process, wait_for
 
 from memstream.models.codec import decode_event
+from memstream.streams.api.auth import add_key
 from memstream.streams.cli import main
-from memstream.streams.runtime.broker import free_port
+from memstream.streams.runtime.broker import EmbeddedBroker, free_port
 from memstream.streams.runtime.logreader import read_topic
 from memstream.streams.runtime.topics import Topics
 from memstream.streams.runtime.worker import WorkerProcess
@@ -101,3 +106,40 @@ def test_demo_starts_its_own_broker_and_worker_and_prints_memories(
     alice = out.split("timeline --user alice 'budget'")[1].split("timeline")[0]
     assert alice.index("1500") < alice.index("2000") and ".. now" in alice
     assert "stopped the broker and worker the demo started" in out
+
+
+def test_serve_stops_on_ctrl_c_without_a_traceback_after_the_broker_went_away(
+    settings_factory, tmp_path: Path
+) -> None:
+    # A broker of its own: this test stops it.
+    broker = EmbeddedBroker(free_port(), log_dir=tmp_path)
+    settings = settings_factory(broker=broker.address, api_port=free_port(), web_port=free_port())
+    key = add_key(settings.api_keys_path, "acme")
+    env = {**os.environ, **settings.to_env(), "PYTHONUNBUFFERED": "1"}
+    root = f"http://127.0.0.1:{settings.api_port}"
+    log = tmp_path / "serve.log"
+    command = [sys.executable, "-m", "memstream.streams.cli", "serve"]
+    headers = {"Authorization": f"Bearer {key}"}
+    with broker, child_process(command, env, log) as serve:
+
+        def answers() -> bool:
+            assert serve.poll() is None, log.read_text()
+            try:
+                return httpx.get(f"{root}/v1/health", timeout=2).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        wait_for(answers, "memstream serve to answer", 60)
+        # A write starts the service's producer and the reader of the log's mark.
+        body = {"user_id": "ann", "messages": "I live in Oslo"}
+        added = httpx.post(f"{root}/v1/memories", json=body, headers=headers, timeout=60)
+        assert added.status_code == 202, added.text
+        broker.stop()
+        broker.start()  # the same address, an empty log
+        # Refused (the log is gone); the reader of the mark now fails its fetches.
+        httpx.post(f"{root}/v1/memories", json=body, headers=headers, timeout=60)
+        serve.send_signal(signal.SIGINT)
+        assert serve.wait(timeout=60) in (0, 130)  # 130: stopped by Ctrl-C, as shells count
+    # Log records are JSON lines; what Python prints of an exception nobody caught is not.
+    printed = [line for line in log.read_text().splitlines() if not line.startswith("{")]
+    assert printed == ["memstream serve: stopped (Ctrl-C)"], printed
