@@ -86,6 +86,10 @@ class MemoryService:
         #: Access events waiting for the background sender (see _publish_in_background).
         self._accesses: list[MemoriesRetrieved] = []
         self._access_sender: asyncio.Task[None] | None = None
+        #: Access events lost so far, and those lost since the last that went out (a burst
+        #: of failures is logged once, when it begins).
+        self.accesses_lost = 0
+        self._lost_in_burst = 0
 
     async def close(self) -> None:
         """Wait (bounded) for background access events."""
@@ -520,8 +524,34 @@ class MemoryService:
             batch, self._accesses = self._accesses, []
             try:
                 await self._send(self.topics.accesses, batch)
-            except Exception:
-                # Access counts only steer promotion; losing some must not fail a read.
-                log.warning(
-                    "memories: %d access event(s) not published", len(batch), exc_info=True
-                )
+            except Exception as exc:
+                # Access counts only steer promotion and decay; losing some must not fail a
+                # read, nor fill the log with a traceback per search while the broker is away
+                # (the traceback is for debugging only).
+                log.debug("memories: %d access event(s) not published", len(batch), exc_info=True)
+                self._lost_access_events(len(batch), exc)
+            else:
+                if self._lost_in_burst:
+                    log.info(
+                        "memories: access events are published again; %d were lost",
+                        self._lost_in_burst,
+                    )
+                    self._lost_in_burst = 0
+
+    def _lost_access_events(self, count: int, exc: Exception) -> None:
+        """Count access events that did not go out; say so once per burst of failures, in
+        one line: what was lost, why, what to do."""
+        from memstream.streams.runtime.broker import broker_problem
+
+        first = self._lost_in_burst == 0
+        self.accesses_lost += count
+        self._lost_in_burst += count
+        if first:
+            why = broker_problem(exc, self.settings.broker) or f"{type(exc).__name__}: {exc}"
+            log.warning(
+                "memories: %d access event(s) not published, so those retrievals do not count "
+                "as use (promotion, decay); searches still answer. Why: %s. Later losses are "
+                "not logged until access events go out again",
+                count,
+                why.rstrip("."),
+            )
