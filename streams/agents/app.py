@@ -320,6 +320,47 @@ def create_app(
     return app
 
 
+def ready_line(settings: Settings) -> str:
+    """What ``memstream worker`` says once it consumes: which broker, which topics as which
+    consumer group, and where its web port answers.
+
+    Examples
+    --------
+    >>> print(ready_line(Settings(roles="sessions,extraction")))
+    memstream worker: consuming memstream.chat (sessions), memstream.consolidation (extraction) as group memstream.worker on the broker at 127.0.0.1:9092; web port http://127.0.0.1:6066/ (/ready/, /health/, /metrics)
+    """
+    topics = Topics.from_settings(settings)
+    roles = settings.role_set
+    consumed = []
+    if "sessions" in roles:
+        consumed.append(f"{topics.chat} (sessions)")
+    if "extraction" in roles:
+        consumed.append(f"{topics.consolidation} (extraction)")
+    if "projector" in roles:
+        consumed.append(f"{topics.memories} and {topics.accesses} (projector)")
+    if "archive" in roles:
+        consumed.append("every topic (archive)")
+    return (
+        f"memstream worker: consuming {', '.join(consumed)} as group "
+        f"{settings.topic_prefix}.{settings.app_id} on the broker at {settings.broker}; web "
+        f"port http://{settings.web_host}:{settings.web_port}/ (/ready/, /health/, /metrics)"
+    )
+
+
+class _SaysWhenReady(faust.Worker):
+    """Faust's worker, saying in one line (:func:`ready_line`) once it consumes: after the
+    tables recovered, when Faust starts the agents (its own "Ready" is a debug-level line)."""
+
+    def __init__(self, app: faust.App, *, ready: str, **options: Any) -> None:
+        super().__init__(app, **options)
+        self.ready = ready
+
+    async def on_startup_finished(self) -> None:
+        """Faust's start-up end, then the line."""
+        await super().on_startup_finished()
+        log.info(self.ready)
+
+
 def run_worker(settings: Settings) -> None:
     """Run the Faust worker for ``settings`` until SIGINT/SIGTERM."""
     from memstream.projections.allocator import tune_allocators
@@ -348,8 +389,9 @@ def run_worker(settings: Settings) -> None:
     app = create_app(settings)
     # Logging is ours (configure_logging): mode would replace the root handlers with its
     # own coloured ones, and turn print() into log records.
-    worker = faust.Worker(
+    worker = _SaysWhenReady(
         app,
+        ready=ready_line(settings),
         loglevel=settings.log_level,
         quiet=True,
         override_logging=False,

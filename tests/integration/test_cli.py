@@ -143,3 +143,20 @@ def test_serve_stops_on_ctrl_c_without_a_traceback_after_the_broker_went_away(
     # Log records are JSON lines; what Python prints of an exception nobody caught is not.
     printed = [line for line in log.read_text().splitlines() if not line.startswith("{")]
     assert printed == ["memstream serve: stopped (Ctrl-C)"], printed
+
+
+def test_the_worker_says_in_one_line_when_it_consumes_and_where(cli_env, tmp_path: Path) -> None:
+    log = tmp_path / "worker.log"
+    topics = Topics.from_settings(cli_env)
+    with WorkerProcess(cli_env, log_path=log):
+        line = wait_for(
+            lambda: next((x for x in log.read_text().splitlines() if "consuming" in x), None),
+            "the worker to say it consumes",
+            60,
+        )
+    message = json.loads(line)["message"]
+    assert message.startswith("memstream worker: consuming ")
+    for part in (topics.chat, topics.consolidation, topics.memories, cli_env.broker,
+                 f"group {cli_env.topic_prefix}.{cli_env.app_id}",
+                 f"http://{cli_env.web_host}:{cli_env.web_port}/"):
+        assert part in message
