@@ -91,7 +91,8 @@ def cmd_schema(args: argparse.Namespace, container: Container) -> int:
 
 
 def cmd_demo(args: argparse.Namespace, container: Container) -> int:
-    """Run the whole path on the bundled sample and print what memory holds."""
+    """Run the whole path on the bundled sample (on a broker and data directory of its own,
+    never yours) and print what memory holds."""
     from memstream.streams.tools.demo import run_demo
 
     return run_demo(container.settings)

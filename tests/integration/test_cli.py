@@ -88,17 +88,32 @@ def test_schema_writes_one_json_schema_per_event(tmp_path: Path) -> None:
     assert "content" in schema["required"]
 
 
-def test_demo_starts_its_own_broker_and_worker_and_prints_memories(
+def _tree(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` and its bytes."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_the_demo_runs_on_its_own_broker_and_data_and_leaves_the_users_untouched(
     settings_factory, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # An address nothing listens on: the demo must start the embedded broker there itself.
-    settings = settings_factory(broker=f"127.0.0.1:{free_port()}", web_port=free_port())
+    # The user's own broker runs (the test broker) and their data directory holds data.
+    settings = settings_factory(web_port=free_port())
+    settings.data_dir.mkdir(parents=True)
+    (settings.data_dir / "log_id").write_text("the user's log\n")
+    (settings.data_dir / "lancedb").mkdir()
+    (settings.data_dir / "lancedb" / "memories.lance").write_bytes(b"the user's memories")
+    before = _tree(settings.data_dir)
     assert run_demo(settings) == 0
     out = capsys.readouterr().out
-    assert "started the embedded broker" in out
+    assert _tree(settings.data_dir) == before
+    user_topics = Topics.from_settings(settings)
+    for topic in (user_topics.chat, user_topics.memories):
+        assert asyncio.run(read_topic(settings, topic, timeout_s=10)) == []
+    assert "started the embedded broker" in out and settings.broker not in out
     for user in ("alice", "bob", "chen"):
         assert f"== {user}:" in out
     assert "User is allergic to peanuts" in out
+    assert "importance (the number before each memory): 0-1" in out
     # Bob moved: Munich first, Berlin after it and marked, and the move in his timeline.
     bob = out.split("search --user bob 'where do I live?'")[1].split("search")[0]
     assert bob.index("Munich") < bob.index("Berlin")
