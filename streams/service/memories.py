@@ -50,7 +50,14 @@ from memstream.streams.service.waiting import ConsolidationWatch
 from memstream.streams.tools.erasure import ErasureReceipt
 from memstream.streams.tools.publish import Message, chat_events_for_add
 
-__all__ = ["ACCESS_FLUSH_TIMEOUT_S", "DEFAULT_WAIT_S", "MAX_WAIT_S", "MemoryService", "check_id"]
+__all__ = [
+    "ACCESS_FLUSH_TIMEOUT_S",
+    "DEFAULT_WAIT_S",
+    "MAX_WAIT_S",
+    "MemoryService",
+    "check_id",
+    "check_query",
+]
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +72,33 @@ def check_id(name: str, value: object) -> str:
     """``value`` if it is a string (an id from a caller); TypeError otherwise."""
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a string, not {type(value).__name__}")
+    return value
+
+
+def check_query(name: str, value: object) -> str:
+    """``value`` if it is text with something in it to look for; every search of every
+    interface (the client, the CLI, HTTP, MCP) goes through this one rule.
+
+    Raises
+    ------
+    ValueError
+        ``value`` is empty or only whitespace: it would match nothing, and "no memories
+        found" would say something false.
+    TypeError
+        ``value`` is not a string.
+
+    Examples
+    --------
+    >>> check_query("query", " where do I live? ")
+    ' where do I live? '
+    >>> check_query("query", "   ")
+    Traceback (most recent call last):
+    ValueError: query is empty: say what to look for, e.g. 'where do I live?'
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a string, not {type(value).__name__}")
+    if not value.strip():
+        raise ValueError(f"{name} is empty: say what to look for, e.g. 'where do I live?'")
     return value
 
 
@@ -251,7 +285,8 @@ class MemoryService:
         Raises
         ------
         ValueError
-            ``limit`` outside 1 to 200, or an unknown memory type in ``filters``.
+            ``query`` empty or only whitespace, ``limit`` outside 1 to 200, or an unknown
+            memory type in ``filters``.
         """
         retriever, items = await self._rank(query, user_id, limit, filters, as_of, None)
         event = retriever.access_event(user_id, query, items)
@@ -283,11 +318,15 @@ class MemoryService:
         Raises
         ------
         ValueError
-            A negative budget or quota.
+            A negative budget or quota; ``message`` empty or only whitespace with no
+            ``recent_turns`` that say something.
         """
         check_id("user_id", user_id)
         if isinstance(recent_turns, str):
             raise TypeError("recent_turns must be a list of turns, not a string")
+        if not any(isinstance(turn, str) and turn.strip() for turn in recent_turns):
+            # The query is the message with the last turn: one of them must say something.
+            check_query("message", message)
         projection = await self._projection()
         retrieval = await asyncio.to_thread(
             Retriever(projection, self.settings).retrieve,
@@ -333,6 +372,7 @@ class MemoryService:
         as_of: datetime | None,
         table: str | None,
     ) -> tuple[Retriever, list[RankedMemory]]:
+        check_query("query", query)
         if as_of is not None and as_of.tzinfo is None:
             raise ValueError("as_of needs a timezone")
         if not 1 <= limit <= MAX_CANDIDATES:
