@@ -288,10 +288,9 @@ class MemoryService:
             ``query`` empty or only whitespace, ``limit`` outside 1 to 200, or an unknown
             memory type in ``filters``.
         """
-        retriever, items = await self._rank(query, user_id, limit, filters, as_of, None)
-        event = retriever.access_event(user_id, query, items)
-        if event is not None and as_of is None:
-            self._publish_in_background(event)
+        items = await self.ranked(
+            query, user_id=user_id, limit=limit, filters=filters, as_of=as_of, count_as_use=True
+        )
         return [ranked_dict(item, explain=explain) for item in items]
 
     async def context(
@@ -351,17 +350,29 @@ class MemoryService:
         filters: SearchFilters | None = None,
         as_of: datetime | None = None,
         table: str | None = None,
+        count_as_use: bool = False,
     ) -> list[RankedMemory]:
-        """What :meth:`search` finds, with every part of each score, and not counted as use
-        (no access event): for inspecting a ranking. ``table`` reads another memory table
-        of the data directory (a re-extraction's) instead of the live one.
+        """What :meth:`search` finds, with every part of each score. ``table`` reads another
+        memory table of the data directory (a re-extraction's) instead of the live one.
+
+        Not counted as use by default (for inspecting a ranking); with ``count_as_use`` the
+        retrieval's access event goes out in the background, as :meth:`search`'s does (the
+        ``memstream search`` command), except for a point-in-time search (``as_of``) or one
+        of another table, which never count.
 
         Raises
         ------
+        ValueError
+            As :meth:`search`.
         LookupError
             ``table`` is not a memory table of the data directory.
         """
-        return (await self._rank(query, user_id, limit, filters, as_of, table))[1]
+        retriever, items = await self._rank(query, user_id, limit, filters, as_of, table)
+        if count_as_use and as_of is None and table is None:
+            event = retriever.access_event(user_id, query, items)
+            if event is not None:
+                self._publish_in_background(event)
+        return items
 
     async def _rank(
         self,

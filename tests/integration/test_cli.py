@@ -175,3 +175,33 @@ def test_the_worker_says_in_one_line_when_it_consumes_and_where(cli_env, tmp_pat
                  f"group {cli_env.topic_prefix}.{cli_env.app_id}",
                  f"http://{cli_env.web_host}:{cli_env.web_port}/"):
         assert part in message
+
+
+def test_a_cli_search_counts_as_use_like_a_clients(
+    cli_env, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def listed() -> str | None:
+        capsys.readouterr()
+        main(["memories", "list", "--user", "ann"])  # a listing is not a use
+        out = capsys.readouterr().out
+        return out if "teal" in out else None
+
+    def access_count(memory_id: str) -> int:
+        assert main(["memories", "get", memory_id, "--user", "ann", "--json"]) == 0
+        return int(json.loads(capsys.readouterr().out)["access_count"])
+
+    with WorkerProcess(cli_env, log_path=tmp_path / "worker.log"):
+        assert main(["publish", "--user", "ann", "--session", "s1", "--text",
+                     "My favourite colour is teal."]) == 0
+        assert main(["publish", "--user", "ann", "--session", "s1", "--close"]) == 0
+        wait_for(listed, "the teal memory", 60)
+        command = ["search", "--user", "ann", "which colour do I like", "--limit", "1", "--json"]
+        assert main(command) == 0
+        (hit,) = json.loads(capsys.readouterr().out)
+        assert "teal" in hit["content"] and hit["access_count"] == 0
+        counted = wait_for(
+            lambda: access_count(hit["memory_id"]) or None,
+            "the search to count as a use of the memory",
+            60,
+        )
+    assert counted == 1

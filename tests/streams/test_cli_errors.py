@@ -12,10 +12,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from fakes import unit_settings
+from fakes import memory_added, unit_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memstream.models.settings import Settings
+from memstream.models.topics import user_partition
+from memstream.projections.embedder import embedder_from_settings
+from memstream.projections.memories import PartitionedMemories, SourcePosition
 from memstream.streams.cli import main
 
 
@@ -139,3 +143,17 @@ def test_a_settings_file_that_is_not_utf8_is_one_line(
     status, _, err = run(["schema", "--out", str(tmp_path / "schemas")])
     assert status == 2
     assert_one_line(err, "not UTF-8", "save it as UTF-8")
+
+
+def test_a_search_without_a_broker_answers_and_says_in_one_line_it_was_not_counted(
+    no_broker: Path,
+) -> None:
+    settings = Settings()  # as the command sees them
+    projection = PartitionedMemories.from_settings(settings, embedder_from_settings(settings))
+    partition = user_partition("ann", settings.partitions)
+    seeded = memory_added("m-1", "ann", "Ann lives in Oslo")
+    projection.apply([(seeded, SourcePosition(f"{settings.topic_prefix}.memories", partition, 0))])
+    status, out, err = run(["search", "--user", "ann", "where does Ann live"])
+    assert "Ann lives in Oslo" in out
+    assert status == 1  # answered, but not counted as use
+    assert_one_line(err, "1 access event(s) not published", "cannot reach the broker")
