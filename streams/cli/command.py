@@ -375,6 +375,7 @@ def _log_to_stderr(debug: bool) -> logging.Handler:
     failure says it better; with ``debug`` every warning, with its traceback. The
     long-running commands replace it with their own logging (``configure_logging``)."""
     handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)  # whatever levels the loggers were left at
     if debug:
         handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     else:
