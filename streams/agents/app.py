@@ -320,6 +320,47 @@ def create_app(
     return app
 
 
+def ready_line(settings: Settings) -> str:
+    """What ``memstream worker`` says once it consumes: which broker, which topics as which
+    consumer group, and where its web port answers.
+
+    Examples
+    --------
+    >>> print(ready_line(Settings(roles="sessions,extraction")))
+    memstream worker: consuming memstream.chat (sessions), memstream.consolidation (extraction) as group memstream.worker on the broker at 127.0.0.1:9092; web port http://127.0.0.1:6066/ (/ready/, /health/, /metrics)
+    """
+    topics = Topics.from_settings(settings)
+    roles = settings.role_set
+    consumed = []
+    if "sessions" in roles:
+        consumed.append(f"{topics.chat} (sessions)")
+    if "extraction" in roles:
+        consumed.append(f"{topics.consolidation} (extraction)")
+    if "projector" in roles:
+        consumed.append(f"{topics.memories} and {topics.accesses} (projector)")
+    if "archive" in roles:
+        consumed.append("every topic (archive)")
+    return (
+        f"memstream worker: consuming {', '.join(consumed)} as group "
+        f"{settings.topic_prefix}.{settings.app_id} on the broker at {settings.broker}; web "
+        f"port http://{settings.web_host}:{settings.web_port}/ (/ready/, /health/, /metrics)"
+    )
+
+
+class _SaysWhenReady(faust.Worker):
+    """Faust's worker, saying in one line (:func:`ready_line`) once it consumes: after the
+    tables recovered, when Faust starts the agents (its own "Ready" is a debug-level line)."""
+
+    def __init__(self, app: faust.App, *, ready: str, **options: Any) -> None:
+        super().__init__(app, **options)
+        self.ready = ready
+
+    async def on_startup_finished(self) -> None:
+        """Faust's start-up end, then the line."""
+        await super().on_startup_finished()
+        log.info(self.ready)
+
+
 def run_worker(settings: Settings) -> None:
     """Run the Faust worker for ``settings`` until SIGINT/SIGTERM."""
     from memstream.projections.allocator import tune_allocators
@@ -327,10 +368,11 @@ def run_worker(settings: Settings) -> None:
     from memstream.streams.runtime.logs import configure_logging
     # Before anything touches the broker: a worker that must not start says so at once.
     check_web_exposure(settings)
-    configure_logging(settings)
     if settings.tune_malloc:
         # Before any thread starts: each would get an arena of its own.
         tune_allocators()
+    # Before the worker's logging: a broker that does not answer is one line of the
+    # command (memstream.streams.cli.command.main), not that line after aiokafka's errors.
     asyncio.run(ensure_topics(settings))
     try:
         # A broker that lost the log this data directory was built from is refused: the
@@ -339,6 +381,7 @@ def run_worker(settings: Settings) -> None:
     except LogLost as exc:
         print(f"memstream worker: {exc}", file=sys.stderr, flush=True)
         raise SystemExit(3) from None
+    configure_logging(settings)
     settings.faust_dir.mkdir(parents=True, exist_ok=True)
     # The session agent makes many short-lived objects and holds many long-lived ones (the
     # open sessions): collecting less often cut the fold's cost by a fifth.
@@ -346,8 +389,9 @@ def run_worker(settings: Settings) -> None:
     app = create_app(settings)
     # Logging is ours (configure_logging): mode would replace the root handlers with its
     # own coloured ones, and turn print() into log records.
-    worker = faust.Worker(
+    worker = _SaysWhenReady(
         app,
+        ready=ready_line(settings),
         loglevel=settings.log_level,
         quiet=True,
         override_logging=False,

@@ -1,13 +1,20 @@
-"""The ``memstream`` command: its parser, and the one container every command runs with."""
+"""The ``memstream`` command: its parser, and the one container every command runs with.
+
+:func:`main` is also the one place where a failure a user can cause (no broker, a file that
+is missing or not UTF-8, an argument that is not UTF-8) becomes one line on stderr instead
+of a traceback; ``memstream --debug`` shows the traceback instead.
+"""
 
 from __future__ import annotations
 
 import argparse
+import gc
+import logging
 import re
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import get_args
+from typing import NoReturn, cast, get_args
 
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
@@ -33,6 +40,53 @@ from memstream.streams.service.container import Container
 
 #: What a command runs: its arguments and the process's container; the exit status.
 Command = Callable[[argparse.Namespace, Container], int]
+
+#: Arguments that name files: any bytes are a valid file name, so they need not be UTF-8.
+PATH_ARGUMENTS = frozenset({"file", "out", "source", "plot"})
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line: what is wrong, and where the help
+    is (argparse's own print the whole usage first)."""
+
+    def error(self, message: str) -> NoReturn:
+        """Exit with status 2 and ``message`` on one line."""
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def utf8_text(value: str) -> str:
+    r"""``value``, if it is UTF-8 text. The shell hands Python bytes that are not UTF-8 as
+    lone surrogates (PEP 383); they would reach the log, or fail deep inside, as garbage.
+
+    Examples
+    --------
+    >>> utf8_text("Zürich")
+    'Zürich'
+    >>> utf8_text("caf\udce9")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: not UTF-8 text (byte 0xe9 at character 4): type it again in UTF-8, or run in a UTF-8 locale (LANG=C.UTF-8)
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        code = ord(value[exc.start])
+        byte = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else "a lone surrogate"
+        raise argparse.ArgumentTypeError(
+            f"not UTF-8 text ({byte} at character {exc.start + 1}): type it again in UTF-8, "
+            "or run in a UTF-8 locale (LANG=C.UTF-8)"
+        ) from None
+    return value
+
+
+def _require_utf8(parser: argparse.ArgumentParser) -> None:
+    """Check every text argument of ``parser`` and its subcommands with :func:`utf8_text`
+    (file names excepted), so each command needs no check of its own."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                _require_utf8(command)
+        elif action.type is None and action.nargs != 0 and action.dest not in PATH_ARGUMENTS:
+            action.type = utf8_text
 
 
 def _timestamp(text: str) -> datetime:
@@ -70,13 +124,20 @@ def _with_checked_erasure_reason(run: Command) -> Command:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``memstream`` command."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="memstream",
         description="Event-sourced long-term memory for LLM agents. Settings come from "
         "MEMSTREAM_* environment variables, a .env file and memstream.toml (see README).",
     )
     parser.add_argument("--broker", help="Kafka bootstrap address (overrides MEMSTREAM_BROKER)")
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument(
+        "--debug", action="store_true", help="show the traceback of a failure, not one line"
+    )
+    # Its parsers are OneLineParsers; the add_*_command helpers take any ArgumentParser's.
+    commands = cast(
+        "argparse._SubParsersAction[argparse.ArgumentParser]",
+        parser.add_subparsers(dest="command", required=True),
+    )
 
     broker = commands.add_parser("broker", help=cmd_broker.__doc__)
     broker.add_argument("--port", type=int, help="port on 127.0.0.1 (default: the broker setting's)")
@@ -250,6 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_tenant_option(commands.choices["chat"])
 
     commands.add_parser("demo", help=cmd_demo.__doc__).set_defaults(run=cmd_demo)
+    _require_utf8(parser)
     return parser
 
 
@@ -285,11 +347,80 @@ def settings_problem(exc: ValidationError | SettingsError) -> str:
     return "\n".join([f"bad settings (from {where}):", *lines])
 
 
+def user_problem(exc: BaseException, settings: Settings) -> tuple[str, int] | None:
+    """What a failure a user can cause means, in one line that says what to do, and the
+    exit status; None for any other failure (a bug: its traceback is wanted).
+
+    Examples
+    --------
+    >>> user_problem(FileNotFoundError(2, "No such file or directory", "chat.jsonl"), Settings())
+    ('chat.jsonl: No such file or directory: check the path and its permissions', 2)
+    """
+    from memstream.streams.runtime.broker import broker_problem
+    from memstream.streams.runtime.logid import LogLost
+
+    problem = broker_problem(exc, settings.broker)
+    if problem is not None:
+        return problem, 3 if isinstance(exc, LogLost) else 1
+    if isinstance(exc, UnicodeDecodeError):
+        return f"cannot read text that is not UTF-8 ({_bad_bytes(exc)}): save it as UTF-8", 2
+    if isinstance(exc, OSError) and exc.filename is not None:
+        what = exc.strerror or type(exc).__name__
+        return f"{exc.filename}: {what}: check the path and its permissions", 2
+    if isinstance(exc, OSError):
+        return f"{type(exc).__name__}: {exc} (--debug shows where)", 1
+    return None
+
+
+def _bad_bytes(exc: UnicodeDecodeError) -> str:
+    """Where a decoding failed: "byte 0xff at position 11"."""
+    return f"byte 0x{exc.object[exc.start]:02x} at position {exc.start + 1}"
+
+
+class _OneLineRecords(logging.Formatter):
+    """A log record as ``memstream: <message>``, with no traceback."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The record's message on one line."""
+        return f"memstream: {' '.join(record.getMessage().split())}"
+
+
+def _log_to_stderr(debug: bool) -> logging.Handler:
+    """Where the short commands' log records go: memstream's warnings as one line each on
+    stderr, the libraries' (aiokafka's connection errors) nowhere, as the one line of the
+    failure says it better; with ``debug`` every warning, with its traceback. The
+    long-running commands replace it with their own logging (``configure_logging``)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)  # whatever levels the loggers were left at
+    if debug:
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    else:
+        handler.setFormatter(_OneLineRecords())
+        handler.addFilter(lambda record: record.name.split(".")[0] == "memstream")
+    root = logging.getLogger()
+    root.addHandler(handler)
+    if root.level == logging.NOTSET or root.level > logging.WARNING:
+        root.setLevel(logging.WARNING)
+    return handler
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``memstream`` console command: one settings object, one container
     (its parts opened on first use), handed to the command. Bad settings end it with exit
-    status 2 and what is wrong."""
+    status 2 and what is wrong; a failure a user can cause (:func:`user_problem`) with one
+    line on stderr, unless ``--debug`` asks for the traceback."""
     args = build_parser().parse_args(argv)
+    handler = _log_to_stderr(args.debug)
+    try:
+        return _run(args)
+    finally:
+        # A Kafka client that failed to start logs "Unclosed ..." when it is collected: let
+        # that happen while the handler still keeps such lines off a failure's one line.
+        gc.collect()
+        logging.getLogger().removeHandler(handler)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         stored_user(args)  # --tenant T --user U: the user T's API keys call U, as stored
     except ValueError as exc:
@@ -300,6 +431,27 @@ def main(argv: list[str] | None = None) -> int:
     except (ValidationError, SettingsError) as exc:
         print(f"memstream: {settings_problem(exc)}", file=sys.stderr)
         return 2
+    except UnicodeDecodeError as exc:
+        if args.debug:
+            raise
+        print(
+            f"memstream: bad settings: .env or the TOML settings file is not UTF-8 text "
+            f"({_bad_bytes(exc)}): save it as UTF-8",
+            file=sys.stderr,
+        )
+        return 2
     container = Container(settings)
-    return int(args.run(args, container))
-
+    try:
+        return int(args.run(args, container))
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print(f"memstream {args.command}: stopped (Ctrl-C)", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        found = None if args.debug else user_problem(exc, settings)
+        if found is None:
+            raise
+        problem, status = found
+        print(f"memstream {args.command}: {problem}", file=sys.stderr)
+        return status

@@ -61,10 +61,11 @@ def cmd_publish(args: argparse.Namespace, container: Container) -> int:
         errors: list[LineError] = []
     else:
         limits = EventLimits.from_settings(settings)
+        # Read as bytes: a line that is not UTF-8 is one bad line, not the end of the file.
         if args.file in (None, "-"):
-            events, errors = read_events(sys.stdin, settings.max_event_bytes, limits)
+            events, errors = read_events(sys.stdin.buffer, settings.max_event_bytes, limits)
         else:
-            with Path(args.file).open(encoding="utf-8") as source:
+            with Path(args.file).open("rb") as source:
                 events, errors = read_events(source, settings.max_event_bytes, limits)
         if args.tenant is not None:
             try:
@@ -107,7 +108,8 @@ def cmd_schema(args: argparse.Namespace, container: Container) -> int:
 
 
 def cmd_demo(args: argparse.Namespace, container: Container) -> int:
-    """Run the whole path on the bundled sample and print what memory holds."""
+    """Run the whole path on the bundled sample (on a broker and data directory of its own,
+    never yours) and print what memory holds."""
     from memstream.streams.tools.demo import run_demo
 
     return run_demo(container.settings)

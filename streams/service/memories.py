@@ -56,7 +56,14 @@ from memstream.streams.service.waiting import ConsolidationWatch
 from memstream.streams.tools.erasure import ErasureReceipt
 from memstream.streams.tools.publish import Message, chat_events_for_add
 
-__all__ = ["ACCESS_FLUSH_TIMEOUT_S", "DEFAULT_WAIT_S", "MAX_WAIT_S", "MemoryService", "check_id"]
+__all__ = [
+    "ACCESS_FLUSH_TIMEOUT_S",
+    "DEFAULT_WAIT_S",
+    "MAX_WAIT_S",
+    "MemoryService",
+    "check_id",
+    "check_query",
+]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +78,33 @@ def check_id(name: str, value: object) -> str:
     """``value`` if it is a string (an id from a caller); TypeError otherwise."""
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a string, not {type(value).__name__}")
+    return value
+
+
+def check_query(name: str, value: object) -> str:
+    """``value`` if it is text with something in it to look for; every search of every
+    interface (the client, the CLI, HTTP, MCP) goes through this one rule.
+
+    Raises
+    ------
+    ValueError
+        ``value`` is empty or only whitespace: it would match nothing, and "no memories
+        found" would say something false.
+    TypeError
+        ``value`` is not a string.
+
+    Examples
+    --------
+    >>> check_query("query", " where do I live? ")
+    ' where do I live? '
+    >>> check_query("query", "   ")
+    Traceback (most recent call last):
+    ValueError: query is empty: say what to look for, e.g. 'where do I live?'
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a string, not {type(value).__name__}")
+    if not value.strip():
+        raise ValueError(f"{name} is empty: say what to look for, e.g. 'where do I live?'")
     return value
 
 
@@ -92,6 +126,10 @@ class MemoryService:
         #: Access events waiting for the background sender (see _publish_in_background).
         self._accesses: list[MemoriesRetrieved] = []
         self._access_sender: asyncio.Task[None] | None = None
+        #: Access events lost so far, and those lost since the last that went out (a burst
+        #: of failures is logged once, when it begins).
+        self.accesses_lost = 0
+        self._lost_in_burst = 0
 
     async def close(self) -> None:
         """Wait (bounded) for background access events."""
@@ -253,12 +291,12 @@ class MemoryService:
         Raises
         ------
         ValueError
-            ``limit`` outside 1 to 200, or an unknown memory type in ``filters``.
+            ``query`` empty or only whitespace, ``limit`` outside 1 to 200, or an unknown
+            memory type in ``filters``.
         """
-        retriever, items = await self._rank(query, user_id, limit, filters, as_of, None)
-        event = retriever.access_event(user_id, query, items)
-        if event is not None and as_of is None:
-            self._publish_in_background(event)
+        items = await self.ranked(
+            query, user_id=user_id, limit=limit, filters=filters, as_of=as_of, count_as_use=True
+        )
         return [ranked_dict(item, explain=explain) for item in items]
 
     async def context(
@@ -285,11 +323,15 @@ class MemoryService:
         Raises
         ------
         ValueError
-            A negative budget or quota.
+            A negative budget or quota; ``message`` empty or only whitespace with no
+            ``recent_turns`` that say something.
         """
         check_id("user_id", user_id)
         if isinstance(recent_turns, str):
             raise TypeError("recent_turns must be a list of turns, not a string")
+        if not any(isinstance(turn, str) and turn.strip() for turn in recent_turns):
+            # The query is the message with the last turn: one of them must say something.
+            check_query("message", message)
         projection = await self._projection()
         retrieval = await asyncio.to_thread(
             Retriever(projection, self.settings).retrieve,
@@ -314,17 +356,29 @@ class MemoryService:
         filters: SearchFilters | None = None,
         as_of: datetime | None = None,
         table: str | None = None,
+        count_as_use: bool = False,
     ) -> list[RankedMemory]:
-        """What :meth:`search` finds, with every part of each score, and not counted as use
-        (no access event): for inspecting a ranking. ``table`` reads another memory table
-        of the data directory (a re-extraction's) instead of the live one.
+        """What :meth:`search` finds, with every part of each score. ``table`` reads another
+        memory table of the data directory (a re-extraction's) instead of the live one.
+
+        Not counted as use by default (for inspecting a ranking); with ``count_as_use`` the
+        retrieval's access event goes out in the background, as :meth:`search`'s does (the
+        ``memstream search`` command), except for a point-in-time search (``as_of``) or one
+        of another table, which never count.
 
         Raises
         ------
+        ValueError
+            As :meth:`search`.
         LookupError
             ``table`` is not a memory table of the data directory.
         """
-        return (await self._rank(query, user_id, limit, filters, as_of, table))[1]
+        retriever, items = await self._rank(query, user_id, limit, filters, as_of, table)
+        if count_as_use and as_of is None and table is None:
+            event = retriever.access_event(user_id, query, items)
+            if event is not None:
+                self._publish_in_background(event)
+        return items
 
     async def _rank(
         self,
@@ -335,6 +389,7 @@ class MemoryService:
         as_of: datetime | None,
         table: str | None,
     ) -> tuple[Retriever, list[RankedMemory]]:
+        check_query("query", query)
         if as_of is not None:
             try:
                 utc_instant(as_of)
@@ -529,8 +584,34 @@ class MemoryService:
             batch, self._accesses = self._accesses, []
             try:
                 await self._send(self.topics.accesses, batch)
-            except Exception:
-                # Access counts only steer promotion; losing some must not fail a read.
-                log.warning(
-                    "memories: %d access event(s) not published", len(batch), exc_info=True
-                )
+            except Exception as exc:
+                # Access counts only steer promotion and decay; losing some must not fail a
+                # read, nor fill the log with a traceback per search while the broker is away
+                # (the traceback is for debugging only).
+                log.debug("memories: %d access event(s) not published", len(batch), exc_info=True)
+                self._lost_access_events(len(batch), exc)
+            else:
+                if self._lost_in_burst:
+                    log.info(
+                        "memories: access events are published again; %d were lost",
+                        self._lost_in_burst,
+                    )
+                    self._lost_in_burst = 0
+
+    def _lost_access_events(self, count: int, exc: Exception) -> None:
+        """Count access events that did not go out; say so once per burst of failures, in
+        one line: what was lost, why, what to do."""
+        from memstream.streams.runtime.broker import broker_problem
+
+        first = self._lost_in_burst == 0
+        self.accesses_lost += count
+        self._lost_in_burst += count
+        if first:
+            why = broker_problem(exc, self.settings.broker) or f"{type(exc).__name__}: {exc}"
+            log.warning(
+                "memories: %d access event(s) not published, so those retrievals do not count "
+                "as use (promotion, decay); searches still answer. Why: %s. Later losses are "
+                "not logged until access events go out again",
+                count,
+                why.rstrip("."),
+            )

@@ -1,21 +1,31 @@
-"""``memstream demo``: the whole path once, on a bundled sample of three users."""
+"""``memstream demo``: the whole path once, on a bundled sample of three users.
+
+The demo runs on a broker, a worker and a data directory of its own (a free port, a
+temporary directory), whatever the settings name: the sample users never reach the user's
+own broker or memory, even while the user's broker and worker run.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import shutil
+import tempfile
 import time
+from collections.abc import Sequence
 from contextlib import ExitStack
 from datetime import datetime
 from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import lancedb
 
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryIndex, PartitionedMemories
 from memstream.projections.retrieval import Retriever
-from memstream.streams.runtime.broker import EmbeddedBroker, broker_reachable
-from memstream.streams.runtime.worker import WorkerProcess, worker_healthy
+from memstream.streams.runtime.broker import EmbeddedBroker, free_port
+from memstream.streams.runtime.worker import WorkerProcess
 from memstream.streams.service.timelines import timeline
 from memstream.streams.tools.publish import publish_events, read_events
 
@@ -49,6 +59,28 @@ def wait_for_sessions(
     return False
 
 
+def wait_for_full_text_index(settings: Settings, timeout_s: float) -> bool:
+    """Wait until the worker's projector has built the full-text index of every memory table
+    and folded every row into it (it does so every ``index_refresh_interval_s``). Searched
+    earlier, a memory matches by meaning only, and the demo's scores would depend on how
+    fast the machine is."""
+    db = lancedb.connect(settings.lancedb_dir)  # the demo's own: a local directory
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if all(_fully_indexed(db.open_table(name)) for name in db.list_tables().tables):
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def _fully_indexed(table: Any) -> bool:
+    """Whether ``table`` has its full-text index, and every row is in it."""
+    for index in table.list_indices():
+        if list(index.columns) == ["search_text"]:
+            return bool(table.index_stats(index.name).num_unindexed_rows == 0)
+    return False
+
+
 #: The facts of the sample that change, and how a user would ask for their history.
 CHANGED_FACTS = (("alice", "budget"), ("bob", "where I live"))
 
@@ -73,32 +105,69 @@ def print_changed_facts(projection: MemoryIndex) -> None:
         print()
 
 
+def demo_settings(settings: Settings, broker: str, data_dir: Path) -> Settings:
+    """``settings`` moved onto the demo's own broker, data directory and worker port: nothing
+    of the user's (their broker, data directory, object store, key file) is named any more."""
+    return settings.model_copy(
+        update={
+            "broker": broker,
+            "broker_kind": "tansu",
+            "data_dir": data_dir,
+            "memory_store": "",
+            "api_keys_file": None,
+            "web_host": "127.0.0.1",
+            "web_port": free_port(),
+            "serve_in_worker": False,
+        }
+    )
+
+
+def importance_legend(settings: Settings) -> str:
+    """What the number before each listed memory is."""
+    return (
+        "importance (the number before each memory): 0-1, how much a memory matters on its "
+        "own, set when it was extracted; from "
+        f"{settings.long_term_importance:.2f} on it goes straight to long-term memory"
+    )
+
+
+def score_digits(scores: Sequence[float], most: int = 4) -> int:
+    """How many decimals tell ``scores`` apart (2 at least, ``most`` at most): scores that
+    differ must not print the same.
+
+    Examples
+    --------
+    >>> score_digits([0.2131, 0.2094, 0.2078])
+    3
+    >>> score_digits([0.31, 0.22])
+    2
+    """
+    digits = 2
+    while digits < most:
+        printed = {f"{score:.{digits}f}" for score in scores}
+        if len(printed) == len(set(scores)):
+            break
+        digits += 1
+    return digits
+
+
 def run_demo(settings: Settings, timeout_s: float = 120.0) -> int:
     """Publish the sample, let the worker consolidate it, print memories and searches.
 
-    Starts the embedded broker and a worker when none is running, and stops what it started.
+    Starts an embedded broker on a free port and a worker over a temporary data directory,
+    and stops and removes them at the end (see the module docstring): ``settings`` give the
+    rest (the extractor, the embedder, the ranking).
     """
     with ExitStack() as started:
-        started_any = False
-        if not asyncio.run(broker_reachable(settings.broker, timeout_s=2.0)):
-            broker = EmbeddedBroker(settings.broker_port, host=settings.broker_host)
-            started.enter_context(broker)
-            started_any = True
-            # A fresh embedded broker holds an empty log, so the demo projects into a
-            # directory of its own, emptied first, and leaves yours alone.
-            settings = settings.model_copy(update={"data_dir": settings.data_dir / "demo"})
-            shutil.rmtree(settings.data_dir, ignore_errors=True)
-            print(f"started the embedded broker on {broker.address} (memory storage: a restart loses the log)")
-        else:
-            print(f"using the broker at {settings.broker}")
-        if not worker_healthy(settings):
-            settings.data_dir.mkdir(parents=True, exist_ok=True)
-            worker = WorkerProcess(settings, log_path=settings.data_dir / "worker.log")
-            print("starting a worker (log: worker.log in the data directory) ...")
-            started.enter_context(worker)
-            started_any = True
-        else:
-            print(f"using the worker on port {settings.web_port}")
+        data_dir = Path(started.enter_context(tempfile.TemporaryDirectory(prefix="memstream-demo-")))
+        broker = started.enter_context(EmbeddedBroker(free_port()))
+        print(f"started the embedded broker on {broker.address} (memory storage: a restart loses the log)")
+        settings = demo_settings(settings, broker.address, data_dir)
+        print(
+            f"starting a worker over {data_dir} (a temporary directory: your own broker and "
+            "data directory are not touched) ..."
+        )
+        started.enter_context(WorkerProcess(settings, log_path=data_dir / "worker.log"))
 
         events, errors = read_events(sample_lines(), settings.max_event_bytes)
         assert not errors, errors
@@ -113,7 +182,10 @@ def run_demo(settings: Settings, timeout_s: float = 120.0) -> int:
         if not wait_for_sessions(projection, sessions, timeout_s):
             print(f"error: memories did not appear within {timeout_s:.0f} s")
             return 1
-        print(f"memories are in {projection.store}\n")
+        if not wait_for_full_text_index(settings, timeout_s):
+            print("note: the full-text index is not complete yet: scores match by meaning only")
+        print(f"memories are in {projection.store} (removed when the demo ends)\n")
+        print(f"{importance_legend(settings)}\n")
         for user in sorted(sessions):
             records = projection.list_memories(user)
             print(f"== {user}: {len(records)} memories")
@@ -126,11 +198,13 @@ def run_demo(settings: Settings, timeout_s: float = 120.0) -> int:
         print("scores: 0-1, how well a memory matches (see memstream search --explain)\n")
         for search in sample_searches():
             ranked = retriever.search(search["user"], search["query"], limit=3)
+            digits = score_digits([item.rank_score for item in ranked])
             print(f"search --user {search['user']} {search['query']!r}")
             for item in ranked:
-                print(f"   {item.rank_score:.2f} [{item.memory.memory_type}] {item.memory.content}"
+                print(f"   {item.rank_score:.{digits}f} [{item.memory.memory_type}] "
+                      f"{item.memory.content}"
                       + stale_mark(item.stale, item.memory.valid_until or item.memory.ended_at))
             print()
         print_changed_facts(projection)
-    print("stopped the broker and worker the demo started" if started_any else "done")
+    print("stopped the broker and worker the demo started, and removed its data directory")
     return 0

@@ -33,17 +33,23 @@ class LineError:
 
 
 def read_events(
-    lines: Iterable[str], max_bytes: int, limits: EventLimits | None = None
+    lines: Iterable[str | bytes], max_bytes: int, limits: EventLimits | None = None
 ) -> tuple[list[Event], list[LineError]]:
     """Parse JSONL: the valid chat events, and the bad lines with their 1-based numbers.
 
     A bad line never stops the others: it is reported and the valid lines still publish.
     With ``limits``, an event a worker would refuse (a time outside the window, content
-    over the limit) is a bad line too.
+    over the limit) is a bad line too. Lines given as bytes (a file read as it is) must be
+    UTF-8; a line that is not is a bad line.
     """
     events: list[Event] = []
     errors: list[LineError] = []
-    for number, line in enumerate(lines, start=1):
+    for number, raw in enumerate(lines, start=1):
+        try:
+            line = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        except UnicodeDecodeError as exc:
+            errors.append(LineError(number, f"{_not_utf8(exc)}: save the file as UTF-8"))
+            continue
         if not line.strip():
             continue
         try:
@@ -58,6 +64,11 @@ def read_events(
             continue
         events.append(event)
     return events, errors
+
+
+def _not_utf8(exc: UnicodeDecodeError) -> str:
+    """What a line that is not UTF-8 holds: "not UTF-8 text (byte 0xff at byte 3)"."""
+    return f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at byte {exc.start + 1})"
 
 
 class Message(TypedDict, total=False):

@@ -741,6 +741,14 @@ def test_every_view_holds_only_the_users_rows(settings: Settings, user: str) -> 
         assert users <= {user}, name
 
 
+def _is_utf8_text(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 @pytest.mark.parametrize("user", HOSTILE)
 def test_hostile_user_ids_see_nothing_and_break_nothing(
     settings: Settings, user: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
@@ -749,7 +757,15 @@ def test_hostile_user_ids_see_nothing_and_break_nothing(
     for name in REPORTS:
         assert report(settings, name, user) == [], name
     assert rows(settings, "SELECT count(*) AS n FROM events", user) == [{"n": 0}]
-    assert cli(settings, monkeypatch, "report", "access", "--user", user, "--format", "json") == 0
+    command = ("report", "access", "--user", user, "--format", "json")
+    if not _is_utf8_text(user):
+        # Argv bytes that are not UTF-8 (lone surrogates): the command refuses them.
+        with pytest.raises(SystemExit) as refused:
+            cli(settings, monkeypatch, *command)
+        assert refused.value.code == 2
+        assert "argument --user: not UTF-8 text" in capsys.readouterr().err
+        return
+    assert cli(settings, monkeypatch, *command) == 0
     assert json.loads(capsys.readouterr().out) == []
 
 

@@ -7,9 +7,15 @@ from __future__ import annotations
 
 import gc
 import warnings
+from pathlib import Path
 from typing import Any
 
-from memstream.streams.runtime.logid import LogWatch, claim_log
+import pytest
+from harness import wait_for_async
+
+from memstream.streams.runtime.broker import EmbeddedBroker, free_port
+from memstream.streams.runtime.logid import LogWatch, MarkReader, claim_log
+from memstream.streams.runtime.topics import ensure_topics
 
 
 async def test_a_reader_started_again_keeps_one_mark_consumer(settings_factory: Any) -> None:
@@ -28,3 +34,26 @@ async def test_a_reader_started_again_keeps_one_mark_consumer(settings_factory: 
     assert await watch.verifier("archive")() and await watch.verifier("projector")()
     for reader in watch._readers.values():
         await reader.close()
+
+
+async def test_the_mark_reader_closes_quietly_after_its_broker_went_away(
+    settings_factory: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # What `memstream serve` does on Ctrl-C after the broker went away: its publisher's
+    # mark reader closes while its fetches fail. aiokafka let a fetch's cancellation out.
+    broker = EmbeddedBroker(free_port(), log_dir=tmp_path).start()
+    settings = settings_factory(broker=broker.address)
+    try:
+        await ensure_topics(settings)
+        await claim_log(settings)
+        reader = MarkReader(settings)
+        assert await reader.read() is not None
+    finally:
+        broker.stop()
+    await reader.read(timeout_s=1)  # fetches again, from a broker that is gone
+    await wait_for_async(
+        lambda: any("Failed fetch" in r.getMessage() for r in caplog.records),
+        "a fetch to fail",
+        30,
+    )
+    await reader.close()

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import FakeEmbedder, InMemoryPublisher, memory_added
+from fakes import FakeEmbedder, InMemoryPublisher, memory_added, unit_settings
 from fuzz import zoned_times
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
@@ -260,6 +261,24 @@ async def test_search_publishes_the_access_event_of_what_it_returned(
     assert await client.search("lives", user_id="bob", limit=200)
     with pytest.raises(ValueError):
         await client.search("lives", user_id="ann", limit=0)
+
+
+def test_searches_without_a_broker_log_their_lost_access_events_once_in_one_line(
+    projection: MemoryProjection, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The real publisher, and no broker where the settings say: every access event is lost.
+    settings = unit_settings(tmp_path)
+    with MemoryClient(settings, projection=projection) as client:
+        for query in ("Oslo", "green tea", "where does Ann live"):
+            assert client.search(query, user_id="ann")
+    lost = [r for r in caplog.records if r.name == "memstream.streams.service.memories"
+            and r.levelno >= logging.WARNING]
+    assert len(lost) == 1, [r.getMessage() for r in lost]
+    (record,) = lost
+    message = record.getMessage()
+    assert record.exc_info is None and "\n" not in message
+    assert "1 access event(s) not published" in message
+    assert f"cannot reach the broker at {settings.broker}" in message
 
 
 async def test_explain_gives_every_part_of_the_score_and_they_add_up(
