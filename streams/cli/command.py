@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memstream",
         description="Event-sourced long-term memory for LLM agents. Settings come from "
-        "MEMSTREAM_* environment variables, a .env file and memstream.toml (see README).",
+        "MEMSTREAM_* environment variables, a .env file and memstream.toml (see docs/settings.md).",
     )
     parser.add_argument("--broker", help="Kafka bootstrap address (overrides MEMSTREAM_BROKER)")
     commands = parser.add_subparsers(dest="command", required=True)
