@@ -45,7 +45,7 @@ lint: $(BIN)/memstream
 
 # The documentation site, from docs/ and mkdocs.yml, into site/ (open site/index.html).
 docs: $(BIN)/memstream
-	$(BIN)/python -m mkdocs build --strict --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --site-dir site
 
 clean:
 	rm -rf $(VENV) .memstream build site *.egg-info
