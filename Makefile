@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-unit lint bench clean system-deps
+.PHONY: demo test test-unit lint docs bench clean system-deps
 
 $(BIN)/memstream: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,5 +43,9 @@ lint: $(BIN)/memstream
 		-p memstream.models -p memstream.streams -p memstream.projections
 	$(BIN)/python -m ruff check models streams projections tests benchmarks
 
+# The documentation site, from docs/ and mkdocs.yml, into site/ (open site/index.html).
+docs: $(BIN)/memstream
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --site-dir site
+
 clean:
-	rm -rf $(VENV) .memstream build *.egg-info
+	rm -rf $(VENV) .memstream build site *.egg-info

@@ -170,8 +170,8 @@ class Settings(BaseSettings):
     data_dir: Path = Field(Path(".memstream"), description="Faust state and LanceDB live here.")
     #: Where the memory projection lives: empty, ``data_dir/lancedb`` (one machine); or an
     #: object store, ``s3://bucket/prefix`` (the bucket must exist), which any number of
-    #: machines share (README, "Memories on an object store"). The other ``memory_store_*``
-    #: settings apply to an object store only.
+    #: machines share (docs/long-term-memory.md, "Memories on an object store"). The other
+    #: ``memory_store_*`` settings apply to an object store only.
     memory_store: str = Field(
         "", pattern=r"^(s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[A-Za-z0-9!_.*'()/-]*)?)?$"
     )
@@ -271,7 +271,8 @@ class Settings(BaseSettings):
     max_window_chars: int = Field(200_000, ge=1)
     max_tool_calls: int = Field(20, ge=1)
     max_entities: int = Field(100, ge=1)
-    #: Close a session after this long without events (processing time, see README).
+    #: Close a session after this long without events (processing time, see
+    #: docs/short-term-memory.md).
     idle_timeout_s: float = Field(1800.0, gt=0)
     #: Close a session whose events span longer than this (event time).
     max_session_age_s: float = Field(86_400.0, gt=0)
@@ -324,7 +325,8 @@ class Settings(BaseSettings):
     #: the same worker to catch up with the log before it decides (a decision made again
     #: after a crash must see the memories the first one saw).
     decision_catch_up_s: float = Field(120.0, ge=0)
-    #: A short-term memory expires this long after memstream learned it (see README)...
+    #: A short-term memory expires this long after memstream learned it (see
+    #: docs/interfaces/client.md, "Tiers")...
     short_term_ttl_s: float = Field(86_400.0, gt=0)
     #: ...unless it was retrieved this many times, which promotes it to long-term.
     promote_after_retrievals: int = Field(3, ge=1)
@@ -337,7 +339,7 @@ class Settings(BaseSettings):
     #: Composite rank weights. Relevance decides; importance, recency (of the event time) and
     #: use together move a memory by at most 0.04 of relevance, so they reorder near-ties
     #: only (raise them to let them weigh more). Their 4 : 3 : 1 ratio is also the decay
-    #: score's, which only uses the ratio. Chosen on the dialogue benchmark (README).
+    #: score's, which only uses the ratio. Chosen on the dialogue benchmark (docs/performance.md).
     weight_relevance: float = Field(1.0, ge=0)
     weight_importance: float = Field(0.02, ge=0)
     weight_recency: float = Field(0.015, ge=0)

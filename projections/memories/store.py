@@ -8,7 +8,7 @@ directory it does exactly what the projection did before it had a store: ``lance
 of the directory, pointer files replaced with ``os.replace``, ``flock`` files. On an object
 store a pointer is one object written with one PUT (a whole object or nothing, in S3), and
 there are no locks: each partition's single writer is the worker the consumer group assigned
-it to (README, "Memories on an object store").
+it to (docs/long-term-memory.md, "Memories on an object store").
 """
 
 from __future__ import annotations

@@ -127,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="memstream",
         description="Event-sourced long-term memory for LLM agents. Settings come from "
-        "MEMSTREAM_* environment variables, a .env file and memstream.toml (see README).",
+        "MEMSTREAM_* environment variables, a .env file and memstream.toml (see docs/settings.md).",
     )
     parser.add_argument("--broker", help="Kafka bootstrap address (overrides MEMSTREAM_BROKER)")
     parser.add_argument(

@@ -245,7 +245,7 @@ async def _lock_partitions(
     owner finishing its batch) to let go; None if the ownership changed meanwhile. None to
     take on an object store: there the consumer group's assignment is the one writer of a
     partition, and a previous owner's last commit is ordered by LanceDB's conditional PUT
-    of the table's manifest (README, "Memories on an object store")."""
+    of the table's manifest (docs/long-term-memory.md, "Memories on an object store")."""
     locks: list[WriterLock] = []
     if not ProjectionStore.from_settings(settings).locks_apply:
         return locks

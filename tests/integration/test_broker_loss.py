@@ -3,7 +3,7 @@
 The embedded broker keeps its log in memory: a restart empties it. The worker running on it
 must stop processing rather than build on the new log, memstream's own writers must refuse
 to write until the log is back, what other producers wrote meanwhile must be kept by the
-recovery README gives (stop the workers, ``memstream restore``, start them again), and a
+recovery the docs give (stop the workers, ``memstream restore``, start them again), and a
 worker must refuse to start on the new log. In the end nothing acknowledged is lost.
 """
 
@@ -106,7 +106,7 @@ def test_after_a_broker_loss_writes_are_refused_or_kept_and_restored_never_ackno
             WorkerProcess(settings, log_path=tmp_path / "worker-refused.log").start(timeout_s=60)
         assert "lost its log" in (tmp_path / "worker-refused.log").read_text()
 
-        # The recovery README gives: restore (it keeps the new log's records), start again.
+        # The recovery docs/replay.md gives: restore (it keeps the new log's records), start again.
         assert cli(settings, monkeypatch, "restore") == 0
         out = capsys.readouterr().out
         assert f"appended after them {sent} records" in out, out

@@ -6,8 +6,6 @@ worker that holds it, the reports and the tenant's users are served, and a user 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -340,31 +338,3 @@ def test_operations_are_observable(stack: Stack) -> None:
     assert any(line["logger"].startswith("memstream.") and line["level"] == "info" for line in worker_lines)
     assert not any(line["logger"].startswith("faust") and line["level"] == "info" for line in worker_lines)
 
-
-def readme_quick_start_blocks() -> list[str]:
-    """The python blocks of README's quick start: an agent's memory over HTTP, over MCP."""
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = text[text.index("**An agent's memory over HTTP or MCP**"):]
-    section = section[: section.index("\n## ")]
-    blocks = section.split("```python\n")[1:]
-    return [block[: block.index("```")] for block in blocks]
-
-
-def test_the_readme_quick_start_runs_against_the_service(stack: Stack) -> None:
-    over_http, over_mcp = readme_quick_start_blocks()
-    root = stack.url.removesuffix("/v1")
-    # The MCP lines await: run them in a coroutine, as an application would.
-    script = (
-        f"KEY = {stack.acme!r}\n"
-        + over_http
-        + "import asyncio\n\nasync def main():\n"
-        + "".join(f"    {line}\n" for line in over_mcp.splitlines())
-        + "    print(memory_context_text(turn))\n"
-        + "\ndef memory_context_text(turn):\n    return turn.structured_content['context']\n"
-        + "\nprint(prompt_memory)\nasyncio.run(main())\n"
-    ).replace("http://127.0.0.1:8080", root)
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=180, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    assert "Oslo" in done.stdout and "aisle" in done.stdout, done.stdout

@@ -2,7 +2,7 @@
 to the others, searches of its users keep answering, and in the end every memory exists
 exactly once, in its user's partition's table, and equals a one-worker run of the same events.
 
-The scenario is ``benchmarks/workers.py``'s (which prints the times: README, "Scaling out");
+The scenario is ``benchmarks/workers.py``'s (which prints the times: docs/scaling.md);
 this asserts its outcome, never its times.
 """
 
