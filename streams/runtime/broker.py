@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import random
 import signal
 import socket
 import subprocess
@@ -48,15 +49,46 @@ class BrokerStartError(RuntimeError):
     """The embedded broker did not start, or did not accept Kafka connections in time."""
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """Return a TCP port that is free on ``host`` right now.
+#: Ports this process handed out: never handed out twice.
+_HANDED_OUT: set[int] = set()
+_PORTS = random.Random()
 
-    Another process may take it before it is used; good enough for tests and local runs.
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """Return a TCP port that is free on ``host`` right now, never one this process
+    returned before.
+
+    Chosen at random below the kernel's ephemeral range, not by binding port 0: a port from
+    that range is where the next outgoing connection (a Kafka client's) may sit by the time
+    a server binds it. Another process may still take it first; good enough for tests and
+    local runs.
     """
+    low, _ = _ephemeral_range()
+    for _ in range(200):
+        port = _PORTS.randrange(10_000, max(low, 10_001))
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+        chosen: int = sock.getsockname()[1]
+    _HANDED_OUT.add(chosen)
+    return chosen
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    """The kernel's range of local ports for outgoing connections (Linux; else IANA's)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 49_152, 65_535
 
 
 def _port_accepts_connections(host: str, port: int) -> bool:
