@@ -82,10 +82,10 @@ from memstream.models.settings import Settings
 from memstream.projections.embedder import Embedder, embedder_from_settings
 from memstream.projections.memories import PartitionedMemories
 from memstream.streams.client import MemoryClient
-from memstream.streams.runtime.logreader import read_topic
-from memstream.streams.runtime.tansu import true_end_offsets
-from memstream.streams.runtime.topics import Topics
-from memstream.streams.runtime.worker import WorkerProcess, worker_ready, worker_url
+from memstream.streams.kafka.logreader import read_topic
+from memstream.streams.kafka.tansu import true_end_offsets
+from memstream.streams.kafka.topics import Topics
+from memstream.streams.worker.process import WorkerProcess, worker_ready, worker_url
 
 STAGES = ("session fold", "extraction and decisions", "projection", "all searchable")
 GOAL = 0.7

@@ -3,7 +3,7 @@
 The decay policy forgets a memory that is active, old enough, not of a kept type, and whose
 decay score (:func:`memstream.models.ranking.decay_score`) is below the threshold. The
 decision is an event (``MemoryForgotten``), published by ``memstream forget``
-(:mod:`memstream.streams.tools.forgetting`); nothing is removed in place.
+(:mod:`memstream.streams.operations.forgetting`); nothing is removed in place.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The LLM extractor's prompt and what its replies may be: the domain side of
-:class:`memstream.streams.runtime.llm_extractor.LLMExtractor`, which only talks to the server.
+:class:`memstream.streams.llm.extractor.LLMExtractor`, which only talks to the server.
 
 * :data:`SYSTEM_PROMPT` and :func:`render_transcript`: what the model is shown (user and
   assistant turns only, each with its event id and role).

@@ -32,9 +32,9 @@ from memstream.projections.memories import (
     search_text,
 )
 from memstream.projections.memories.fold import new_row
-from memstream.streams.runtime.broker import free_port
-from memstream.streams.runtime.keys import FileKeyStore, KeyStore
-from memstream.streams.runtime.publisher import RawRecord, Sent, prepare
+from memstream.streams.kafka.broker import free_port
+from memstream.streams.kafka.publisher import RawRecord, Sent, prepare
+from memstream.streams.keys.store import FileKeyStore, KeyStore
 from memstream.streams.service.app import Service
 from memstream.streams.service.container import Container
 
@@ -73,10 +73,10 @@ class FakeEmbedder:
 
 
 class InMemoryPublisher:
-    """An :class:`~memstream.streams.runtime.publisher.EventPublisher` that keeps what it
+    """An :class:`~memstream.streams.kafka.publisher.EventPublisher` that keeps what it
     was sent: ``sent`` holds ``(topic, key, value)`` in order, each topic numbered from 0 on
     one partition. Seals, encodes and checks exactly as the real one does (it sends what
-    :func:`~memstream.streams.runtime.publisher.prepare` returns); held to the same contract
+    :func:`~memstream.streams.kafka.publisher.prepare` returns); held to the same contract
     (``tests/integration/test_publisher_contract.py``)."""
 
     def __init__(self, keys: KeyStore, limits: EventLimits | None = None) -> None:
@@ -344,7 +344,7 @@ def memory_added(
 
 
 def topic_reader(publisher: InMemoryPublisher) -> Callable[..., Awaitable[list[Any]]]:
-    """A stand-in for :func:`memstream.streams.runtime.logreader.read_topic` over what
+    """A stand-in for :func:`memstream.streams.kafka.logreader.read_topic` over what
     ``publisher`` was sent (one partition, in order), so ``history`` reads without a broker."""
 
     async def read_topic(

@@ -31,11 +31,11 @@ from memstream.streams.archive import (
     live_archive_dir,
 )
 from memstream.streams.cli import main
-from memstream.streams.runtime.keys import keystore_from_settings, seal_event
-from memstream.streams.runtime.logreader import read_topic
-from memstream.streams.runtime.tansu import true_end_offsets
-from memstream.streams.runtime.topics import Topics
-from memstream.streams.runtime.worker import fetch_json, worker_url
+from memstream.streams.kafka.logreader import read_topic
+from memstream.streams.kafka.tansu import true_end_offsets
+from memstream.streams.kafka.topics import Topics
+from memstream.streams.keys.store import keystore_from_settings, seal_event
+from memstream.streams.worker.process import fetch_json, worker_url
 
 T = TypeVar("T")
 

@@ -32,12 +32,12 @@ from memstream.streams.agents.decisions import MemoryDecider
 from memstream.streams.agents.decoding import decode_opened
 from memstream.streams.agents.ordering import InOrder
 from memstream.streams.agents.publishing import Publish
+from memstream.streams.kafka.deadletters import DeadLetterSink
+from memstream.streams.kafka.logid import LogWatch
+from memstream.streams.keys.store import KeyStore
+from memstream.streams.llm.extractor import ExtractionFailed
+from memstream.streams.observability.metrics import EXTRACTION_SECONDS, Children
 from memstream.streams.projector.memories import ProjectorProgress
-from memstream.streams.runtime.deadletters import DeadLetterSink
-from memstream.streams.runtime.keys import KeyStore
-from memstream.streams.runtime.llm_extractor import ExtractionFailed
-from memstream.streams.runtime.logid import LogWatch
-from memstream.streams.runtime.metrics import EXTRACTION_SECONDS, Children
 
 __all__ = ["ExtractionAgent", "extraction_failure", "record_extraction"]
 

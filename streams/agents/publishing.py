@@ -10,7 +10,7 @@ from typing import Any
 
 from memstream.models.codec import encode_event
 from memstream.models.events import Event
-from memstream.streams.runtime.keys import KeyStore, seal_events
+from memstream.streams.keys.store import KeyStore, seal_events
 
 __all__ = ["Publish", "send_all", "topic_publisher"]
 

@@ -44,7 +44,7 @@ from memstream.models.session import (
 from memstream.models.settings import Settings
 from memstream.models.topics import CHAT_TYPES
 from memstream.streams.agents.decoding import decode_opened
-from memstream.streams.runtime.keys import BatchKeys, KeyStore, key_belongs_to
+from memstream.streams.keys.store import BatchKeys, KeyStore, key_belongs_to
 
 log = logging.getLogger(__name__)
 

@@ -56,7 +56,7 @@ from memstream.streams.chat.prompt import (
 )
 from memstream.streams.client.loop import LoopThread
 from memstream.streams.client.shapes import SessionContextDict
-from memstream.streams.runtime.llm_extractor import (
+from memstream.streams.llm.extractor import (
     OPENAI_BASE_URL,
     PLACEHOLDER_API_KEY,
     request_headers,

@@ -42,8 +42,8 @@ def cmd_chat(args: argparse.Namespace, container: Container) -> int:
 def _chat(args: argparse.Namespace, settings: Settings, agent: SyncMemoryAgent) -> int:
     """Check the broker (and warn without a worker), then chat until the person ends it."""
     from memstream.streams.chat.terminal import run_chat
-    from memstream.streams.runtime.broker import broker_reachable
-    from memstream.streams.runtime.worker import worker_healthy
+    from memstream.streams.kafka.broker import broker_reachable
+    from memstream.streams.worker.process import worker_healthy
 
     if not asyncio.run(broker_reachable(settings.broker, timeout_s=3.0)):
         print(

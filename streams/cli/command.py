@@ -220,14 +220,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     verify.set_defaults(run=cmd_verify)
 
-    from memstream.streams.tools.forgetting import add_forget_command
+    from memstream.streams.operations.forgetting import add_forget_command
 
     add_forget_command(commands)
     add_tenant_option(commands.choices["forget"])
-    from memstream.streams.tools.dlq import add_dlq_command
+    from memstream.streams.operations.dlq import add_dlq_command
 
     add_dlq_command(commands)
-    from memstream.streams.tools.erasure import add_erase_command
+    from memstream.streams.operations.erasure import add_erase_command
 
     add_erase_command(commands)
     erase = commands.choices["erase"]
@@ -356,8 +356,8 @@ def user_problem(exc: BaseException, settings: Settings) -> tuple[str, int] | No
     >>> user_problem(FileNotFoundError(2, "No such file or directory", "chat.jsonl"), Settings())
     ('chat.jsonl: No such file or directory: check the path and its permissions', 2)
     """
-    from memstream.streams.runtime.broker import broker_problem
-    from memstream.streams.runtime.logid import LogLost
+    from memstream.streams.kafka.broker import broker_problem
+    from memstream.streams.kafka.logid import LogLost
 
     problem = broker_problem(exc, settings.broker)
     if problem is not None:

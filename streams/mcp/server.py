@@ -32,6 +32,7 @@ from memstream.models.events import Identifier, MemoryType, UtcInstant
 from memstream.projections.memories import SearchFilters
 from memstream.streams.api.auth import ApiKey, Refused
 from memstream.streams.api.deps import API_KEY_STATE
+from memstream.streams.kafka.logid import LogLost
 from memstream.streams.mcp.results import (
     AddAnswer,
     DeleteAnswer,
@@ -50,7 +51,6 @@ from memstream.streams.mcp.results import (
     session_context_answer,
     timeline_answer,
 )
-from memstream.streams.runtime.logid import LogLost
 from memstream.streams.service.app import LOG_LOST, Service
 from memstream.streams.service.sessions import NoSession, WorkerRefused, WorkerUnreachable
 

@@ -62,20 +62,20 @@ from memstream.streams.agents.boundary import (
     StateReport,
 )
 from memstream.streams.agents.decoding import decode_opened
-from memstream.streams.projector.ownership import Ownership, partition_lock
-from memstream.streams.projector.tiers import run_tier_keeper, scan_interval
-from memstream.streams.runtime.deadletters import DeadLetterSink
-from memstream.streams.runtime.keys import BatchKeys, KeyStore, keystore_from_settings
-from memstream.streams.runtime.metrics import (
+from memstream.streams.kafka.deadletters import DeadLetterSink
+from memstream.streams.kafka.publisher import EventPublisher, KafkaPublisher, RawRecord
+from memstream.streams.kafka.tansu import true_end_offsets
+from memstream.streams.kafka.topics import Topics
+from memstream.streams.keys.store import BatchKeys, KeyStore, keystore_from_settings
+from memstream.streams.observability.metrics import (
     CONSUMER_LAG,
     PROJECTOR_PARTITIONS,
     PROJECTOR_ROWS,
     LagRow,
     MeteredEmbedder,
 )
-from memstream.streams.runtime.publisher import EventPublisher, KafkaPublisher, RawRecord
-from memstream.streams.runtime.tansu import true_end_offsets
-from memstream.streams.runtime.topics import Topics
+from memstream.streams.projector.ownership import Ownership, partition_lock
+from memstream.streams.projector.tiers import run_tier_keeper, scan_interval
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +188,7 @@ async def run_memory_projector(
     with the log, so a replay or a restart never acts on a half-built projection.
     ``progress`` is marked whenever it is caught up; ``report`` is told when it retries a
     broker or store failure, and when it works again. ``log_intact`` is asked after every
-    fetch (:meth:`memstream.streams.runtime.logid.LogWatch.verifier`): once the broker lost the log,
+    fetch (:meth:`memstream.streams.kafka.logid.LogWatch.verifier`): once the broker lost the log,
     nothing fetched is applied and the projector stops.
     """
     stop = stop or asyncio.Event()

@@ -3,6 +3,7 @@
 ``container`` builds every part once from one :class:`~memstream.models.settings.Settings`;
 ``memories`` holds the memory operations (add, search, get, list, history, delete, erase),
 ``sessions`` a session's working-memory context, ``reports`` the analytics reports;
-``results`` the plain shapes they answer with; ``app`` the :class:`Service` that joins them.
+``results`` the plain shapes they answer with; ``chat_events`` the chat events an add (or
+``memstream publish``) makes and publishes; ``app`` the :class:`Service` that joins them.
 The CLI, the Python client and the web interfaces are adapters over a :class:`Service`.
 """

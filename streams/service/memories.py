@@ -2,7 +2,7 @@
 erase.
 
 Writes are events on the topics (chat events, ``MemoryDeleted``, ``UserErased``) sent through
-the container's :class:`~memstream.streams.runtime.publisher.EventPublisher`; nothing here
+the container's :class:`~memstream.streams.kafka.publisher.EventPublisher`; nothing here
 writes LanceDB, so every change stays in the log and replays. Reads come from the memory
 projection (``search``, ``get``, ``list``) or the memories topic itself (``history``).
 
@@ -32,8 +32,10 @@ from memstream.models.events import (
 )
 from memstream.projections.memories import MemoryIndex, MemoryRecord, SearchFilters
 from memstream.projections.retrieval import MAX_CANDIDATES, RankedMemory, Retriever
-from memstream.streams.runtime.keys import open_event
-from memstream.streams.runtime.logreader import read_topic
+from memstream.streams.kafka.logreader import read_topic
+from memstream.streams.keys.store import open_event
+from memstream.streams.operations.erasure import ErasureReceipt
+from memstream.streams.service.chat_events import Message, chat_events_for_add
 from memstream.streams.service.container import Container
 from memstream.streams.service.results import (
     AddResult,
@@ -53,8 +55,6 @@ from memstream.streams.service.results import (
 )
 from memstream.streams.service.timelines import timeline
 from memstream.streams.service.waiting import ConsolidationWatch
-from memstream.streams.tools.erasure import ErasureReceipt
-from memstream.streams.tools.publish import Message, chat_events_for_add
 
 __all__ = [
     "ACCESS_FLUSH_TIMEOUT_S",
@@ -544,8 +544,8 @@ class MemoryService:
         self, user_id: str, *, reason: str = "requested", wait_s: float = 60.0
     ) -> ErasureReceipt:
         """Erase the user from every store and return the receipt (see
-        :func:`memstream.streams.tools.erasure.erase`)."""
-        from memstream.streams.tools.erasure import erase
+        :func:`memstream.streams.operations.erasure.erase`)."""
+        from memstream.streams.operations.erasure import erase
 
         return await erase(self.settings, check_id("user_id", user_id), reason=reason, wait_s=wait_s)
 
@@ -562,7 +562,7 @@ class MemoryService:
         self, topic: str, events: Sequence[Event], *, create_keys: bool = True
     ) -> list[Event]:
         """The events as sent (sealed), every one acknowledged; see
-        :meth:`~memstream.streams.runtime.publisher.EventPublisher.publish`."""
+        :meth:`~memstream.streams.kafka.publisher.EventPublisher.publish`."""
         sent = await self.container.event_publisher().publish(
             topic, events, create_keys=create_keys
         )
@@ -601,7 +601,7 @@ class MemoryService:
     def _lost_access_events(self, count: int, exc: Exception) -> None:
         """Count access events that did not go out; say so once per burst of failures, in
         one line: what was lost, why, what to do."""
-        from memstream.streams.runtime.broker import broker_problem
+        from memstream.streams.kafka.broker import broker_problem
 
         first = self._lost_in_burst == 0
         self.accesses_lost += count

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     # Annotations only: the HTTP client reads these shapes without loading LanceDB or Kafka.
     from memstream.projections.memories import MemoryHit, MemoryRecord
     from memstream.projections.retrieval import RankedMemory, Retrieval
-    from memstream.streams.tools.publish import Message
+    from memstream.streams.service.chat_events import Message
 
 __all__ = [
     "AddResult",

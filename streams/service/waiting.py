@@ -40,9 +40,9 @@ from memstream.models.events import (
 from memstream.models.settings import Settings
 from memstream.models.topics import Topics
 from memstream.projections.memories import MemoryIndex
-from memstream.streams.runtime.keys import KeyStore, open_event
-from memstream.streams.runtime.logreader import key_topic_partition
-from memstream.streams.runtime.tansu import true_end_offsets
+from memstream.streams.kafka.logreader import key_topic_partition
+from memstream.streams.kafka.tansu import true_end_offsets
+from memstream.streams.keys.store import KeyStore, open_event
 
 __all__ = ["ConsolidationWatch", "Outcome"]
 

@@ -57,9 +57,9 @@ from memstream.projections.analytics import (
 )
 from memstream.streams.archive import live_archive_dir, rebuild_archive
 from memstream.streams.cli import main
-from memstream.streams.runtime.deadletters import DeadLetter
-from memstream.streams.runtime.topics import Topics, ensure_topics
-from memstream.streams.tools.replay import rebuild_memories
+from memstream.streams.kafka.deadletters import DeadLetter
+from memstream.streams.kafka.topics import Topics, ensure_topics
+from memstream.streams.operations.replay import rebuild_memories
 
 NOW = datetime(2026, 11, 20, tzinfo=UTC)
 ANN, BOB, OHARA = "ann", "bob", "o'hara ünï"

@@ -47,7 +47,7 @@ from memstream.projections.analytics import (
 )
 from memstream.projections.embedder import MiniLMOnnxEmbedder
 from memstream.projections.memories import PartitionedMemories, SourcePosition
-from memstream.streams.runtime.keys import key_prefix
+from memstream.streams.keys.store import key_prefix
 
 ANALYTICS_PAGE = Path(__file__).parents[2] / "docs" / "analytics.md"
 NOW = datetime(2026, 11, 20, tzinfo=UTC)

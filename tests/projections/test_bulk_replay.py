@@ -26,7 +26,7 @@ from memstream.projections.memories import (
     SourcePosition,
     memory_schema,
 )
-from memstream.streams.tools.replay import memories_fingerprint
+from memstream.streams.operations.replay import memories_fingerprint
 
 MEMORIES = "memstream.memories"
 ACCESSES = "memstream.accesses"

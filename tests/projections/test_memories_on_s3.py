@@ -36,8 +36,8 @@ from memstream.projections.memories import (
     ProjectionStore,
     SourcePosition,
 )
-from memstream.streams.tools.erasure import erase_lancedb
-from memstream.streams.tools.replay import memories_fingerprint
+from memstream.streams.operations.erasure import erase_lancedb
+from memstream.streams.operations.replay import memories_fingerprint
 
 PARTITIONS = 4
 MEMORIES = "memstream.memories"

@@ -23,8 +23,8 @@ from memstream.models.events import (
 )
 from memstream.models.settings import Settings
 from memstream.projections.memories import MemoryProjection, SearchFilters, SourcePosition
+from memstream.streams.keys.store import FileKeyStore, open_event
 from memstream.streams.projector.tiers import TierKeeper
-from memstream.streams.runtime.keys import FileKeyStore, open_event
 
 MEMORIES = "memstream.memories"
 ACCESSES = "memstream.accesses"

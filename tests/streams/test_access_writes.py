@@ -17,9 +17,9 @@ from aiokafka.structs import ConsumerRecord
 from memstream.models.codec import encode_event
 from memstream.models.events import MemoriesRetrieved, RetrievedMemory
 from memstream.models.settings import Settings
+from memstream.streams.kafka.topics import Topics
 from memstream.streams.projector import memories as projector_module
 from memstream.streams.projector.memories import _Projector
-from memstream.streams.runtime.topics import Topics
 
 
 class Clock:

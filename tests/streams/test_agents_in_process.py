@@ -47,15 +47,15 @@ from memstream.streams.agents.ordering import InOrder
 from memstream.streams.agents.publishing import topic_publisher
 from memstream.streams.agents.session import SessionAgent
 from memstream.streams.agents.session_table import IdleTracker, SessionStore
-from memstream.streams.runtime.deadletters import DeadLetter, DeadLetterSink
-from memstream.streams.runtime.keys import (
+from memstream.streams.kafka.deadletters import DeadLetter, DeadLetterSink
+from memstream.streams.kafka.logid import LogWatch
+from memstream.streams.keys.store import (
     FileKeyStore,
     keystore_from_settings,
     open_event,
     seal_event,
 )
-from memstream.streams.runtime.llm_extractor import ExtractionFailed
-from memstream.streams.runtime.logid import LogWatch
+from memstream.streams.llm.extractor import ExtractionFailed
 
 #: A while ago, so every event time is inside the window the agents accept.
 START = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=2)

@@ -35,8 +35,8 @@ from memstream.streams.client import (
     history_entry,
     normalise_messages,
 )
-from memstream.streams.runtime.keys import FileKeyStore, open_event
-from memstream.streams.tools.publish import chat_events_for_add
+from memstream.streams.keys.store import FileKeyStore, open_event
+from memstream.streams.service.chat_events import chat_events_for_add
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 

@@ -49,9 +49,9 @@ from memstream.streams.agents.session_table import (
     seal_session_value,
 )
 from memstream.streams.archive.rows import _table
+from memstream.streams.kafka.deadletters import DeadLetter
+from memstream.streams.keys.store import FileKeyStore, keystore_from_settings
 from memstream.streams.projector.memories import _Projector
-from memstream.streams.runtime.deadletters import DeadLetter
-from memstream.streams.runtime.keys import FileKeyStore, keystore_from_settings
 
 LIMITS = EventLimits.from_settings(Settings())
 #: What the worker derives (spans, memories) is bounded by the record size, not per event.

@@ -33,7 +33,7 @@ from memstream.models.llm_reply import (
     reply_json_schema,
 )
 from memstream.models.settings import Settings
-from memstream.streams.runtime.llm_extractor import ExtractionFailed, LLMExtractor
+from memstream.streams.llm.extractor import ExtractionFailed, LLMExtractor
 
 AT = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 API_KEY = "sk-test-123"

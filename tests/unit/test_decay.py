@@ -37,7 +37,7 @@ from memstream.projections.memories import (
 )
 from memstream.streams.agents.decoding import decode_checked
 from memstream.streams.client import history_entry
-from memstream.streams.tools.forgetting import plan_forgetting
+from memstream.streams.operations.forgetting import plan_forgetting
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 DEFAULTS = Settings()

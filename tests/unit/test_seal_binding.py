@@ -33,7 +33,7 @@ from memstream.streams.agents.session_table import (
     open_session_value,
     seal_session_value,
 )
-from memstream.streams.runtime.keys import (
+from memstream.streams.keys.store import (
     BatchKeys,
     FileKeyStore,
     keystore_from_settings,
@@ -137,7 +137,7 @@ def test_a_ciphertext_copied_onto_another_event_never_opens(
 
 
 def test_a_relabelled_key_id_never_opens(keys: FileKeyStore, tmp_path: Path) -> None:
-    from memstream.streams.runtime.keys import key_belongs_to
+    from memstream.streams.keys.store import key_belongs_to
 
     sealed = sealed_message(keys)
     assert sealed.encryption is not None

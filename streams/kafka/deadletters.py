@@ -25,8 +25,8 @@ from pydantic import AwareDatetime
 
 from memstream.models.crypto import open_bytes, seal_bytes
 from memstream.models.events import Frozen
-from memstream.streams.runtime.keys import KeyStore, key_belongs_to, key_prefix
-from memstream.streams.runtime.metrics import DEAD_LETTERS, Children, reason_class
+from memstream.streams.keys.store import KeyStore, key_belongs_to, key_prefix
+from memstream.streams.observability.metrics import DEAD_LETTERS, Children, reason_class
 
 log = logging.getLogger(__name__)
 

@@ -41,11 +41,11 @@ from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import PartitionedMemories, SourcePosition
 from memstream.streams.agents.consolidation import extraction_failure, record_extraction
 from memstream.streams.agents.decisions import MemoryDecider
-from memstream.streams.runtime.keys import KeyStore, keystore_from_settings, open_event
-from memstream.streams.runtime.llm_extractor import ExtractionFailed
-from memstream.streams.runtime.logreader import read_topic
-from memstream.streams.runtime.publisher import KafkaPublisher
-from memstream.streams.runtime.topics import Topics
+from memstream.streams.kafka.logreader import read_topic
+from memstream.streams.kafka.publisher import KafkaPublisher
+from memstream.streams.kafka.topics import Topics
+from memstream.streams.keys.store import KeyStore, keystore_from_settings, open_event
+from memstream.streams.llm.extractor import ExtractionFailed
 
 log = logging.getLogger(__name__)
 

@@ -39,6 +39,8 @@ from memstream.projections.memories import (
     ProjectionStore,
 )
 from memstream.projections.shadow import shadow_name
+from memstream.streams.kafka.tansu import true_end_offsets
+from memstream.streams.kafka.topics import Topics
 from memstream.streams.projector.memories import (
     ProjectionPastLog,
     _assigned_partitions,
@@ -46,8 +48,6 @@ from memstream.streams.projector.memories import (
     _Projector,
     live_table,
 )
-from memstream.streams.runtime.tansu import true_end_offsets
-from memstream.streams.runtime.topics import Topics
 
 log = logging.getLogger(__name__)
 

@@ -1,11 +1,11 @@
-"""The one way memstream's tools and services write events: seal, encode, send, await acks.
+"""The one way the operations and services write events: seal, encode, send, await acks.
 
 :class:`EventPublisher` is the port; :class:`KafkaPublisher` is its adapter on one
 long-lived ``AIOKafkaProducer`` (a fake for unit tests lives in ``tests/fakes.py``; both are
 held to ``tests/integration/test_publisher_contract.py``). Every event is sent keyed by its
 user id, so one user's events stay on one partition, in order, after what they follow.
 
-Sealing (:mod:`memstream.streams.runtime.keys`) happens here, never by the caller:
+Sealing (:mod:`memstream.streams.keys.store`) happens here, never by the caller:
 
 - by default with the user's current key, created on the user's first event (chat, queries);
 - ``create_keys=False`` for events about memories a user already has (deletions, promotions,
@@ -15,7 +15,7 @@ Sealing (:mod:`memstream.streams.runtime.keys`) happens here, never by the calle
 With ``check`` on (the default for what users send) nothing of a call is sent if any event
 is one a worker would refuse: a time outside the window, content or encoded size over the
 limits. The Faust agents write through Faust's own producer (``streams/agents/app.py``) and
-the log mark is written by :mod:`memstream.streams.runtime.logid` before any publisher may
+the log mark is written by :mod:`memstream.streams.kafka.logid` before any publisher may
 write; everything else goes through here.
 """
 
@@ -31,7 +31,7 @@ from typing import Any, Protocol
 from memstream.models.codec import EventLimits, InvalidEvent, encode_event
 from memstream.models.events import Event
 from memstream.models.settings import Settings
-from memstream.streams.runtime.keys import KeyStore, seal_events
+from memstream.streams.keys.store import KeyStore, seal_events
 
 __all__ = [
     "EventPublisher",
@@ -254,8 +254,8 @@ class KafkaPublisher:
     async def _started(self) -> Any:
         from aiokafka import AIOKafkaProducer
 
-        from memstream.streams.runtime.logid import MarkReader, claim_log
-        from memstream.streams.runtime.topics import ensure_topics
+        from memstream.streams.kafka.logid import MarkReader, claim_log
+        from memstream.streams.kafka.topics import ensure_topics
 
         if self._lock is None:
             self._lock = asyncio.Lock()

@@ -24,10 +24,10 @@ from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryIndex, PartitionedMemories
 from memstream.projections.retrieval import Retriever
-from memstream.streams.runtime.broker import EmbeddedBroker, free_port
-from memstream.streams.runtime.worker import WorkerProcess
+from memstream.streams.kafka.broker import EmbeddedBroker, free_port
+from memstream.streams.service.chat_events import publish_events, read_events
 from memstream.streams.service.timelines import timeline
-from memstream.streams.tools.publish import publish_events, read_events
+from memstream.streams.worker.process import WorkerProcess
 
 
 def sample_lines() -> list[str]:

@@ -12,7 +12,7 @@ page           returns                                                  needs
 ``/session/``  one session's state and working-memory context           the token
                (``?user=U&session=S[&budget=N]``)
 ``/metrics``   this worker's Prometheus metrics                         the token
-               (:mod:`memstream.streams.runtime.metrics`)
+               (:mod:`memstream.streams.observability.metrics`)
 =============  =======================================================  ================
 
 The pages that return a user's data are answered by the worker that owns the user's
@@ -43,8 +43,8 @@ from multidict import MultiMapping
 from memstream.models.session import ClosedSession, SessionState, session_key, working_context
 from memstream.models.settings import Settings, weak_token_problem
 from memstream.streams.agents.session_table import SessionStore
-from memstream.streams.runtime.health import Components
-from memstream.streams.runtime.metrics import exposition
+from memstream.streams.observability.metrics import exposition
+from memstream.streams.worker.health import Components
 
 Handler = Callable[[View, Request], Awaitable[Response]]
 

@@ -197,7 +197,7 @@ def _check_versions() -> None:
         raise RuntimeError(
             f"memstream's Tansu workarounds patch private methods of {expected}, but "
             f"{installed} is installed. Install the versions pinned in pyproject.toml, or "
-            f"re-check the patches in memstream.streams.runtime.tansu against the new versions."
+            f"re-check the patches in memstream.streams.kafka.tansu against the new versions."
         )
 
 

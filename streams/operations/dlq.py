@@ -1,7 +1,7 @@
 """``memstream dlq``: list, show and retry dead letters.
 
 Every agent routes what it cannot process to the dead-letters topic with the original bytes,
-the source position and the reason, and moves on (:mod:`memstream.streams.runtime.deadletters`).
+the source position and the reason, and moves on (:mod:`memstream.streams.kafka.deadletters`).
 These commands read that topic. A dead letter is named by its place in it,
 ``<partition>:<offset>``. ``retry`` republishes the original bytes, with the original key,
 to the source topic, with a header naming the dead letter it retries; consumers are
@@ -28,11 +28,11 @@ from pydantic import ValidationError
 
 from memstream.models.crypto import SealError
 from memstream.models.settings import Settings
-from memstream.streams.runtime.deadletters import DeadLetter, SealedDeadLetter
-from memstream.streams.runtime.keys import KeyStore, keystore_from_settings
-from memstream.streams.runtime.logreader import read_topic
-from memstream.streams.runtime.publisher import KafkaPublisher, RawRecord
-from memstream.streams.runtime.topics import Topics
+from memstream.streams.kafka.deadletters import DeadLetter, SealedDeadLetter
+from memstream.streams.kafka.logreader import read_topic
+from memstream.streams.kafka.publisher import KafkaPublisher, RawRecord
+from memstream.streams.kafka.topics import Topics
+from memstream.streams.keys.store import KeyStore, keystore_from_settings
 
 if TYPE_CHECKING:
     from memstream.streams.service.container import Container

@@ -46,7 +46,7 @@ from pathlib import Path
 from memstream.models.erasure import ErasureMark
 from memstream.models.events import CODE_PATTERN, UserErased
 from memstream.models.settings import Settings
-from memstream.streams.runtime.topics import Topics
+from memstream.streams.kafka.topics import Topics
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +94,8 @@ async def publish_erasure(
     Both records carry one timestamp, taken now, so "before the erasure" means the same
     moment on every other topic.
     """
-    from memstream.streams.runtime.keys import keystore_from_settings
-    from memstream.streams.runtime.publisher import KafkaPublisher
+    from memstream.streams.kafka.publisher import KafkaPublisher
+    from memstream.streams.keys.store import keystore_from_settings
 
     topics = Topics.from_settings(settings)
     event = UserErased(
@@ -274,8 +274,8 @@ async def sessions_held(settings: Settings, user_id: str) -> set[bytes]:
 
     The values are not opened: this counts what the table holds, whatever key sealed it.
     """
-    from memstream.streams.runtime.logreader import read_topic
-    from memstream.streams.tools.rebuild_sessions import sessions_changelog_topic
+    from memstream.streams.kafka.logreader import read_topic
+    from memstream.streams.operations.rebuild_sessions import sessions_changelog_topic
 
     live: dict[bytes, bool] = {}
     for record in await read_topic(settings, sessions_changelog_topic(settings)):
@@ -341,9 +341,9 @@ async def erase(
     from memstream.models.topics import user_partition
     from memstream.projections.embedder import embedder_from_settings
     from memstream.projections.memories import PartitionedMemories, ProjectionStore, user_key
+    from memstream.streams.keys.store import keystore_from_settings
     from memstream.streams.projector.memories import WriterLock, live_table
     from memstream.streams.projector.ownership import partition_lock
-    from memstream.streams.runtime.keys import keystore_from_settings
 
     receipt = ErasureReceipt(
         user_key=user_key(user_id), erasure_id=uuid.uuid4().hex, started_at=datetime.now(UTC)

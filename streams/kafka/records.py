@@ -130,7 +130,7 @@ def install_lenient_headers() -> None:
     """
     if not aiokafka.__version__.startswith("0.14."):
         raise RuntimeError(
-            f"memstream.streams.runtime.records patches aiokafka 0.14, found {aiokafka.__version__}: "
+            f"memstream.streams.kafka.records patches aiokafka 0.14, found {aiokafka.__version__}: "
             "check the fetcher's record parsing before changing the pin"
         )
     fetcher.MemoryRecords = _Records

@@ -10,7 +10,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from memstream.models.settings import Settings
 from memstream.streams.archive.layout import worker_group_id
-from memstream.streams.runtime.tansu import true_end_offsets
+from memstream.streams.kafka.tansu import true_end_offsets
 
 
 def group_client(settings: Settings) -> AIOKafkaConsumer:

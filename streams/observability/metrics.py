@@ -2,7 +2,7 @@
 
 Every metric lives in prometheus-client's default registry, with the process's own
 (``process_*``: CPU, memory, open files; ``python_gc_*``). The worker serves them on its web
-port (:mod:`memstream.streams.runtime.web`), ``memstream serve`` on its HTTP port
+port (:mod:`memstream.streams.worker.web`), ``memstream serve`` on its HTTP port
 (:mod:`memstream.streams.api.observability`); each process exposes the metrics it moves.
 
 =============================================  ============================  ===============
@@ -231,7 +231,7 @@ class ConsumerLag:
 
     The log end is the high watermark of the consumer's latest fetch (``highwater(tp)``), not
     a ListOffsets request: Tansu answers ListOffsets with too small an end offset
-    (:mod:`memstream.streams.runtime.tansu`). A partition whose end or position is not known
+    (:mod:`memstream.streams.kafka.tansu`). A partition whose end or position is not known
     yet (nothing fetched since the assignment) is left out.
     """
 

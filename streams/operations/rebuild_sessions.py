@@ -35,10 +35,10 @@ from memstream.models.fingerprint import Fingerprint, fingerprint
 from memstream.models.session import SessionState, SessionValue
 from memstream.models.settings import Settings
 from memstream.streams.agents.session_table import fold_batch, open_session_value, window_limits
-from memstream.streams.runtime.keys import keystore_from_settings
-from memstream.streams.runtime.logreader import topic_partitions
-from memstream.streams.runtime.tansu import true_end_offsets
-from memstream.streams.runtime.topics import Topics
+from memstream.streams.kafka.logreader import topic_partitions
+from memstream.streams.kafka.tansu import true_end_offsets
+from memstream.streams.kafka.topics import Topics
+from memstream.streams.keys.store import keystore_from_settings
 
 __all__ = [
     "PROJECTION",

@@ -47,12 +47,12 @@ from memstream.models.forgetting import (
     keep_types,
 )
 from memstream.models.settings import Settings
-from memstream.streams.runtime.keys import (
+from memstream.streams.kafka.publisher import EventPublisher, KafkaPublisher
+from memstream.streams.kafka.topics import Topics
+from memstream.streams.keys.store import (
     KeyStore,
     keystore_from_settings,
 )
-from memstream.streams.runtime.publisher import EventPublisher, KafkaPublisher
-from memstream.streams.runtime.topics import Topics
 
 # The command module builds its parser (add_forget_command) on every `memstream` call: LanceDB
 # and aiokafka (1.3 s to import) are imported where they are used, as streams/cli.py does.

@@ -9,7 +9,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from memstream.models.settings import Settings
 from memstream.models.topics import murmur2
-from memstream.streams.runtime.tansu import true_end_offsets
+from memstream.streams.kafka.tansu import true_end_offsets
 
 
 async def topic_partitions(consumer: AIOKafkaConsumer, topic: str) -> list[TopicPartition]:

@@ -1,4 +1,5 @@
-"""Publishing chat events: from JSONL, stdin, or the quick one-message form."""
+"""Chat events in: made from an add's messages, JSONL lines or the quick one-message form,
+and published to the chat topic."""
 
 from __future__ import annotations
 
@@ -19,9 +20,9 @@ from memstream.models.events import (
 )
 from memstream.models.settings import Settings
 from memstream.models.topics import CHAT_TYPES
-from memstream.streams.runtime.keys import KeyStore, keystore_from_settings
-from memstream.streams.runtime.publisher import KafkaPublisher
-from memstream.streams.runtime.topics import Topics
+from memstream.streams.kafka.publisher import KafkaPublisher
+from memstream.streams.kafka.topics import Topics
+from memstream.streams.keys.store import KeyStore, keystore_from_settings
 
 
 @dataclass(frozen=True)
@@ -170,14 +171,14 @@ async def publish_events(
 
     Content is sealed with each user's key from ``keys`` (default: ``settings.keys_dir``,
     which must be the workers' key store), created on the user's first event. Nothing is
-    sent if any event is one a worker would refuse (:func:`~memstream.streams.runtime.publisher.check_publishable`, and the
+    sent if any event is one a worker would refuse (:func:`~memstream.streams.kafka.publisher.check_publishable`, and the
     sealed size).
 
     Raises
     ------
     ValueError
         An event's time is outside the window, or its content or size over the limits.
-    memstream.streams.runtime.logid.LogLost
+    memstream.streams.kafka.logid.LogLost
         The broker lost the log the data directory was built from: nothing is sent.
     """
     publisher = KafkaPublisher(

@@ -69,7 +69,7 @@ from memstream.models.llm_reply import (
     shorten,
     shown_claims,
 )
-from memstream.streams.runtime.metrics import LLM_TOKENS, Children
+from memstream.streams.observability.metrics import LLM_TOKENS, Children
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
