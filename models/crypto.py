@@ -15,7 +15,7 @@ big-endian length. A ciphertext copied onto an event of another user, session, t
 relabelled with another key id, or with its field list changed, does not open. The first
 scheme, ``aes-256-gcm`` (:data:`LEGACY_SCHEME`), bound the event id alone; its events still
 open unless ``accept_legacy=False``, and the key store refuses a key of another user for
-every scheme (:func:`memstream.streams.keys.store.open_event`).
+every scheme (:func:`memstream.streams.keys.sealing.open_event`).
 
 :func:`seal_bytes` / :func:`open_bytes` do the same for opaque values (a session table
 value, a dead letter's original bytes), with the key id in a small clear header.

@@ -34,7 +34,8 @@ from memstream.streams.cli import main
 from memstream.streams.kafka.logreader import read_topic
 from memstream.streams.kafka.tansu import true_end_offsets
 from memstream.streams.kafka.topics import Topics
-from memstream.streams.keys.store import keystore_from_settings, seal_event
+from memstream.streams.keys.sealing import seal_event
+from memstream.streams.keys.store import keystore_from_settings
 from memstream.streams.worker.process import fetch_json, worker_url
 
 T = TypeVar("T")

@@ -8,7 +8,8 @@ from memstream.models.codec import decode_event
 from memstream.models.events import Event
 from memstream.models.settings import Settings
 from memstream.streams.kafka.logreader import read_topic
-from memstream.streams.keys.store import keystore_from_settings, open_event
+from memstream.streams.keys.sealing import open_event
+from memstream.streams.keys.store import keystore_from_settings
 
 
 def opened(settings: Settings, raw: bytes) -> Event:

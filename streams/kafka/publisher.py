@@ -31,7 +31,8 @@ from typing import Any, Protocol
 from memstream.models.codec import EventLimits, InvalidEvent, encode_event
 from memstream.models.events import Event
 from memstream.models.settings import Settings
-from memstream.streams.keys.store import KeyStore, seal_events
+from memstream.streams.keys.sealing import seal_events
+from memstream.streams.keys.store import KeyStore
 
 __all__ = [
     "EventPublisher",

@@ -1,10 +1,9 @@
-"""Per-user content keys, and sealing and opening events with them (crypto-shredding).
+"""Where the per-user content keys live: the KeyStore port, keys as files in a directory,
+and key ids that name their user.
 
-Every producer of the durable log seals an event's content with its user's key
-(:func:`seal_event`); every consumer opens it (:func:`open_event`). Erasing a user destroys
-the user's keys (:meth:`KeyStore.destroy`): every sealed copy in the topics, the archive
-and the sessions changelog becomes unreadable, and consumers skip those events (they are
-not errors: nothing is dead-lettered).
+Erasing a user destroys the user's keys (:meth:`KeyStore.destroy`): every copy sealed with
+them (:mod:`memstream.streams.keys.sealing`) in the topics, the archive and the sessions
+changelog becomes unreadable.
 
 **Clients and workers must share the key store.** :class:`FileKeyStore` keeps keys in a
 directory (``MEMSTREAM_DATA_DIR/keys``); a client on another machine with its own
@@ -15,16 +14,9 @@ clients and workers on one machine, share the directory, or put a KMS behind the
 
 Keys have generations: after an erasure, the user's next event creates a new key, so a
 returning user starts afresh and nothing of the erased generation can be read with it.
-Derived events (consolidation spans, extractions, memories) are sealed with the key of the
-events they come from (:func:`seal_event` with ``key_id``): if that key is destroyed while
-they are worked out, they are dropped, never sealed again with a newer key.
 
-**A key opens only its own user's events.** A key id starts with the user's
-:func:`key_prefix`; :func:`open_event` refuses (``SealError``, a dead letter for the
-agents) an event whose key id names another user, whatever its scheme, and
-:func:`seal_event` refuses to seal with one. Any :class:`KeyStore` must name keys so.
-Events of the first scheme (bound to their event id only) open while the key store's
-``accept_legacy_seals`` is on (``MEMSTREAM_ACCEPT_LEGACY_SEALS``, the default).
+A key id starts with the user's :func:`key_prefix` (:func:`key_belongs_to`), so a key opens
+only its own user's events; any :class:`KeyStore` must name keys so.
 """
 
 from __future__ import annotations
@@ -36,12 +28,10 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Protocol
 
-from memstream.models.crypto import KEY_BYTES, SealError, seal, unseal
-from memstream.models.events import Event
+from memstream.models.crypto import KEY_BYTES
 from memstream.models.settings import Settings
 
 __all__ = [
@@ -50,18 +40,13 @@ __all__ = [
     "FileKeyStore",
     "KeyStore",
     "KeyStoreError",
-    "SealError",
     "key_belongs_to",
     "key_prefix",
     "keystore_from_settings",
     "legacy_seals_accepted",
-    "open_event",
-    "seal_event",
 ]
 
 log = logging.getLogger(__name__)
-
-E = TypeVar("E", bound=Event)
 
 _KEY_ID = re.compile(r"[0-9a-f]{24}-[0-9a-f]{8}")
 #: How often :meth:`FileKeyStore.key_for` re-reads after losing a race before it gives up.
@@ -79,8 +64,8 @@ class KeyStore(Protocol):
     """Where the per-user content keys live: a directory, or a KMS behind this protocol.
 
     Key ids must start with the user's :func:`key_prefix` and a ``-``: a key opens only
-    events of the user its id names (:func:`open_event`). A store may carry a boolean
-    ``accept_legacy_seals`` (see :func:`legacy_seals_accepted`).
+    events of the user its id names (:func:`~memstream.streams.keys.sealing.open_event`). A
+    store may carry a boolean ``accept_legacy_seals`` (see :func:`legacy_seals_accepted`).
     """
 
     def key_for(self, user_id: str, *, create: bool) -> tuple[str, bytes] | None:
@@ -153,7 +138,8 @@ class FileKeyStore:
 
     def __init__(self, directory: Path, *, accept_legacy_seals: bool = ACCEPT_LEGACY_SEALS) -> None:
         self.directory = Path(directory)
-        #: Whether :func:`open_event` opens legacy seals with these keys.
+        #: Whether legacy seals open with these keys
+        #: (:func:`~memstream.streams.keys.sealing.open_event`).
         self.accept_legacy_seals = accept_legacy_seals
 
     def key_for(self, user_id: str, *, create: bool) -> tuple[str, bytes] | None:
@@ -294,112 +280,6 @@ def keystore_from_settings(settings: Settings) -> FileKeyStore:
     """The key store of ``settings`` (``data_dir/keys``), opening legacy seals as
     ``accept_legacy_seals`` says."""
     return FileKeyStore(settings.keys_dir, accept_legacy_seals=settings.accept_legacy_seals)
-
-
-def seal_event(
-    event: E, keys: KeyStore, *, key_id: str | None = None, create: bool = True
-) -> E | None:
-    """``event`` sealed for the durable log; None if there is no key it may be sealed with.
-
-    With ``key_id`` (the key of the events this one derives from) that key seals it: if it
-    is gone, the user was erased while this event was worked out, and it must not be
-    published under a newer key (None). Without, the user's current key seals it, created
-    on first use; with ``create=False`` (events memstream makes about a memory the user
-    already has: a promotion, an expiry, a forgetting, a deletion) never created: None when
-    the user has none, erased or being erased, and the event must be dropped, never
-    published unsealed. Events without content, and sealed ones, are returned as they are.
-
-    Raises
-    ------
-    SealError
-        ``key_id`` names a key of another user than the event's: it would never open.
-    """
-    if not type(event).content_fields or event.encryption is not None:
-        return event
-    if key_id is not None:
-        if not key_belongs_to(key_id, event.user_id):
-            raise SealError(
-                f"{event.type} {event.event_id}: key {key_id} is not a key of the event's user"
-            )
-        key = keys.key_by_id(key_id)
-        if key is None:
-            return None
-        return seal(event, key, key_id)
-    found = keys.key_for(event.user_id, create=create)
-    if found is None:
-        return None
-    return seal(event, found[1], found[0])
-
-
-def seal_events(
-    events: Sequence[E],
-    keys: KeyStore,
-    *,
-    key_ids: Sequence[str | None] | None = None,
-    create: bool = True,
-    source: str = "publish",
-) -> list[E]:
-    """``events`` sealed for the durable log (:func:`seal_event`), each with the key id
-    beside it in ``key_ids`` (None, or no ``key_ids``: its user's current key, created on
-    first use unless ``create=False``). An event no key may seal (its user erased, or being
-    erased) is dropped and logged (as ``source``), never published unsealed."""
-    looked_up = BatchKeys(keys)  # one look-up per user, not per event
-    kept: list[E] = []
-    for event, key_id in zip(events, key_ids or [None] * len(events), strict=True):
-        found = seal_event(event, looked_up, key_id=key_id, create=create)
-        if found is None:
-            log.info("%s: %s %s dropped: no key may seal it", source, event.type, event.event_id)
-            continue
-        kept.append(found)
-    return kept
-
-
-_reported: set[str] = set()
-
-
-def open_event(event: E, keys: KeyStore, *, accept_legacy: bool | None = None) -> E | None:
-    """``event`` with its content readable; None if its key is destroyed (an erased user).
-
-    Parameters
-    ----------
-    event
-        An event as decoded from a topic; returned as it is when not sealed.
-    keys
-        Where the key its ``encryption`` names is looked up.
-    accept_legacy
-        Whether an event of the legacy scheme (bound to its event id only) opens; None:
-        as the key store says (:func:`legacy_seals_accepted`).
-
-    Raises
-    ------
-    SealError
-        The key id names a key of another user than the event's (its ciphertext was
-        copied onto this event), the key exists but the event does not open with it
-        (altered in the log), or a legacy seal that is not accepted.
-    """
-    encryption = event.encryption
-    if encryption is None:
-        return event
-    # Before any look-up: another user's key must not even be read for this event. For a
-    # legacy seal (bound to the event id alone) this is what keeps it to its user.
-    if not key_belongs_to(encryption.key_id, event.user_id):
-        raise SealError(
-            f"{event.type} {event.event_id} names key {encryption.key_id}, which is not a key "
-            "of its user: a ciphertext moved onto another user's event is never opened"
-        )
-    if accept_legacy is None:
-        accept_legacy = legacy_seals_accepted(keys)
-    key = keys.key_by_id(encryption.key_id)
-    if key is None:
-        if encryption.key_id not in _reported and len(_reported) < 10_000:
-            _reported.add(encryption.key_id)
-            log.warning(
-                "keys: key %s is not in the key store: its user was erased (or this process "
-                "does not share the producers' key store); its events are skipped",
-                encryption.key_id,
-            )
-        return None
-    return unseal(event, key, accept_legacy=accept_legacy)
 
 
 def _write_new(path: Path, data: bytes) -> None:

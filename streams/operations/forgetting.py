@@ -49,10 +49,7 @@ from memstream.models.forgetting import (
 from memstream.models.settings import Settings
 from memstream.streams.kafka.publisher import EventPublisher, KafkaPublisher
 from memstream.streams.kafka.topics import Topics
-from memstream.streams.keys.store import (
-    KeyStore,
-    keystore_from_settings,
-)
+from memstream.streams.keys.store import KeyStore, keystore_from_settings
 
 # The command module builds its parser (add_forget_command) on every `memstream` call: LanceDB
 # and aiokafka (1.3 s to import) are imported where they are used, as streams/cli.py does.

@@ -44,7 +44,8 @@ from memstream.streams.agents.decisions import MemoryDecider
 from memstream.streams.kafka.logreader import read_topic
 from memstream.streams.kafka.publisher import KafkaPublisher
 from memstream.streams.kafka.topics import Topics
-from memstream.streams.keys.store import KeyStore, keystore_from_settings, open_event
+from memstream.streams.keys.sealing import open_event
+from memstream.streams.keys.store import KeyStore, keystore_from_settings
 from memstream.streams.llm.extractor import ExtractionFailed
 
 log = logging.getLogger(__name__)

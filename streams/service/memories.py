@@ -33,7 +33,7 @@ from memstream.models.events import (
 from memstream.projections.memories import MemoryIndex, MemoryRecord, SearchFilters
 from memstream.projections.retrieval import MAX_CANDIDATES, RankedMemory, Retriever
 from memstream.streams.kafka.logreader import read_topic
-from memstream.streams.keys.store import open_event
+from memstream.streams.keys.sealing import open_event
 from memstream.streams.operations.erasure import ErasureReceipt
 from memstream.streams.service.chat_events import Message, chat_events_for_add
 from memstream.streams.service.container import Container

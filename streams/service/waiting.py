@@ -42,7 +42,8 @@ from memstream.models.topics import Topics
 from memstream.projections.memories import MemoryIndex
 from memstream.streams.kafka.logreader import key_topic_partition
 from memstream.streams.kafka.tansu import true_end_offsets
-from memstream.streams.keys.store import KeyStore, open_event
+from memstream.streams.keys.sealing import open_event
+from memstream.streams.keys.store import KeyStore
 
 __all__ = ["ConsolidationWatch", "Outcome"]
 

@@ -27,7 +27,8 @@ from memstream.streams.client import MemoryClient
 from memstream.streams.kafka.broker import EmbeddedBroker, free_port
 from memstream.streams.kafka.logid import LogLost, bound_log_id, read_log_id
 from memstream.streams.kafka.topics import Topics
-from memstream.streams.keys.store import keystore_from_settings, seal_event
+from memstream.streams.keys.sealing import seal_event
+from memstream.streams.keys.store import keystore_from_settings
 from memstream.streams.worker.process import WorkerProcess, worker_readiness
 
 SettingsFactory = Callable[..., Settings]

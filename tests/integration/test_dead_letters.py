@@ -25,7 +25,8 @@ from memstream.streams.cli import main
 from memstream.streams.kafka.broker import free_port
 from memstream.streams.kafka.progress import group_caught_up
 from memstream.streams.kafka.topics import Topics, ensure_topics
-from memstream.streams.keys.store import KeyStore, keystore_from_settings, seal_event
+from memstream.streams.keys.sealing import seal_event
+from memstream.streams.keys.store import KeyStore, keystore_from_settings
 from memstream.streams.operations.dlq import dead_letters
 from memstream.streams.worker.process import WorkerProcess
 

@@ -45,7 +45,8 @@ from memstream.streams.cli.command import settings_from_args
 from memstream.streams.client import AsyncMemoryClient
 from memstream.streams.kafka.logreader import read_topic
 from memstream.streams.kafka.topics import Topics, ensure_topics
-from memstream.streams.keys.store import keystore_from_settings, open_event, seal_event
+from memstream.streams.keys.sealing import open_event, seal_event
+from memstream.streams.keys.store import keystore_from_settings
 from memstream.streams.operations.forgetting import add_forget_command, forget
 from memstream.streams.operations.replay import rebuild_memories
 from memstream.streams.service.container import Container

@@ -39,7 +39,8 @@ from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import PartitionedMemories
 from memstream.streams.kafka.broker import free_port
 from memstream.streams.kafka.topics import Topics, ensure_topics
-from memstream.streams.keys.store import keystore_from_settings, seal_event
+from memstream.streams.keys.sealing import seal_event
+from memstream.streams.keys.store import keystore_from_settings
 from memstream.streams.operations.dlq import dead_letters
 from memstream.streams.worker.process import WorkerProcess, worker_healthy, worker_readiness
 

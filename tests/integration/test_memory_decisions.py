@@ -17,7 +17,8 @@ from memstream.projections.retrieval import Retriever
 from memstream.streams.kafka.broker import free_port
 from memstream.streams.kafka.logreader import read_topic
 from memstream.streams.kafka.topics import Topics
-from memstream.streams.keys.store import keystore_from_settings, open_event
+from memstream.streams.keys.sealing import open_event
+from memstream.streams.keys.store import keystore_from_settings
 from memstream.streams.service.chat_events import publish_events
 from memstream.streams.worker.process import WorkerProcess
 

@@ -21,7 +21,8 @@ from memstream.models.events import MemoryDeleted, MessageAdded, UserErased
 from memstream.models.settings import Settings
 from memstream.streams.kafka.logreader import read_topic
 from memstream.streams.kafka.publisher import EventPublisher, KafkaPublisher, RawRecord
-from memstream.streams.keys.store import FileKeyStore, KeyStore, open_event
+from memstream.streams.keys.sealing import open_event
+from memstream.streams.keys.store import FileKeyStore, KeyStore
 
 NOW = datetime.now(UTC)
 SettingsFactory = Callable[..., Settings]

@@ -23,7 +23,8 @@ from memstream.models.events import (
 )
 from memstream.models.settings import Settings
 from memstream.projections.memories import MemoryProjection, SearchFilters, SourcePosition
-from memstream.streams.keys.store import FileKeyStore, open_event
+from memstream.streams.keys.sealing import open_event
+from memstream.streams.keys.store import FileKeyStore
 from memstream.streams.projector.tiers import TierKeeper
 
 MEMORIES = "memstream.memories"

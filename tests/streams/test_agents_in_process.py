@@ -49,12 +49,8 @@ from memstream.streams.agents.session import SessionAgent
 from memstream.streams.agents.session_table import IdleTracker, SessionStore
 from memstream.streams.kafka.deadletters import DeadLetter, DeadLetterSink
 from memstream.streams.kafka.logid import LogWatch
-from memstream.streams.keys.store import (
-    FileKeyStore,
-    keystore_from_settings,
-    open_event,
-    seal_event,
-)
+from memstream.streams.keys.sealing import open_event, seal_event
+from memstream.streams.keys.store import FileKeyStore, keystore_from_settings
 from memstream.streams.llm.extractor import ExtractionFailed
 
 #: A while ago, so every event time is inside the window the agents accept.

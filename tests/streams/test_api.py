@@ -41,7 +41,7 @@ from memstream.streams.api.auth import (
     tenant_user_id,
 )
 from memstream.streams.cli import main
-from memstream.streams.keys.store import open_event
+from memstream.streams.keys.sealing import open_event
 from memstream.streams.service.app import Service
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)

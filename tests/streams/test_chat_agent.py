@@ -45,7 +45,8 @@ from memstream.streams.chat.prompt import (
 from memstream.streams.chat.terminal import run_chat
 from memstream.streams.client import AsyncMemoryClient
 from memstream.streams.kafka.topics import Topics
-from memstream.streams.keys.store import FileKeyStore, open_event
+from memstream.streams.keys.sealing import open_event
+from memstream.streams.keys.store import FileKeyStore
 from memstream.streams.service.sessions import NoSession
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)

@@ -25,7 +25,7 @@ from memstream.models.events import MemoryDeleted, SessionClosed
 from memstream.projections.memories import SearchFilters
 from memstream.streams.api.app import create_api
 from memstream.streams.api.auth import ApiKey, KeyFile
-from memstream.streams.keys.store import open_event
+from memstream.streams.keys.sealing import open_event
 from memstream.streams.service.app import Service
 from memstream.streams.service.sessions import WorkerUnreachable
 

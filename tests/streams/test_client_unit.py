@@ -35,7 +35,8 @@ from memstream.streams.client import (
     history_entry,
     normalise_messages,
 )
-from memstream.streams.keys.store import FileKeyStore, open_event
+from memstream.streams.keys.sealing import open_event
+from memstream.streams.keys.store import FileKeyStore
 from memstream.streams.service.chat_events import chat_events_for_add
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)

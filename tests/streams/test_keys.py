@@ -18,7 +18,8 @@ from memstream.models.events import Event, MessageAdded, UserErased
 from memstream.models.session import ClosedSession, SessionState, WindowLimits, session_key
 from memstream.streams.agents.session_table import SessionStore, fold_batch
 from memstream.streams.kafka.deadletters import DeadLetter, SealedDeadLetter
-from memstream.streams.keys.store import FileKeyStore, key_prefix, open_event, seal_event
+from memstream.streams.keys.sealing import open_event, seal_event
+from memstream.streams.keys.store import FileKeyStore, key_prefix
 
 SECRET = "Quokka-Harbour-5521"
 NOW = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)

@@ -39,7 +39,7 @@ from memstream.models.settings import Settings
 from memstream.projections.memories import SourcePosition
 from memstream.streams.api.app import create_api
 from memstream.streams.api.auth import KeyFile
-from memstream.streams.keys.store import open_event
+from memstream.streams.keys.sealing import open_event
 from memstream.streams.mcp import TOOLS, create_mcp_server
 from memstream.streams.mcp.http import mount_mcp
 from memstream.streams.mcp.results import ELLIPSIS, Limits

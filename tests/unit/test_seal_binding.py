@@ -33,13 +33,8 @@ from memstream.streams.agents.session_table import (
     open_session_value,
     seal_session_value,
 )
-from memstream.streams.keys.store import (
-    BatchKeys,
-    FileKeyStore,
-    keystore_from_settings,
-    open_event,
-    seal_event,
-)
+from memstream.streams.keys.sealing import open_event, seal_event
+from memstream.streams.keys.store import BatchKeys, FileKeyStore, keystore_from_settings
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 SECRET = "I live at 12 Harbour Lane"

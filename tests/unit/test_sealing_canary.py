@@ -27,7 +27,8 @@ from pydantic import AwareDatetime, BaseModel, JsonValue, StringConstraints, Typ
 import memstream.models.events as events_module
 from memstream.models.codec import decode_event, encode_event
 from memstream.models.events import AnyEvent, Event
-from memstream.streams.keys.store import FileKeyStore, open_event, seal_event
+from memstream.streams.keys.sealing import open_event, seal_event
+from memstream.streams.keys.store import FileKeyStore
 
 #: Put into every text a field can hold; must never reach a topic in the clear.
 CANARY = "Qz7CanaryXw4"
