@@ -429,7 +429,7 @@ PROFILE_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("projection: LanceDB row look-ups", ("MemoryWriter.apply", "TableConnection._rows_by_key")),
     ("projection: other", ("MemoryWriter.apply",)),
     ("projection: index refresh (optimize, indexes)", ("IndexMaintenance.refresh_indexes",)),
-    ("projection: other", ("_Projector._run",)),
+    ("projection: other", ("ProjectorLoop._run",)),
     ("tier keeper", ("run_tier_keeper",)),
     ("archive sink", ("run_archive_sink",)),
     ("archive sink", ("_write_batch",)),

@@ -51,7 +51,8 @@ from memstream.streams.kafka.tansu import faust_settings_for, prepare_for_broker
 from memstream.streams.kafka.topics import Topics, ensure_topics
 from memstream.streams.llm.extractor import LLMExtractor
 from memstream.streams.observability.metrics import CONSUMER_LAG, MeteredEmbedder, faust_lag_source
-from memstream.streams.projector.memories import ProjectorProgress, run_memory_projector
+from memstream.streams.projector.loop import ProjectorProgress
+from memstream.streams.projector.memories import run_memory_projector
 from memstream.streams.projector.ownership import Ownership
 from memstream.streams.service.container import Container
 from memstream.streams.worker.health import (

@@ -37,7 +37,7 @@ from memstream.streams.kafka.logid import LogWatch
 from memstream.streams.keys.store import KeyStore
 from memstream.streams.llm.extractor import ExtractionFailed
 from memstream.streams.observability.metrics import EXTRACTION_SECONDS, Children
-from memstream.streams.projector.memories import ProjectorProgress
+from memstream.streams.projector.loop import ProjectorProgress
 
 __all__ = ["ExtractionAgent", "extraction_failure", "record_extraction"]
 

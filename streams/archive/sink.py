@@ -78,7 +78,7 @@ async def run_archive_sink(
     new log received and appends it after the archive).
     """
     # Imported here: the projector module loads LanceDB, which restore and rebuild never need.
-    from memstream.streams.projector.memories import WriterLock
+    from memstream.streams.projector.ownership import WriterLock
 
     stop = stop or asyncio.Event()
     lock = WriterLock(settings.archive_dir / ".sink.lock")

@@ -79,7 +79,7 @@ def _reextract(settings: Settings, args: argparse.Namespace) -> int:
 
 def _replay_memories(settings: Settings, args: argparse.Namespace) -> int:
     from memstream.streams.operations.replay import LogShorterThanProjection, replay_memories
-    from memstream.streams.projector.memories import TopicMissing
+    from memstream.streams.projector.starts import TopicMissing
 
     bar = _ProgressBar("memories")
     try:

@@ -342,8 +342,8 @@ async def erase(
     from memstream.projections.embedder import embedder_from_settings
     from memstream.projections.memories import PartitionedMemories, ProjectionStore, user_key
     from memstream.streams.keys.store import keystore_from_settings
-    from memstream.streams.projector.memories import WriterLock, live_table
-    from memstream.streams.projector.ownership import partition_lock
+    from memstream.streams.projector.memories import live_table
+    from memstream.streams.projector.ownership import WriterLock, partition_lock
 
     receipt = ErasureReceipt(
         user_key=user_key(user_id), erasure_id=uuid.uuid4().hex, started_at=datetime.now(UTC)
@@ -413,7 +413,7 @@ async def _erase_archive(
     receipt. A running sink applies the erasure itself when it reads it (and blanks what it
     still had to write): wait for that, then blank here what is left (the other
     directories; the live one too if the sink is late)."""
-    from memstream.streams.projector.memories import WriterLock
+    from memstream.streams.projector.ownership import WriterLock
 
     if not settings.archive_dir.exists():
         return

@@ -41,12 +41,12 @@ from memstream.projections.memories import (
 from memstream.projections.shadow import shadow_name
 from memstream.streams.kafka.tansu import true_end_offsets
 from memstream.streams.kafka.topics import Topics
-from memstream.streams.projector.memories import (
+from memstream.streams.projector.loop import ProjectorLoop
+from memstream.streams.projector.memories import live_table
+from memstream.streams.projector.starts import (
     ProjectionPastLog,
-    _assigned_partitions,
-    _positions,
-    _Projector,
-    live_table,
+    assigned_partitions,
+    start_positions,
 )
 
 log = logging.getLogger(__name__)
@@ -171,13 +171,13 @@ async def _rebuild(
     )
     await consumer.start()
     try:
-        partitions = await _assigned_partitions(consumer, topics.memories, timeout_s=10)
-        partitions += await _assigned_partitions(consumer, topics.accesses, timeout_s=10)
-        starts, shortfalls = await _positions(settings, projection, partitions)
+        partitions = await assigned_partitions(consumer, topics.memories, timeout_s=10)
+        partitions += await assigned_partitions(consumer, topics.accesses, timeout_s=10)
+        starts, shortfalls = await start_positions(settings, projection, partitions)
         if donor is not None and not shortfalls:
             # A log shorter than the live projection is a lost log, not a smaller truth:
             # rebuilding from it would swap a projection with less in it. Restore first.
-            _, shortfalls = await _positions(settings, donor, partitions)
+            _, shortfalls = await start_positions(settings, donor, partitions)
         if shortfalls:
             raise LogShorterThanProjection(shortfalls)
         ends = await true_end_offsets(settings.broker, partitions)
@@ -204,7 +204,7 @@ async def _rebuild(
         )
         if bulk:
             await asyncio.to_thread(projection.stage)
-        projector = _Projector(
+        projector = ProjectorLoop(
             settings,
             consumer,
             None,

@@ -19,8 +19,7 @@ from pydantic import SecretStr
 
 from memstream.models.settings import Settings
 from memstream.streams.kafka.broker import free_port
-from memstream.streams.projector.memories import WriterLock
-from memstream.streams.projector.ownership import partition_lock
+from memstream.streams.projector.ownership import WriterLock, partition_lock
 from memstream.streams.service.chat_events import publish_events
 from memstream.streams.worker.process import WorkerProcess, worker_healthy, worker_readiness
 

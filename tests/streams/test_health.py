@@ -259,7 +259,7 @@ def test_an_agent_counts_as_restarting_until_it_has_run_a_while_without_failing(
 
 
 def test_the_projector_is_starting_until_it_has_caught_up_once() -> None:
-    from memstream.streams.projector.memories import ProjectorProgress
+    from memstream.streams.projector.loop import ProjectorProgress
     from memstream.streams.worker.health import caught_up
 
     progress = ProjectorProgress()
