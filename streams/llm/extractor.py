@@ -69,6 +69,7 @@ from memstream.models.llm_reply import (
     shorten,
     shown_claims,
 )
+from memstream.streams.llm.endpoint import OPENAI_BASE_URL, PLACEHOLDER_API_KEY, request_headers
 from memstream.streams.observability.metrics import LLM_TOKENS, Children
 
 if TYPE_CHECKING:
@@ -79,28 +80,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Used when no base URL is configured, passed explicitly so the client never falls back to
-#: the ``OPENAI_BASE_URL`` environment variable (settings are the only source of config).
-OPENAI_BASE_URL = "https://api.openai.com/v1"
-#: Sent when no API key is configured: local servers ignore it, and the client refuses to
-#: start without one (vLLM's documentation uses the same placeholder).
-PLACEHOLDER_API_KEY = "EMPTY"
 #: Backoff between attempts after a transport or server error is capped at this.
 MAX_BACKOFF_S = 30.0
-
-
-
-def request_headers(api_key: str) -> dict[str, str | Omit]:
-    """Headers to send with every request so the settings stay the only source of
-    credentials: the ``openai`` client also reads ``OPENAI_CUSTOM_HEADERS``,
-    ``OPENAI_ORG_ID`` and ``OPENAI_PROJECT_ID`` (an Authorization line in the first replaces
-    the key it was given), and per-request headers win over all of them."""
-    return {
-        "Authorization": f"Bearer {api_key or PLACEHOLDER_API_KEY}",
-        "OpenAI-Organization": omit,
-        "OpenAI-Project": omit,
-    }
-
 
 FormatMode = Literal["json_schema", "json_object", "text"]
 _FORMAT_MODES: tuple[FormatMode, ...] = ("json_schema", "json_object", "text")
