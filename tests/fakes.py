@@ -382,5 +382,5 @@ def service_on_fakes(
     for offset, event in enumerate(memories):
         index.apply([(event, SourcePosition(topic, 0, offset))])
         asyncio.run(publisher.publish(topic, [event]))
-    monkeypatch.setattr("memstream.streams.service.memories.read_topic", topic_reader(publisher))
+    monkeypatch.setattr("memstream.streams.service.user_log.read_topic", topic_reader(publisher))
     return service, publisher, index

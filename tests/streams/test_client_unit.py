@@ -272,7 +272,7 @@ def test_searches_without_a_broker_log_their_lost_access_events_once_in_one_line
     with MemoryClient(settings, projection=projection) as client:
         for query in ("Oslo", "green tea", "where does Ann live"):
             assert client.search(query, user_id="ann")
-    lost = [r for r in caplog.records if r.name == "memstream.streams.service.memories"
+    lost = [r for r in caplog.records if r.name == "memstream.streams.service.accesses"
             and r.levelno >= logging.WARNING]
     assert len(lost) == 1, [r.getMessage() for r in lost]
     (record,) = lost
