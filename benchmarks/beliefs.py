@@ -68,7 +68,7 @@ from dialogue_recall import hybrid_turns, turn_table
 from quality import Conversation, build_extracted
 from runner import exit_on_sigterm, log, release
 
-from memstream.models.events import Event
+from memstream.models.events.envelope import Event
 from memstream.models.settings import Settings
 from memstream.projections.embedder import Embedder, MiniLMOnnxEmbedder
 from memstream.projections.memories import MemoryProjection

@@ -55,15 +55,13 @@ from chatter import backlog, chat_line, group_position
 from runner import log, release, run_to_end
 
 from memstream.models.codec import decode_event, encode_event
-from memstream.models.events import (
-    Event,
+from memstream.models.events.chat import MessageAdded, SessionClosed, SessionStarted
+from memstream.models.events.envelope import Event
+from memstream.models.events.memory import (
     ExtractionFailure,
     ExtractionRecorded,
     MemoryAdded,
     MemoryReinforced,
-    MessageAdded,
-    SessionClosed,
-    SessionStarted,
 )
 from memstream.models.fingerprint import fingerprint
 from memstream.models.session import SessionState, SessionValue

@@ -20,7 +20,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from memstream.models.codec import decode_event
-from memstream.models.events import Event, MemoryAdded, MessageAdded, SessionClosed
+from memstream.models.events.chat import MessageAdded, SessionClosed
+from memstream.models.events.envelope import Event
+from memstream.models.events.memory import MemoryAdded
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import PartitionedMemories

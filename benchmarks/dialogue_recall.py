@@ -64,7 +64,8 @@ from quality import Conversation, build_extracted
 from runner import exit_on_sigterm, log, release
 
 from memstream.models.codec import InvalidEvent, decode_event
-from memstream.models.events import MemoryAdded, MemoryChange, TranscriptMessage
+from memstream.models.events.consolidation import TranscriptMessage
+from memstream.models.events.memory import MemoryAdded, MemoryChange
 from memstream.models.settings import Settings
 from memstream.projections.embedder import Embedder, MiniLMOnnxEmbedder, embedder_from_settings
 from memstream.projections.memories import (

@@ -58,7 +58,8 @@ from aiokafka.structs import TopicPartition
 from runner import log, release, run_to_end
 
 from memstream.models.codec import encode_event
-from memstream.models.events import Event, MessageAdded, SessionClosed, SessionStarted
+from memstream.models.events.chat import MessageAdded, SessionClosed, SessionStarted
+from memstream.models.events.envelope import Event
 from memstream.models.settings import Settings
 from memstream.streams.kafka.broker import EmbeddedBroker, free_port
 from memstream.streams.kafka.tansu import faust_settings_for, prepare_for_broker, true_end_offsets

@@ -41,8 +41,8 @@ import pyarrow as pa
 from aiokafka import AIOKafkaProducer
 
 from memstream.models.codec import encode_event
-from memstream.models.events import (
-    Event,
+from memstream.models.events.envelope import Event
+from memstream.models.events.memory import (
     MemoriesRetrieved,
     MemoryAdded,
     MemoryDeleted,

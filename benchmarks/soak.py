@@ -59,7 +59,8 @@ from chatter import backlog, chat_line
 from runner import log, release, run_to_end
 
 from memstream.models.codec import encode_event
-from memstream.models.events import Event, MessageAdded, SessionClosed, SessionStarted
+from memstream.models.events.chat import MessageAdded, SessionClosed, SessionStarted
+from memstream.models.events.envelope import Event
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryStore, PartitionedMemories

@@ -50,7 +50,8 @@ from dialogues import generate as generate_dialogues
 from prometheus_client.parser import text_string_to_metric_families
 from runner import exit_on_sigterm, log
 
-from memstream.models.events import Event, MessageAdded, SessionClosed, SessionStarted
+from memstream.models.events.chat import MessageAdded, SessionClosed, SessionStarted
+from memstream.models.events.envelope import Event
 from memstream.models.settings import Settings
 from memstream.models.topics import user_partition
 from memstream.projections.embedder import embedder_from_settings

@@ -37,7 +37,8 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from memstream.models.events import ContentEncryption, Event, SealScheme, TranscriptMessage
+from memstream.models.events.consolidation import TranscriptMessage
+from memstream.models.events.envelope import ContentEncryption, Event, SealScheme
 
 E = TypeVar("E", bound=Event)
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol, get_args
 
-from memstream.models.events import MemoryForgotten, MemoryType, derived_id
+from memstream.models.events.envelope import derived_id
+from memstream.models.events.memory import MemoryForgotten, MemoryType
 from memstream.models.settings import Settings
 
 __all__ = [

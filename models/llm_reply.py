@@ -27,13 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from memstream.models.beliefs import KnownClaim, attribute_key, same_value
 from memstream.models.conversation import truncate
-from memstream.models.events import (
-    Claim,
-    ClaimOperation,
-    MemoryCandidate,
-    MemoryType,
-    TranscriptMessage,
-)
+from memstream.models.events.consolidation import TranscriptMessage
+from memstream.models.events.memory import Claim, ClaimOperation, MemoryCandidate, MemoryType
 from memstream.models.extraction import (
     MAX_ANALYSED_CHARS,
     MAX_CONTENT_CHARS,

@@ -17,7 +17,8 @@ import numpy.typing as npt
 import pytest
 
 from memstream.models.codec import EventLimits, decode_event
-from memstream.models.events import Event, MemoryAdded, MemoryChange, MemoryReinforced
+from memstream.models.events.envelope import Event
+from memstream.models.events.memory import MemoryAdded, MemoryChange, MemoryReinforced
 from memstream.models.lifecycle import apply_change
 from memstream.models.settings import Settings
 from memstream.projections.memories import (

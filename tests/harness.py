@@ -21,7 +21,8 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from memstream.models.codec import InvalidEvent, decode_event, encode_event
-from memstream.models.events import Event, MemoryAdded, MemoryChange
+from memstream.models.events.envelope import Event
+from memstream.models.events.memory import MemoryAdded, MemoryChange
 from memstream.models.session import session_key
 from memstream.models.settings import Settings
 from memstream.projections.memories import MemoryStore

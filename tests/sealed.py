@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from memstream.models.codec import decode_event
-from memstream.models.events import Event
+from memstream.models.events.envelope import Event
 from memstream.models.settings import Settings
 from memstream.streams.kafka.logreader import read_topic
 from memstream.streams.keys.sealing import open_event

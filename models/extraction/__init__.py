@@ -25,7 +25,7 @@ Modules
 Examples
 --------
 >>> from datetime import datetime, timezone
->>> from memstream.models.events import ConsolidationRequested, TranscriptMessage
+>>> from memstream.models.events.consolidation import ConsolidationRequested, TranscriptMessage
 >>> at = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
 >>> said = TranscriptMessage(
 ...     event_id="m-1", role="user", occurred_at=at,

@@ -6,7 +6,7 @@ is calmer since I moved to Porto"), statements of the kinds a memory must follow
 change: where someone lives and works, their job and employer, numbers (a budget, a rent, a
 count), dates and deadlines, people and relationships, pets and possessions, likes,
 dislikes and preferences, diet and health, tools, and plans. Each becomes a
-:class:`~memstream.models.events.Claim` with the turn's time as its start, and a statement
+:class:`~memstream.models.events.memory.Claim` with the turn's time as its start, and a statement
 that renders it ("User lives in Porto").
 
 * **Subject.** ``I`` and ``we`` are the speaker (``User``, or the speaker's name in a
@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from memstream.models.beliefs import attribute_key
-from memstream.models.events import Cardinality, Claim, ClaimCue, MemoryType
+from memstream.models.events.memory import Cardinality, Claim, ClaimCue, MemoryType
 from memstream.models.extraction.statements import _TIME_BOUND_RE, _clean_object
 from memstream.models.extraction.words import _words
 

@@ -59,13 +59,8 @@ from datetime import datetime
 
 from memstream.models.beliefs import KnownClaim, mentions
 from memstream.models.conversation import speaker, truncate, turn_context
-from memstream.models.events import (
-    Claim,
-    ConsolidationRequested,
-    MemoryCandidate,
-    MemoryType,
-    TranscriptMessage,
-)
+from memstream.models.events.consolidation import ConsolidationRequested, TranscriptMessage
+from memstream.models.events.memory import Claim, MemoryCandidate, MemoryType
 from memstream.models.extraction.claims import (
     ClaimFinding,
     person_named,

@@ -18,12 +18,9 @@ from typing import Any
 
 from memstream.models.beliefs import KnownClaim
 from memstream.models.codec import EventLimits, worker_now
-from memstream.models.events import (
-    ConsolidationRequested,
-    ExtractionFailure,
-    ExtractionRecorded,
-    derived_id,
-)
+from memstream.models.events.consolidation import ConsolidationRequested
+from memstream.models.events.envelope import derived_id
+from memstream.models.events.memory import ExtractionFailure, ExtractionRecorded
 from memstream.models.extraction import Extractor
 from memstream.models.settings import Settings
 from memstream.models.topics import CONSOLIDATION_TYPES

@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 from memstream.models.codec import EventLimits, InvalidEvent, decode_event
 from memstream.models.crypto import SealError
-from memstream.models.events import Event
+from memstream.models.events.envelope import Event
 from memstream.streams.keys.sealing import open_event
 from memstream.streams.keys.store import KeyStore
 

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from memstream.models.codec import encode_event
-from memstream.models.events import Event
+from memstream.models.events.envelope import Event
 from memstream.streams.keys.sealing import seal_events
 from memstream.streams.keys.store import KeyStore
 

@@ -19,7 +19,8 @@ from typing import NoReturn, cast, get_args
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
-from memstream.models.events import CODE_PATTERN, MemoryType, utc_instant
+from memstream.models.events.envelope import CODE_PATTERN, utc_instant
+from memstream.models.events.memory import MemoryType
 from memstream.models.settings import Settings
 from memstream.streams.cli.chatting import add_chat_command
 from memstream.streams.cli.log import cmd_replay, cmd_restore, cmd_verify

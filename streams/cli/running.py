@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memstream.models.codec import EventLimits
-from memstream.models.events import Event, json_schemas
+from memstream.models.events.catalog import json_schemas
+from memstream.models.events.envelope import Event
 from memstream.streams.cli.serving import in_tenant, untenanted_note
 
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import AwareDatetime
 
 from memstream.models.crypto import open_bytes, seal_bytes
-from memstream.models.events import Frozen
+from memstream.models.events.envelope import Frozen
 from memstream.streams.keys.store import KeyStore, key_belongs_to, key_prefix
 from memstream.streams.observability.metrics import DEAD_LETTERS, Children, reason_class
 

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from memstream.models.codec import EventLimits, InvalidEvent, encode_event
-from memstream.models.events import Event
+from memstream.models.events.envelope import Event
 from memstream.models.settings import Settings
 from memstream.streams.keys.sealing import seal_events
 from memstream.streams.keys.store import KeyStore

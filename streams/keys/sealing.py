@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 from memstream.models.crypto import SealError, seal, unseal
-from memstream.models.events import Event
+from memstream.models.events.envelope import Event
 from memstream.streams.keys.store import (
     BatchKeys,
     KeyStore,

@@ -49,10 +49,8 @@ import openai
 from openai import Omit, OpenAI, omit
 
 from memstream.models.beliefs import KnownClaim
-from memstream.models.events import (
-    ConsolidationRequested,
-    TokenUsage,
-)
+from memstream.models.events.consolidation import ConsolidationRequested
+from memstream.models.events.memory import TokenUsage
 from memstream.models.extraction import (
     Extraction,
 )

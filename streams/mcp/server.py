@@ -28,7 +28,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
-from memstream.models.events import Identifier, MemoryType, UtcInstant
+from memstream.models.events.envelope import Identifier, UtcInstant
+from memstream.models.events.memory import MemoryType
 from memstream.projections.memories import SearchFilters
 from memstream.streams.api.auth import ApiKey, Refused
 from memstream.streams.api.deps import API_KEY_STATE

@@ -2,7 +2,7 @@
 
 The log is append-only, so erasure is crypto-shredding plus projection clean-up:
 
-1. a :class:`~memstream.models.events.UserErased` event goes to the chat topic (the session
+1. a :class:`~memstream.models.events.chat.UserErased` event goes to the chat topic (the session
    agent drops the user's sessions and writes tombstones) and to the memories topic (the
    projector deletes the user's rows and the table versions that still hold them); a replay
    meets the same event, so nothing comes back;
@@ -44,7 +44,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from memstream.models.erasure import ErasureMark
-from memstream.models.events import CODE_PATTERN, UserErased
+from memstream.models.events.chat import UserErased
+from memstream.models.events.envelope import CODE_PATTERN
 from memstream.models.settings import Settings
 from memstream.streams.kafka.topics import Topics
 

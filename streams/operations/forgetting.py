@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from memstream.models.events import MemoryForgotten
+from memstream.models.events.memory import MemoryForgotten
 from memstream.models.forgetting import (
     ForgetCandidate,
     Policy,

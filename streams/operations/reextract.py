@@ -28,13 +28,9 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from memstream.models.codec import InvalidEvent, decode_event
 from memstream.models.crypto import SealError
-from memstream.models.events import (
-    ConsolidationRequested,
-    Event,
-    ExtractionFailure,
-    MemoryAdded,
-    MemoryChange,
-)
+from memstream.models.events.consolidation import ConsolidationRequested
+from memstream.models.events.envelope import Event
+from memstream.models.events.memory import ExtractionFailure, MemoryAdded, MemoryChange
 from memstream.models.extraction import Extractor
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings

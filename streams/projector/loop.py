@@ -21,7 +21,8 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from memstream.models.codec import EventLimits, worker_now
-from memstream.models.events import MemoriesRetrieved, MemoryAdded, MemoryChange, UserErased
+from memstream.models.events.chat import UserErased
+from memstream.models.events.memory import MemoriesRetrieved, MemoryAdded, MemoryChange
 from memstream.models.settings import Settings
 from memstream.models.topics import ACCESS_TYPES, MEMORIES_TOPIC_TYPES
 from memstream.projections.memories import MemoryStore, SourcePosition

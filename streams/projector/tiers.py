@@ -37,7 +37,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from memstream.models.events import Event, MemoryExpired, MemoryPromoted, derived_id
+from memstream.models.events.envelope import Event, derived_id
+from memstream.models.events.memory import MemoryExpired, MemoryPromoted
 from memstream.models.settings import Settings
 from memstream.projections.memories import MemoryStore
 from memstream.streams.kafka.publisher import EventPublisher

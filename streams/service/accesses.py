@@ -7,7 +7,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from memstream.models.events import MemoriesRetrieved
+from memstream.models.events.memory import MemoriesRetrieved
 from memstream.models.settings import Settings
 
 __all__ = ["ACCESS_FLUSH_TIMEOUT_S", "AccessSender"]

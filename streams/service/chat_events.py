@@ -10,14 +10,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict, cast
 
 from memstream.models.codec import EventLimits, InvalidEvent, decode_event
-from memstream.models.events import (
-    Event,
-    MessageAdded,
-    Role,
-    SessionClosed,
-    SessionStarted,
-    derived_id,
-)
+from memstream.models.events.chat import MessageAdded, SessionClosed, SessionStarted
+from memstream.models.events.envelope import Event, Role, derived_id
 from memstream.models.settings import Settings
 from memstream.models.topics import CHAT_TYPES
 from memstream.streams.kafka.publisher import KafkaPublisher

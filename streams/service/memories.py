@@ -20,13 +20,8 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from memstream.models.events import (
-    Event,
-    MemoriesRetrieved,
-    MemoryDeleted,
-    derived_id,
-    utc_instant,
-)
+from memstream.models.events.envelope import Event, derived_id, utc_instant
+from memstream.models.events.memory import MemoriesRetrieved, MemoryDeleted
 from memstream.projections.memories import MemoryIndex, MemoryRecord, SearchFilters
 from memstream.projections.retrieval import MAX_CANDIDATES, RankedMemory, Retriever
 from memstream.streams.operations.erasure import ErasureReceipt

@@ -10,7 +10,7 @@ from __future__ import annotations
 from memstream.models.codec import InvalidEvent, decode_event
 from memstream.models.crypto import SealError
 from memstream.models.erasure import ErasureLedger
-from memstream.models.events import Event
+from memstream.models.events.envelope import Event
 from memstream.models.settings import Settings
 from memstream.streams.kafka.logreader import read_topic
 from memstream.streams.keys.sealing import open_event

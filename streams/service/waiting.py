@@ -26,16 +26,15 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from memstream.models.codec import InvalidEvent, decode_event
 from memstream.models.crypto import SealError
-from memstream.models.events import (
-    ConsolidationRequested,
-    Event,
+from memstream.models.events.consolidation import ConsolidationRequested
+from memstream.models.events.envelope import Event, derived_id
+from memstream.models.events.memory import (
     ExtractionFailure,
     ExtractionRecorded,
     MemoryAdded,
     MemoryOutdated,
     MemoryReinforced,
     MemorySuperseded,
-    derived_id,
 )
 from memstream.models.settings import Settings
 from memstream.models.topics import Topics

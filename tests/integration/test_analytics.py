@@ -23,9 +23,15 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from memstream.models.codec import encode_event
-from memstream.models.events import (
+from memstream.models.events.chat import (
     EntityMentioned,
-    Event,
+    MessageAdded,
+    SessionClosed,
+    SessionStarted,
+    ToolCalled,
+)
+from memstream.models.events.envelope import Event
+from memstream.models.events.memory import (
     ExtractionFailure,
     ExtractionRecorded,
     MemoriesRetrieved,
@@ -36,12 +42,8 @@ from memstream.models.events import (
     MemoryPromoted,
     MemoryReinforced,
     MemorySuperseded,
-    MessageAdded,
     RetrievedMemory,
-    SessionClosed,
-    SessionStarted,
     TokenUsage,
-    ToolCalled,
 )
 from memstream.models.ranking import decay_score
 from memstream.models.settings import Settings

@@ -21,7 +21,7 @@ from chat import conversation
 from harness import wait_for_async
 
 from memstream.models.codec import encode_event
-from memstream.models.events import UserErased
+from memstream.models.events.chat import UserErased
 from memstream.models.settings import Settings
 from memstream.projections.shadow import shadow_name, swap_in
 from memstream.streams.archive import (

@@ -37,7 +37,7 @@ from chaos import (
     wait_until_done,
 )
 
-from memstream.models.events import SessionClosed
+from memstream.models.events.chat import SessionClosed
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.streams.kafka.broker import free_port

@@ -17,7 +17,7 @@ from chat import conversation
 from harness import wait_for, wait_until_projected
 
 from memstream.models.codec import encode_event
-from memstream.models.events import MemoryAdded
+from memstream.models.events.memory import MemoryAdded
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import PartitionedMemories

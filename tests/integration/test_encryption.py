@@ -16,7 +16,7 @@ from chat import conversation
 from harness import wait_for
 
 from memstream.models.codec import encode_event
-from memstream.models.events import UserErased
+from memstream.models.events.chat import UserErased
 from memstream.models.session import SessionState, session_key
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings

@@ -12,7 +12,7 @@ import pytest
 from chat import conversation
 from harness import archive_caught_up, cli, publish_unchecked, wait_for
 
-from memstream.models.events import MessageAdded
+from memstream.models.events.chat import MessageAdded
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import PartitionedMemories

@@ -29,11 +29,8 @@ from chat import conversation
 from harness import archive_caught_up, cli, publish_unchecked, wait_for
 
 from memstream.models.codec import InvalidEvent, decode_event
-from memstream.models.events import (
+from memstream.models.events.chat import (
     EntityMentioned,
-    Event,
-    MemoryDeleted,
-    MemorySuperseded,
     MessageAdded,
     ScratchpadUpdated,
     SessionStarted,
@@ -41,6 +38,8 @@ from memstream.models.events import (
     TaskSet,
     ToolCalled,
 )
+from memstream.models.events.envelope import Event
+from memstream.models.events.memory import MemoryDeleted, MemorySuperseded
 from memstream.models.settings import Settings
 from memstream.projections.analytics import REPORTS, VIEWS, Scope, run_report, run_sql
 from memstream.projections.embedder import embedder_from_settings

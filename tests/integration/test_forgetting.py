@@ -30,14 +30,13 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from memstream.models.codec import decode_event, encode_event
-from memstream.models.events import (
-    Event,
+from memstream.models.events.envelope import Event, derived_id
+from memstream.models.events.memory import (
     MemoriesRetrieved,
     MemoryAdded,
     MemoryForgotten,
     MemoryType,
     RetrievedMemory,
-    derived_id,
 )
 from memstream.models.settings import Settings
 from memstream.projections.memories import MemoryStore, SearchFilters

@@ -26,14 +26,14 @@ from harness import wait_for
 from hypothesis import strategies as st
 
 from memstream.models.codec import EventLimits, encode_event
-from memstream.models.events import (
+from memstream.models.events.chat import (
     EntityMentioned,
-    Event,
     MessageAdded,
     SessionClosed,
     SessionStarted,
     ToolCalled,
 )
+from memstream.models.events.envelope import Event
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import PartitionedMemories

@@ -13,7 +13,7 @@ from harness import wait_for
 from llm_server import Reply, ScriptedServer, completion
 from sealed import topic_events
 
-from memstream.models.events import ExtractionFailure, ExtractionRecorded
+from memstream.models.events.memory import ExtractionFailure, ExtractionRecorded
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import PartitionedMemories
 from memstream.streams.kafka.broker import free_port

@@ -10,7 +10,7 @@ from chat import conversation
 from harness import wait_for
 
 from memstream.models.codec import decode_event
-from memstream.models.events import MemoryReinforced, MemorySuperseded
+from memstream.models.events.memory import MemoryReinforced, MemorySuperseded
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import PartitionedMemories
 from memstream.projections.retrieval import Retriever

@@ -17,7 +17,8 @@ from fakes import InMemoryPublisher
 
 from memstream.models.codec import EventLimits, decode_event
 from memstream.models.crypto import SealError
-from memstream.models.events import MemoryDeleted, MessageAdded, UserErased
+from memstream.models.events.chat import MessageAdded, UserErased
+from memstream.models.events.memory import MemoryDeleted
 from memstream.models.settings import Settings
 from memstream.streams.kafka.logreader import read_topic
 from memstream.streams.kafka.publisher import EventPublisher, KafkaPublisher, RawRecord

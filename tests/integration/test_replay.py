@@ -18,7 +18,7 @@ from harness import archive_caught_up, cli, wait_for, wait_until_projected
 from llm_server import Reply, ScriptedServer, completion
 
 from memstream.models.codec import decode_event, encode_event
-from memstream.models.events import (
+from memstream.models.events.memory import (
     ExtractionRecorded,
     MemoriesRetrieved,
     MemoryAdded,

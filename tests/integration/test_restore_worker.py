@@ -21,7 +21,9 @@ from harness import open_sessions as open_sessions_of
 from harness import wait_for
 
 from memstream.models.codec import decode_event
-from memstream.models.events import ConsolidationRequested, Event, MessageAdded
+from memstream.models.events.chat import MessageAdded
+from memstream.models.events.consolidation import ConsolidationRequested
+from memstream.models.events.envelope import Event
 from memstream.models.session import session_key
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings

@@ -13,15 +13,15 @@ from chat import conversation
 from harness import wait_for
 
 from memstream.models.codec import encode_event
-from memstream.models.events import (
+from memstream.models.events.chat import (
     EntityMentioned,
-    Event,
     MessageAdded,
     ScratchpadUpdated,
     TaskProgress,
     TaskSet,
     ToolCalled,
 )
+from memstream.models.events.envelope import Event
 from memstream.models.session import (
     ClosedSession,
     SessionState,

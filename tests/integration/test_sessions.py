@@ -13,7 +13,8 @@ from harness import fetch_routed, open_sessions, wait_for
 from sealed import opened
 from sealed import topic_events as sealed_topic_events
 
-from memstream.models.events import ConsolidationRequested, MessageAdded, SessionClosed
+from memstream.models.events.chat import MessageAdded, SessionClosed
+from memstream.models.events.consolidation import ConsolidationRequested
 from memstream.models.session import SessionState, WindowLimits, apply, session_key
 from memstream.models.settings import Settings
 from memstream.streams.agents.session_table import window_limits

@@ -17,14 +17,13 @@ from sealed import topic_events as sealed_topic_events
 
 import memstream.streams.projector.memories as projector_module
 from memstream.models.codec import encode_event
-from memstream.models.events import (
-    Event,
+from memstream.models.events.envelope import Event, derived_id
+from memstream.models.events.memory import (
     MemoriesRetrieved,
     MemoryAdded,
     MemoryExpired,
     MemoryPromoted,
     RetrievedMemory,
-    derived_id,
 )
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings

@@ -18,8 +18,8 @@ import pytest
 
 from memstream.models.codec import encode_event
 from memstream.models.crypto import seal
-from memstream.models.events import (
-    EntityMentioned,
+from memstream.models.events.chat import EntityMentioned
+from memstream.models.events.memory import (
     ExtractionFailure,
     MemoriesRetrieved,
     MemoryAdded,

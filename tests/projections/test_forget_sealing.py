@@ -9,7 +9,7 @@ from pathlib import Path
 
 from fakes import FakeEmbedder, InMemoryPublisher
 
-from memstream.models.events import MemoryAdded, MemoryForgotten
+from memstream.models.events.memory import MemoryAdded, MemoryForgotten
 from memstream.models.settings import Settings
 from memstream.projections.memories import MemoryProjection, SourcePosition
 from memstream.streams.keys.sealing import open_event

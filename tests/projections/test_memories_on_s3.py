@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from s3 import SECRET_ACCESS_KEY, S3Server, s3_server
 
-from memstream.models.events import (
+from memstream.models.events.memory import (
     MemoriesRetrieved,
     MemoryAdded,
     MemoryChange,

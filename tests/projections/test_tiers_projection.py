@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from fakes import FakeEmbedder, InMemoryPublisher
 
-from memstream.models.events import (
-    Event,
+from memstream.models.events.envelope import Event, derived_id
+from memstream.models.events.memory import (
     MemoriesRetrieved,
     MemoryAdded,
     MemoryExpired,
@@ -19,7 +19,6 @@ from memstream.models.events import (
     MemoryType,
     RetrievedMemory,
     Tier,
-    derived_id,
 )
 from memstream.models.settings import Settings
 from memstream.projections.memories import MemoryProjection, SearchFilters, SourcePosition

@@ -15,7 +15,7 @@ from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 
 from memstream.models.codec import encode_event
-from memstream.models.events import MemoriesRetrieved, RetrievedMemory
+from memstream.models.events.memory import MemoriesRetrieved, RetrievedMemory
 from memstream.models.settings import Settings
 from memstream.streams.kafka.topics import Topics
 from memstream.streams.projector import loop as projector_loop

@@ -27,13 +27,13 @@ from prometheus_client import REGISTRY
 
 from memstream.models.beliefs import KnownClaim
 from memstream.models.codec import decode_event, encode_event
-from memstream.models.events import (
-    ConsolidationRequested,
-    Event,
+from memstream.models.events.chat import SessionClosed
+from memstream.models.events.consolidation import ConsolidationRequested
+from memstream.models.events.envelope import Event
+from memstream.models.events.memory import (
     ExtractionFailure,
     ExtractionRecorded,
     MemoryAdded,
-    SessionClosed,
     TokenUsage,
 )
 from memstream.models.extraction import Extraction, OfflineExtractor

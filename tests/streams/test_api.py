@@ -29,7 +29,8 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from tenants import ACME_ALICE_READ, ACME_ALL, BETA_ALL, KEYS
 
-from memstream.models.events import MemoryAdded, MessageAdded, SessionClosed, SessionStarted
+from memstream.models.events.chat import MessageAdded, SessionClosed, SessionStarted
+from memstream.models.events.memory import MemoryAdded
 from memstream.projections.memories import SourcePosition
 from memstream.streams.api.app import create_api
 from memstream.streams.api.auth import (

@@ -22,15 +22,15 @@ from llm_server import Reply, ScriptedServer, completion
 from openai import AsyncOpenAI
 
 from memstream.models.codec import EventLimits
-from memstream.models.events import (
+from memstream.models.events.chat import (
     ChatEvent,
-    Event,
-    MemoryAdded,
     MessageAdded,
     ScratchpadUpdated,
     SessionClosed,
     TaskSet,
 )
+from memstream.models.events.envelope import Event
+from memstream.models.events.memory import MemoryAdded
 from memstream.models.session import SessionState, WindowLimits, apply, working_context
 from memstream.models.settings import Settings
 from memstream.projections.memories import MemoryProjection, SourcePosition

@@ -16,15 +16,13 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from memstream.models.codec import EventLimits, decode_event
-from memstream.models.events import (
+from memstream.models.events.chat import MessageAdded, SessionClosed, SessionStarted
+from memstream.models.events.memory import (
     MemoriesRetrieved,
     MemoryAdded,
     MemoryDeleted,
     MemoryReinforced,
     MemorySuperseded,
-    MessageAdded,
-    SessionClosed,
-    SessionStarted,
 )
 from memstream.models.settings import Settings
 from memstream.projections.memories import MemoryProjection, SourcePosition

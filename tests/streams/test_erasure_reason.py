@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from memstream.models.codec import InvalidEvent, decode_event
-from memstream.models.events import UserErased
+from memstream.models.events.chat import UserErased
 from memstream.streams.cli import main
 from memstream.streams.keys.store import FileKeyStore
 

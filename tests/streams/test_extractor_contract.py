@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import pytest
 from llm_server import Reply, ScriptedServer, completion
 
-from memstream.models.events import ConsolidationRequested, TranscriptMessage
+from memstream.models.events.consolidation import ConsolidationRequested, TranscriptMessage
 from memstream.models.extraction import MIN_IMPORTANCE, Extraction, Extractor, OfflineExtractor
 from memstream.streams.llm.extractor import LLMExtractor
 

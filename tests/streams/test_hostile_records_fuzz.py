@@ -25,16 +25,10 @@ from hypothesis import strategies as st
 from test_session_store import FakeTable
 
 from memstream.models.codec import EventLimits, InvalidEvent, decode_event, encode_event
-from memstream.models.events import (
-    ConsolidationRequested,
-    Event,
-    MemoryAdded,
-    MessageAdded,
-    SessionClosed,
-    SessionStarted,
-    ToolCalled,
-    TranscriptMessage,
-)
+from memstream.models.events.chat import MessageAdded, SessionClosed, SessionStarted, ToolCalled
+from memstream.models.events.consolidation import ConsolidationRequested, TranscriptMessage
+from memstream.models.events.envelope import Event
+from memstream.models.events.memory import MemoryAdded
 from memstream.models.extraction import OfflineExtractor
 from memstream.models.session import WindowLimits
 from memstream.models.settings import Settings

@@ -14,7 +14,8 @@ from chat import conversation
 from test_session_store import FakeTable
 
 from memstream.models.codec import EventLimits, encode_event
-from memstream.models.events import Event, MessageAdded, UserErased
+from memstream.models.events.chat import MessageAdded, UserErased
+from memstream.models.events.envelope import Event
 from memstream.models.session import ClosedSession, SessionState, WindowLimits, session_key
 from memstream.streams.agents.session_table import SessionStore, fold_batch
 from memstream.streams.kafka.deadletters import DeadLetter, SealedDeadLetter

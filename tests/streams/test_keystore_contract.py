@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memstream.models.crypto import seal, unseal
-from memstream.models.events import MessageAdded
+from memstream.models.events.chat import MessageAdded
 from memstream.streams.keys.store import FileKeyStore, KeyStore, key_belongs_to, key_prefix
 
 

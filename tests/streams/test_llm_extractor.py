@@ -19,12 +19,8 @@ from llm_server import Reply, ScriptedServer, completion
 from prometheus_client import REGISTRY
 
 from memstream.models.beliefs import KnownClaim
-from memstream.models.events import (
-    Claim,
-    ConsolidationRequested,
-    TokenUsage,
-    TranscriptMessage,
-)
+from memstream.models.events.consolidation import ConsolidationRequested, TranscriptMessage
+from memstream.models.events.memory import Claim, TokenUsage
 from memstream.models.extraction import Extractor
 from memstream.models.llm_reply import (
     PROMPT_VERSION,

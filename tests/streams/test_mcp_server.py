@@ -33,7 +33,8 @@ from mcp.server import MCPServer
 from mcp.types import CallToolResult
 from tenants import ACME_ALICE_READ, ACME_ALL, BETA_ALL, KEYS
 
-from memstream.models.events import Claim, MemoryDeleted, MessageAdded, SessionClosed
+from memstream.models.events.chat import MessageAdded, SessionClosed
+from memstream.models.events.memory import Claim, MemoryDeleted
 from memstream.models.session import SessionState, WindowMessage, session_key, working_context
 from memstream.models.settings import Settings
 from memstream.projections.memories import SourcePosition

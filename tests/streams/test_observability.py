@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from memstream.models.codec import EventLimits
-from memstream.models.events import MemoryAdded
+from memstream.models.events.memory import MemoryAdded
 from memstream.models.settings import Settings
 from memstream.projections.memories import SourcePosition
 from memstream.streams.api.app import create_api

@@ -16,13 +16,13 @@ import pytest
 from fakes import FakeEmbedder
 
 from memstream.models.codec import EventLimits, decode_event, encode_event
-from memstream.models.events import (
+from memstream.models.events.catalog import json_schemas
+from memstream.models.events.envelope import derived_id
+from memstream.models.events.memory import (
     MemoryAdded,
     MemoryForgotten,
     MemorySuperseded,
     MemoryType,
-    derived_id,
-    json_schemas,
 )
 from memstream.models.forgetting import decay_candidates, forgotten_event, keep_types
 from memstream.models.lifecycle import apply_change

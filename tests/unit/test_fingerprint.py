@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime, timedelta, timezone
 
-from memstream.models.events import (
+from memstream.models.events.chat import (
     ChatEvent,
     EntityMentioned,
     MessageAdded,

@@ -23,7 +23,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from memstream.models.codec import EventLimits, InvalidEvent, decode_event, encode_event
 from memstream.models.crypto import SealError, seal_bytes, unseal
-from memstream.models.events import ContentEncryption, Event, MessageAdded, ScratchpadUpdated
+from memstream.models.events.chat import MessageAdded, ScratchpadUpdated
+from memstream.models.events.envelope import ContentEncryption, Event
 from memstream.models.session import SessionState, dump_session, session_key
 from memstream.models.settings import Settings
 from memstream.models.topics import CHAT_TYPES
