@@ -21,6 +21,9 @@ Modules
   "not X but Y", "no longer").
 * ``entities``: capitalised names found by a heuristic.
 * ``summary``: the extractive summary of a transcript.
+* ``claims``: the claims a sentence asserts (subject, attribute, value), read with the
+  patterns of ``claim_patterns`` (built by ``claim_builders`` from the words of
+  ``claim_words``); ``state_ends``: the end a temporary state gives itself.
 
 Examples
 --------
