@@ -61,7 +61,7 @@ from memstream.projections.analytics import REPORTS, Scope, run_report
 from memstream.projections.archive_format import SCHEMA as ARCHIVE_SCHEMA
 from memstream.projections.archive_format import live_archive_dir
 from memstream.projections.memories import memory_schema
-from memstream.streams.runtime.topics import Topics
+from memstream.streams.kafka.topics import Topics
 
 NOW = datetime(2026, 11, 20, tzinfo=UTC)
 SPAN_DAYS = 90

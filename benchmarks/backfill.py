@@ -82,10 +82,10 @@ from memstream.models.settings import Settings
 from memstream.projections.embedder import Embedder, embedder_from_settings
 from memstream.projections.memories import PartitionedMemories
 from memstream.streams.client import MemoryClient
-from memstream.streams.runtime.logreader import read_topic
-from memstream.streams.runtime.tansu import true_end_offsets
-from memstream.streams.runtime.topics import Topics
-from memstream.streams.runtime.worker import WorkerProcess, worker_ready, worker_url
+from memstream.streams.kafka.logreader import read_topic
+from memstream.streams.kafka.tansu import true_end_offsets
+from memstream.streams.kafka.topics import Topics
+from memstream.streams.worker.process import WorkerProcess, worker_ready, worker_url
 
 STAGES = ("session fold", "extraction and decisions", "projection", "all searchable")
 GOAL = 0.7
@@ -429,7 +429,7 @@ PROFILE_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("projection: LanceDB row look-ups", ("MemoryWriter.apply", "TableConnection._rows_by_key")),
     ("projection: other", ("MemoryWriter.apply",)),
     ("projection: index refresh (optimize, indexes)", ("IndexMaintenance.refresh_indexes",)),
-    ("projection: other", ("_Projector._run",)),
+    ("projection: other", ("ProjectorLoop._run",)),
     ("tier keeper", ("run_tier_keeper",)),
     ("archive sink", ("run_archive_sink",)),
     ("archive sink", ("_write_batch",)),

@@ -46,7 +46,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from memstream.models.events import TranscriptMessage
+from memstream.models.events.consolidation import TranscriptMessage
 
 SPLITS = ("dev", "heldout")
 KINDS = (

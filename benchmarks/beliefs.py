@@ -68,12 +68,12 @@ from dialogue_recall import hybrid_turns, turn_table
 from quality import Conversation, build_extracted
 from runner import exit_on_sigterm, log, release
 
-from memstream.models.events import Event
+from memstream.models.events.envelope import Event
 from memstream.models.settings import Settings
 from memstream.projections.embedder import Embedder, MiniLMOnnxEmbedder
 from memstream.projections.memories import MemoryProjection
 from memstream.streams.client import MemoryClient
-from memstream.streams.runtime.publisher import RawRecord, Sent
+from memstream.streams.kafka.publisher import RawRecord, Sent
 
 TOP = 10
 #: Fused (RRF) scores within this share of the hit above are a near-tie, and the newer turn

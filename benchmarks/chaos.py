@@ -55,31 +55,29 @@ from chatter import backlog, chat_line, group_position
 from runner import log, release, run_to_end
 
 from memstream.models.codec import decode_event, encode_event
-from memstream.models.events import (
-    Event,
+from memstream.models.events.chat import MessageAdded, SessionClosed, SessionStarted
+from memstream.models.events.envelope import Event
+from memstream.models.events.memory import (
     ExtractionFailure,
     ExtractionRecorded,
     MemoryAdded,
     MemoryReinforced,
-    MessageAdded,
-    SessionClosed,
-    SessionStarted,
 )
 from memstream.models.fingerprint import fingerprint
 from memstream.models.session import SessionState, SessionValue
 from memstream.models.settings import Settings
 from memstream.projections.embedder import Embedder, embedder_from_settings
 from memstream.projections.memories import VIEW_COLUMNS, PartitionedMemories
-from memstream.streams.runtime.broker import EmbeddedBroker, free_port
-from memstream.streams.runtime.logreader import read_topic
-from memstream.streams.runtime.topics import Topics, ensure_topics
-from memstream.streams.runtime.worker import WorkerProcess
-from memstream.streams.tools.rebuild_sessions import (
+from memstream.streams.kafka.broker import EmbeddedBroker, free_port
+from memstream.streams.kafka.logreader import read_topic
+from memstream.streams.kafka.topics import Topics, ensure_topics
+from memstream.streams.operations.rebuild_sessions import (
     fold_chat_topic,
     live_sessions,
     sessions_fingerprint,
 )
-from memstream.streams.tools.replay import verify_memories
+from memstream.streams.operations.replay import verify_memories
+from memstream.streams.worker.process import WorkerProcess
 
 #: Columns of the memory view that legitimately differ between two runs of the same events:
 #: ``learned_at`` is the broker timestamp of the memory's event, i.e. when this run's log got

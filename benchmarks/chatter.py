@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from memstream.models.settings import Settings
-from memstream.streams.runtime.tansu import true_end_offsets
-from memstream.streams.runtime.topics import Topics
+from memstream.streams.kafka.tansu import true_end_offsets
+from memstream.streams.kafka.topics import Topics
 
 CITIES = ["Lisbon", "Porto", "Berlin", "Oslo", "Vienna", "Lyon", "Turin", "Munich"]
 COMPANIES = ["Siemens", "Acme", "Globex", "Initech", "Hooli", "Umbrella"]

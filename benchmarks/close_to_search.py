@@ -20,15 +20,17 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from memstream.models.codec import decode_event
-from memstream.models.events import Event, MemoryAdded, MessageAdded, SessionClosed
+from memstream.models.events.chat import MessageAdded, SessionClosed
+from memstream.models.events.envelope import Event
+from memstream.models.events.memory import MemoryAdded
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import PartitionedMemories
-from memstream.streams.runtime.broker import EmbeddedBroker, free_port
-from memstream.streams.runtime.logreader import read_topic
-from memstream.streams.runtime.topics import Topics
-from memstream.streams.runtime.worker import WorkerProcess
-from memstream.streams.tools.publish import publish_events
+from memstream.streams.kafka.broker import EmbeddedBroker, free_port
+from memstream.streams.kafka.logreader import read_topic
+from memstream.streams.kafka.topics import Topics
+from memstream.streams.service.chat_events import publish_events
+from memstream.streams.worker.process import WorkerProcess
 
 FACTS = [
     "I live in {city} and I work at {company}.",

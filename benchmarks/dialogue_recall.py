@@ -64,7 +64,8 @@ from quality import Conversation, build_extracted
 from runner import exit_on_sigterm, log, release
 
 from memstream.models.codec import InvalidEvent, decode_event
-from memstream.models.events import MemoryAdded, MemoryChange, TranscriptMessage
+from memstream.models.events.consolidation import TranscriptMessage
+from memstream.models.events.memory import MemoryAdded, MemoryChange
 from memstream.models.settings import Settings
 from memstream.projections.embedder import Embedder, MiniLMOnnxEmbedder, embedder_from_settings
 from memstream.projections.memories import (
@@ -78,11 +79,11 @@ from memstream.projections.memories import (
 )
 from memstream.projections.retrieval import Retriever
 from memstream.streams.client import MemoryClient
-from memstream.streams.runtime.broker import EmbeddedBroker, free_port
-from memstream.streams.runtime.logreader import read_topic
-from memstream.streams.runtime.tansu import true_end_offsets
-from memstream.streams.runtime.topics import Topics
-from memstream.streams.runtime.worker import WorkerProcess
+from memstream.streams.kafka.broker import EmbeddedBroker, free_port
+from memstream.streams.kafka.logreader import read_topic
+from memstream.streams.kafka.tansu import true_end_offsets
+from memstream.streams.kafka.topics import Topics
+from memstream.streams.worker.process import WorkerProcess
 
 DEPTHS = (5, 10, 20)
 #: Depth of the answer-in-text rate, the stale and the distractor counts.

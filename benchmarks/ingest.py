@@ -58,12 +58,13 @@ from aiokafka.structs import TopicPartition
 from runner import log, release, run_to_end
 
 from memstream.models.codec import encode_event
-from memstream.models.events import Event, MessageAdded, SessionClosed, SessionStarted
+from memstream.models.events.chat import MessageAdded, SessionClosed, SessionStarted
+from memstream.models.events.envelope import Event
 from memstream.models.settings import Settings
-from memstream.streams.runtime.broker import EmbeddedBroker, free_port
-from memstream.streams.runtime.tansu import faust_settings_for, prepare_for_broker, true_end_offsets
-from memstream.streams.runtime.topics import Topics, ensure_topics
-from memstream.streams.runtime.worker import WorkerProcess, fetch_json
+from memstream.streams.kafka.broker import EmbeddedBroker, free_port
+from memstream.streams.kafka.tansu import faust_settings_for, prepare_for_broker, true_end_offsets
+from memstream.streams.kafka.topics import Topics, ensure_topics
+from memstream.streams.worker.process import WorkerProcess, fetch_json
 
 #: Sessions of the default workload: about 160k events, 1-3 minutes on a 2-core machine.
 DEFAULT_SESSIONS = 3000
@@ -596,7 +597,7 @@ def run_noop_agent(stats_path: Path) -> None:
         partial.replace(stats_path)
 
     # Logged as the real worker logs (memstream worker: JSON lines, Faust at warning).
-    from memstream.streams.runtime.logs import configure_logging
+    from memstream.streams.observability.logs import configure_logging
 
     configure_logging(settings)
     worker = faust.Worker(

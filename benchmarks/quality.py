@@ -44,13 +44,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from memstream.models.events import (
-    ConsolidationRequested,
-    MemoryAdded,
-    MemoryChange,
-    TranscriptMessage,
-    derived_id,
-)
+from memstream.models.events.consolidation import ConsolidationRequested, TranscriptMessage
+from memstream.models.events.envelope import derived_id
+from memstream.models.events.memory import MemoryAdded, MemoryChange
 from memstream.models.extraction import EPISODE_IMPORTANCE, OfflineExtractor
 from memstream.models.settings import Settings
 from memstream.projections.embedder import MiniLMOnnxEmbedder

@@ -41,8 +41,8 @@ import pyarrow as pa
 from aiokafka import AIOKafkaProducer
 
 from memstream.models.codec import encode_event
-from memstream.models.events import (
-    Event,
+from memstream.models.events.envelope import Event
+from memstream.models.events.memory import (
     MemoriesRetrieved,
     MemoryAdded,
     MemoryDeleted,
@@ -54,9 +54,9 @@ from memstream.models.settings import Settings
 from memstream.models.vectors import pack_vector
 from memstream.projections.embedder import Embedder, embedder_from_settings
 from memstream.projections.memories import MemoryProjection, PartitionedMemories
-from memstream.streams.runtime.broker import EmbeddedBroker, free_port
-from memstream.streams.runtime.topics import Topics, ensure_topics
-from memstream.streams.tools.replay import memories_fingerprint, rebuild_memories
+from memstream.streams.kafka.broker import EmbeddedBroker, free_port
+from memstream.streams.kafka.topics import Topics, ensure_topics
+from memstream.streams.operations.replay import memories_fingerprint, rebuild_memories
 
 sys.path.insert(0, str(Path(__file__).parent))
 from memory_tables import TEMPLATES

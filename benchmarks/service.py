@@ -75,7 +75,7 @@ from memstream.projections.memories import PartitionedMemories
 from memstream.projections.memories.connection import partition_table
 from memstream.projections.memories.schema import user_key
 from memstream.streams.api.auth import add_key
-from memstream.streams.runtime.broker import EmbeddedBroker, free_port
+from memstream.streams.kafka.broker import EmbeddedBroker, free_port
 from memstream.streams.service.app import Service
 
 TENANT = "bench"

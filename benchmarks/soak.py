@@ -59,14 +59,15 @@ from chatter import backlog, chat_line
 from runner import log, release, run_to_end
 
 from memstream.models.codec import encode_event
-from memstream.models.events import Event, MessageAdded, SessionClosed, SessionStarted
+from memstream.models.events.chat import MessageAdded, SessionClosed, SessionStarted
+from memstream.models.events.envelope import Event
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryStore, PartitionedMemories
 from memstream.streams.client import MemoryClient
-from memstream.streams.runtime.broker import EmbeddedBroker, free_port
-from memstream.streams.runtime.topics import Topics, ensure_topics
-from memstream.streams.runtime.worker import WorkerProcess
+from memstream.streams.kafka.broker import EmbeddedBroker, free_port
+from memstream.streams.kafka.topics import Topics, ensure_topics
+from memstream.streams.worker.process import WorkerProcess
 
 USER_LINES = [
     "I live in {city}.",

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 from memory_tables import NOW, asks, build_pool, user_id
 
-from memstream.models.events import MemoryAdded
+from memstream.models.events.memory import MemoryAdded
 from memstream.models.vectors import pack_vector
 from memstream.projections.embedder import MiniLMOnnxEmbedder
 from memstream.projections.memories import PartitionedMemories, ProjectionStore, SourcePosition

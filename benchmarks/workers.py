@@ -50,16 +50,17 @@ from dialogues import generate as generate_dialogues
 from prometheus_client.parser import text_string_to_metric_families
 from runner import exit_on_sigterm, log
 
-from memstream.models.events import Event, MessageAdded, SessionClosed, SessionStarted
+from memstream.models.events.chat import MessageAdded, SessionClosed, SessionStarted
+from memstream.models.events.envelope import Event
 from memstream.models.settings import Settings
 from memstream.models.topics import user_partition
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import VIEW_COLUMNS, PartitionedMemories
-from memstream.streams.runtime.broker import EmbeddedBroker, free_port
-from memstream.streams.runtime.progress import group_caught_up
-from memstream.streams.runtime.topics import Topics
-from memstream.streams.runtime.worker import WorkerProcess, worker_url
-from memstream.streams.tools.publish import publish_events
+from memstream.streams.kafka.broker import EmbeddedBroker, free_port
+from memstream.streams.kafka.progress import group_caught_up
+from memstream.streams.kafka.topics import Topics
+from memstream.streams.service.chat_events import publish_events
+from memstream.streams.worker.process import WorkerProcess, worker_url
 
 #: The columns two runs of the same events must agree on: every column of the view except
 #: ``learned_at``, the broker's time of the ``memory_added`` record (two runs append it at

@@ -1,6 +1,6 @@
 """Beliefs: what a new claim does to the claims a user holds now.
 
-A :class:`~memstream.models.events.Claim` says who a fact or preference is about, which
+A :class:`~memstream.models.events.memory.Claim` says who a fact or preference is about, which
 attribute it fills, with what value and polarity, and from when it holds. :func:`decide_claim`
 compares a new claim with the user's *current* claims (those not yet ended) and says what it
 does, with a reason:
@@ -50,7 +50,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from memstream.models.events import ChangeKind, Claim, DecidedBy
+from memstream.models.events.memory import ChangeKind, Claim, DecidedBy
 
 #: Two attribute keys with different head nouns name one attribute at or above this cosine
 #: of their embeddings ("salary" and "pay"); far above what unrelated keys reach.

@@ -19,7 +19,8 @@ from pydantic import (
     ValidationError,
 )
 
-from memstream.models.events import AnyEvent, Event
+from memstream.models.events.catalog import AnyEvent
+from memstream.models.events.envelope import Event
 from memstream.models.settings import Settings
 from memstream.models.upcasting import UPCASTERS, UpcastError, Upcasters
 

@@ -15,12 +15,12 @@ big-endian length. A ciphertext copied onto an event of another user, session, t
 relabelled with another key id, or with its field list changed, does not open. The first
 scheme, ``aes-256-gcm`` (:data:`LEGACY_SCHEME`), bound the event id alone; its events still
 open unless ``accept_legacy=False``, and the key store refuses a key of another user for
-every scheme (:func:`memstream.streams.runtime.keys.open_event`).
+every scheme (:func:`memstream.streams.keys.sealing.open_event`).
 
 :func:`seal_bytes` / :func:`open_bytes` do the same for opaque values (a session table
 value, a dead letter's original bytes), with the key id in a small clear header.
 
-Pure: keys come from the caller (:mod:`memstream.streams.runtime.keys` keeps them).
+Pure: keys come from the caller (:mod:`memstream.streams.keys.store` keeps them).
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from memstream.models.events import ContentEncryption, Event, SealScheme, TranscriptMessage
+from memstream.models.events.consolidation import TranscriptMessage
+from memstream.models.events.envelope import ContentEncryption, Event, SealScheme
 
 E = TypeVar("E", bound=Event)
 

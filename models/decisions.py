@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from memstream.models.events import MemoryCandidate
+from memstream.models.events.memory import MemoryCandidate
 
 #: At or above this cosine similarity, a memory of the same type is a duplicate.
 DUPLICATE_SIMILARITY = 0.92

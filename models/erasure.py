@@ -1,6 +1,6 @@
 """Which records an erasure covers: the one rule the archive, its rebuild and history apply.
 
-``memstream erase`` publishes a :class:`~memstream.models.events.UserErased` event to the
+``memstream erase`` publishes a :class:`~memstream.models.events.chat.UserErased` event to the
 chat and memories topics. Every record of the user that the log held before it is the
 erased user's; a record of the same user after it belongs to a returning user, who starts
 afresh and keeps it. "Before" is decided per record:
@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from memstream.models.codec import InvalidEvent, decode_event
-from memstream.models.events import UserErased
+from memstream.models.events.chat import UserErased
 
 #: A cheap test before decoding: every ``user_erased`` value holds its type name.
 _ERASED_TYPE = b'"user_erased"'

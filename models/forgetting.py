@@ -3,7 +3,7 @@
 The decay policy forgets a memory that is active, old enough, not of a kept type, and whose
 decay score (:func:`memstream.models.ranking.decay_score`) is below the threshold. The
 decision is an event (``MemoryForgotten``), published by ``memstream forget``
-(:mod:`memstream.streams.tools.forgetting`); nothing is removed in place.
+(:mod:`memstream.streams.operations.forgetting`); nothing is removed in place.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol, get_args
 
-from memstream.models.events import MemoryForgotten, MemoryType, derived_id
+from memstream.models.events.envelope import derived_id
+from memstream.models.events.memory import MemoryForgotten, MemoryType
 from memstream.models.settings import Settings
 
 __all__ = [

@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from memstream.models.events import (
+from memstream.models.events.memory import (
     MemoryChange,
     MemoryDeleted,
     MemoryExpired,

@@ -1,5 +1,5 @@
 """The LLM extractor's prompt and what its replies may be: the domain side of
-:class:`memstream.streams.runtime.llm_extractor.LLMExtractor`, which only talks to the server.
+:class:`memstream.streams.llm.extractor.LLMExtractor`, which only talks to the server.
 
 * :data:`SYSTEM_PROMPT` and :func:`render_transcript`: what the model is shown (user and
   assistant turns only, each with its event id and role).
@@ -27,13 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from memstream.models.beliefs import KnownClaim, attribute_key, same_value
 from memstream.models.conversation import truncate
-from memstream.models.events import (
-    Claim,
-    ClaimOperation,
-    MemoryCandidate,
-    MemoryType,
-    TranscriptMessage,
-)
+from memstream.models.events.consolidation import TranscriptMessage
+from memstream.models.events.memory import Claim, ClaimOperation, MemoryCandidate, MemoryType
 from memstream.models.extraction import (
     MAX_ANALYSED_CHARS,
     MAX_CONTENT_CHARS,

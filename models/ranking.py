@@ -2,7 +2,7 @@
 
 Pure functions of a memory's scores and times, shared by retrieval
 (:mod:`memstream.projections.retrieval`, which ranks search hits) and the forgetting policy
-(:mod:`memstream.streams.tools.forgetting`, which forgets what decayed).
+(:mod:`memstream.streams.operations.forgetting`, which forgets what decayed).
 
 * :class:`RankWeights` holds the weights of relevance, importance, recency and use, and the
   recency half-life, from :class:`~memstream.models.settings.Settings`.

@@ -16,23 +16,19 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import AwareDatetime, Field, JsonValue, PrivateAttr, TypeAdapter
 
-from memstream.models.events import (
+from memstream.models.events.chat import (
     ChatEvent,
-    ConsolidationRequested,
     EntityMentioned,
-    Frozen,
-    Identifier,
     MessageAdded,
-    Role,
     ScratchpadUpdated,
     SessionClosed,
     SessionStarted,
     TaskProgress,
     TaskSet,
     ToolCalled,
-    TranscriptMessage,
-    derived_id,
 )
+from memstream.models.events.consolidation import ConsolidationRequested, TranscriptMessage
+from memstream.models.events.envelope import Frozen, Identifier, Role, derived_id
 
 TokenCounter = Callable[[str], int]
 

@@ -445,7 +445,7 @@ class Settings(BaseSettings):
     @property
     def keys_dir(self) -> Path:
         """Directory of the per-user content keys (one file per key; see
-        :class:`memstream.streams.runtime.keys.FileKeyStore`). Clients and workers must share it."""
+        :class:`memstream.streams.keys.store.FileKeyStore`). Clients and workers must share it."""
         return self.data_dir / "keys"
 
     @property

@@ -1,7 +1,7 @@
 """The memstream topics: their names under one prefix, and how they are keyed.
 
 Pure names and the event types each topic carries, so any layer can refer to a topic
-without a Kafka client; creating them is :func:`memstream.streams.runtime.topics.ensure_topics`.
+without a Kafka client; creating them is :func:`memstream.streams.kafka.topics.ensure_topics`.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class Topics:
     @property
     def log(self) -> str:
         """The log's identity: its first record names the log (see
-        :mod:`memstream.streams.runtime.logid`), so a broker that lost its log is recognised."""
+        :mod:`memstream.streams.kafka.logid`), so a broker that lost its log is recognised."""
         return f"{self.prefix}.log"
 
     def all(self) -> tuple[str, ...]:

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from memstream.models.events import CODE_PATTERN
+from memstream.models.events.envelope import CODE_PATTERN
 
 Payload = dict[str, Any]
 Upcaster = Callable[[Payload], Payload]

@@ -24,7 +24,7 @@ What it does differently from the seed's retriever, on purpose:
   x3 / x10), so they stay tie-breakers: among memories equally relevant, the more important,
   newer and used one first.
 * **Read-only.** Nothing is written on the read path. The retrieval's
-  :class:`~memstream.models.events.MemoriesRetrieved` event is returned for the caller to
+  :class:`~memstream.models.events.memory.MemoriesRetrieved` event is returned for the caller to
   publish on the accesses topic; the projector counts it later (``apply_accesses``).
 * **Any memory type, a real budget.** A type without a quota gets no slot (no ``KeyError``);
   a type without a known header gets a generic one. The budget is checked on the final text
@@ -47,7 +47,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
 
-from memstream.models.events import MemoriesRetrieved, RetrievedMemory
+from memstream.models.events.memory import MemoriesRetrieved, RetrievedMemory
 from memstream.models.ranking import (
     RankWeights,
     rank_score,

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 from fakes import InMemoryPublisher, memory_added
 
-from memstream.models.events import (
+from memstream.models.events.memory import (
     Claim,
     MemoryAdded,
     MemoryChange,

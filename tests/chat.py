@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-from memstream.models.events import Event, MessageAdded, SessionClosed, SessionStarted
+from memstream.models.events.chat import MessageAdded, SessionClosed, SessionStarted
+from memstream.models.events.envelope import Event
 
 
 def conversation(

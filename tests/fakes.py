@@ -17,7 +17,8 @@ import numpy.typing as npt
 import pytest
 
 from memstream.models.codec import EventLimits, decode_event
-from memstream.models.events import Event, MemoryAdded, MemoryChange, MemoryReinforced
+from memstream.models.events.envelope import Event
+from memstream.models.events.memory import MemoryAdded, MemoryChange, MemoryReinforced
 from memstream.models.lifecycle import apply_change
 from memstream.models.settings import Settings
 from memstream.projections.memories import (
@@ -32,9 +33,9 @@ from memstream.projections.memories import (
     search_text,
 )
 from memstream.projections.memories.fold import new_row
-from memstream.streams.runtime.broker import free_port
-from memstream.streams.runtime.keys import FileKeyStore, KeyStore
-from memstream.streams.runtime.publisher import RawRecord, Sent, prepare
+from memstream.streams.kafka.broker import free_port
+from memstream.streams.kafka.publisher import RawRecord, Sent, prepare
+from memstream.streams.keys.store import FileKeyStore, KeyStore
 from memstream.streams.service.app import Service
 from memstream.streams.service.container import Container
 
@@ -73,10 +74,10 @@ class FakeEmbedder:
 
 
 class InMemoryPublisher:
-    """An :class:`~memstream.streams.runtime.publisher.EventPublisher` that keeps what it
+    """An :class:`~memstream.streams.kafka.publisher.EventPublisher` that keeps what it
     was sent: ``sent`` holds ``(topic, key, value)`` in order, each topic numbered from 0 on
     one partition. Seals, encodes and checks exactly as the real one does (it sends what
-    :func:`~memstream.streams.runtime.publisher.prepare` returns); held to the same contract
+    :func:`~memstream.streams.kafka.publisher.prepare` returns); held to the same contract
     (``tests/integration/test_publisher_contract.py``)."""
 
     def __init__(self, keys: KeyStore, limits: EventLimits | None = None) -> None:
@@ -344,7 +345,7 @@ def memory_added(
 
 
 def topic_reader(publisher: InMemoryPublisher) -> Callable[..., Awaitable[list[Any]]]:
-    """A stand-in for :func:`memstream.streams.runtime.logreader.read_topic` over what
+    """A stand-in for :func:`memstream.streams.kafka.logreader.read_topic` over what
     ``publisher`` was sent (one partition, in order), so ``history`` reads without a broker."""
 
     async def read_topic(
@@ -382,5 +383,5 @@ def service_on_fakes(
     for offset, event in enumerate(memories):
         index.apply([(event, SourcePosition(topic, 0, offset))])
         asyncio.run(publisher.publish(topic, [event]))
-    monkeypatch.setattr("memstream.streams.service.memories.read_topic", topic_reader(publisher))
+    monkeypatch.setattr("memstream.streams.service.user_log.read_topic", topic_reader(publisher))
     return service, publisher, index

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from memstream.models.codec import EventLimits, InvalidEvent
 from memstream.streams.agents.decoding import decode_opened
-from memstream.streams.runtime.keys import KeyStore
+from memstream.streams.keys.store import KeyStore
 
 NOW = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 USERS = ("ann", "bob", "cy")

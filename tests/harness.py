@@ -21,7 +21,8 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from memstream.models.codec import InvalidEvent, decode_event, encode_event
-from memstream.models.events import Event, MemoryAdded, MemoryChange
+from memstream.models.events.envelope import Event
+from memstream.models.events.memory import MemoryAdded, MemoryChange
 from memstream.models.session import session_key
 from memstream.models.settings import Settings
 from memstream.projections.memories import MemoryStore
@@ -31,11 +32,12 @@ from memstream.streams.archive import (
     live_archive_dir,
 )
 from memstream.streams.cli import main
-from memstream.streams.runtime.keys import keystore_from_settings, seal_event
-from memstream.streams.runtime.logreader import read_topic
-from memstream.streams.runtime.tansu import true_end_offsets
-from memstream.streams.runtime.topics import Topics
-from memstream.streams.runtime.worker import fetch_json, worker_url
+from memstream.streams.kafka.logreader import read_topic
+from memstream.streams.kafka.tansu import true_end_offsets
+from memstream.streams.kafka.topics import Topics
+from memstream.streams.keys.sealing import seal_event
+from memstream.streams.keys.store import keystore_from_settings
+from memstream.streams.worker.process import fetch_json, worker_url
 
 T = TypeVar("T")
 

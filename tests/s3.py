@@ -25,7 +25,7 @@ from harness import child_process
 from pydantic import SecretStr
 
 from memstream.projections.memories import ObjectStoreOptions, ProjectionStore
-from memstream.streams.runtime.broker import free_port
+from memstream.streams.kafka.broker import free_port
 
 #: moto takes any credentials; these only have to be the same everywhere.
 ACCESS_KEY_ID = "memstream-test"

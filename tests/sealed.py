@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 
 from memstream.models.codec import decode_event
-from memstream.models.events import Event
+from memstream.models.events.envelope import Event
 from memstream.models.settings import Settings
-from memstream.streams.runtime.keys import keystore_from_settings, open_event
-from memstream.streams.runtime.logreader import read_topic
+from memstream.streams.kafka.logreader import read_topic
+from memstream.streams.keys.sealing import open_event
+from memstream.streams.keys.store import keystore_from_settings
 
 
 def opened(settings: Settings, raw: bytes) -> Event:

@@ -16,8 +16,8 @@ import httpx
 from harness import child_process, wait_for
 
 from memstream.models.settings import Settings
-from memstream.streams.runtime.broker import free_port
-from memstream.streams.runtime.worker import WorkerProcess
+from memstream.streams.kafka.broker import free_port
+from memstream.streams.worker.process import WorkerProcess
 
 
 def serve_settings(tmp: Path, broker_address: str, broker_kind: str, prefix: str) -> Settings:

@@ -21,11 +21,14 @@ Modules
   "not X but Y", "no longer").
 * ``entities``: capitalised names found by a heuristic.
 * ``summary``: the extractive summary of a transcript.
+* ``claims``: the claims a sentence asserts (subject, attribute, value), read with the
+  patterns of ``claim_patterns`` (built by ``claim_builders`` from the words of
+  ``claim_words``); ``state_ends``: the end a temporary state gives itself.
 
 Examples
 --------
 >>> from datetime import datetime, timezone
->>> from memstream.models.events import ConsolidationRequested, TranscriptMessage
+>>> from memstream.models.events.consolidation import ConsolidationRequested, TranscriptMessage
 >>> at = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
 >>> said = TranscriptMessage(
 ...     event_id="m-1", role="user", occurred_at=at,

@@ -59,19 +59,9 @@ from datetime import datetime
 
 from memstream.models.beliefs import KnownClaim, mentions
 from memstream.models.conversation import speaker, truncate, turn_context
-from memstream.models.events import (
-    Claim,
-    ConsolidationRequested,
-    MemoryCandidate,
-    MemoryType,
-    TranscriptMessage,
-)
-from memstream.models.extraction.claims import (
-    ClaimFinding,
-    person_named,
-    read_claims,
-    state_end,
-)
+from memstream.models.events.consolidation import ConsolidationRequested, TranscriptMessage
+from memstream.models.events.memory import Claim, MemoryCandidate, MemoryType
+from memstream.models.extraction.claims import ClaimFinding, person_named, read_claims
 from memstream.models.extraction.entities import _entities, _mid_sentence_capitals, _unique
 from memstream.models.extraction.port import (
     MAX_ANALYSED_CHARS,
@@ -82,6 +72,7 @@ from memstream.models.extraction.port import (
     Extraction,
 )
 from memstream.models.extraction.sentences import _analyse_sentence
+from memstream.models.extraction.state_ends import state_end
 from memstream.models.extraction.summary import _summary, _Turn
 from memstream.models.extraction.text import _dedup_key, _is_trivial, _sentences, _substance
 

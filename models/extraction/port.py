@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from memstream.models.beliefs import KnownClaim
-from memstream.models.events import ConsolidationRequested, MemoryCandidate, TokenUsage
+from memstream.models.events.consolidation import ConsolidationRequested
+from memstream.models.events.memory import MemoryCandidate, TokenUsage
 
 #: Candidates scoring below this are dropped (the seed consolidator's threshold).
 MIN_IMPORTANCE = 0.3

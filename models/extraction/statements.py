@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from memstream.models.events import MemoryType
+from memstream.models.events.memory import MemoryType
 from memstream.models.extraction.pronouns import _third_person_text
 from memstream.models.extraction.words import (
     _COMMON_WORDS,

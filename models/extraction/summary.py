@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memstream.models.conversation import speaker, truncate
-from memstream.models.events import TranscriptMessage
+from memstream.models.events.consolidation import TranscriptMessage
 from memstream.models.extraction.entities import _entities, _unique
 from memstream.models.extraction.port import MAX_ENTITIES
 from memstream.models.extraction.text import _IDEOGRAPHIC, _TERMINATORS, _is_trivial, _tokens

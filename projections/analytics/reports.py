@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from memstream.models.events import MemoryType
+from memstream.models.events.memory import MemoryType
 from memstream.projections.analytics.literals import _literal
 
 #: The memory types, in the order the ``yield`` report gives them a column each.

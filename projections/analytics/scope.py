@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from memstream.models.events import utc_instant
+from memstream.models.events.envelope import utc_instant
 
 
 @dataclass(frozen=True)

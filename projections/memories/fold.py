@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from memstream.models.events import (
+from memstream.models.events.memory import (
     MemoriesRetrieved,
     MemoryAdded,
     MemoryChange,

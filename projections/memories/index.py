@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from memstream.models.events import MemoryAdded, MemoryChange
+from memstream.models.events.memory import MemoryAdded, MemoryChange
 from memstream.projections.memories.records import (
     MemoryHit,
     MemoryRecord,

@@ -42,7 +42,8 @@ class IndexMaintenance(TableConnection):
         the indexes, and removal of versions older than ``keep_versions_for``. Costs 20-30 ms
         on a small table, 100-250 ms at 20,000 rows; returns at once if nothing was written
         since the last call. Every call that does work commits new versions and index
-        files, so call it every few seconds, not after every write (:func:`memstream.streams.projector.memories.index_refresh_due`).
+        files, so call it every few seconds, not after every write
+        (:func:`memstream.streams.projector.loop.index_refresh_due`).
         """
         table = self._open()
         if table is None or table.version == self._refreshed_version:

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from memstream.models.events import MemoriesRetrieved, MemoryAdded, MemoryChange
+from memstream.models.events.memory import MemoriesRetrieved, MemoryAdded, MemoryChange
 from memstream.models.settings import Settings
 from memstream.models.topics import user_partition
 from memstream.projections.embedder import Embedder

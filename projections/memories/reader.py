@@ -382,8 +382,8 @@ class MemoryReader(TableConnection):
         """Active memories created (event time) at or before ``created_before``, of any
         type but ``exclude_types``, with their user ids: every user's, or only ``user_id``'s.
 
-        What a forgetting policy scores (:mod:`memstream.streams.tools.forgetting`). ``user_id``
-        reaches the filter as its digest only, so an id no user has matches nothing.
+        What a forgetting policy scores (:mod:`memstream.streams.operations.forgetting`).
+        ``user_id`` reaches the filter as its digest only, so an id no user has matches nothing.
 
         Raises
         ------

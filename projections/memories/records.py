@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from memstream.models.events import Claim, utc_instant
+from memstream.models.events.envelope import utc_instant
+from memstream.models.events.memory import Claim
 
 
 @dataclass(frozen=True)

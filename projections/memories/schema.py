@@ -15,7 +15,7 @@ from typing import get_args
 import pyarrow as pa
 
 from memstream.models.beliefs import attribute_gloss
-from memstream.models.events import MemoryAdded, MemoryCandidate, MemoryType
+from memstream.models.events.memory import MemoryAdded, MemoryCandidate, MemoryType
 
 #: The memory types a filter may name; anything else is refused before a query is built.
 MEMORY_TYPES: frozenset[str] = frozenset(get_args(MemoryType))

@@ -17,11 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from memstream.models.events import (
-    MemoriesRetrieved,
-    MemoryAdded,
-    MemoryChange,
-)
+from memstream.models.events.memory import MemoriesRetrieved, MemoryAdded, MemoryChange
 from memstream.models.vectors import unpack_vector
 from memstream.projections.memories.connection import KEY_LOOKUP_CHUNK, TableConnection
 from memstream.projections.memories.errors import (

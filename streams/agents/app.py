@@ -12,7 +12,7 @@ Processing is at-least-once (Tansu has no transactions), so every step is idempo
 session state records the last applied offset, derived events have deterministic ids, and
 the projection tracks its source offsets in the rows it writes.
 
-Content is sealed with its user's key everywhere it is durable (:mod:`memstream.streams.runtime.keys`):
+Content is sealed with its user's key everywhere it is durable (:mod:`memstream.streams.keys.store`):
 every event this app publishes is sealed with the key of the events it comes from, the
 sessions table's values too, and dead letters of a user with a key. Events whose key is
 destroyed (an erased user) are skipped and counted, never dead-lettered.
@@ -45,10 +45,17 @@ from memstream.streams.agents.publishing import topic_publisher
 from memstream.streams.agents.session import SessionAgent
 from memstream.streams.agents.session_table import IdleTracker, SessionStore
 from memstream.streams.archive import run_archive_sink
-from memstream.streams.projector.memories import ProjectorProgress, run_memory_projector
+from memstream.streams.kafka.deadletters import DeadLetterSink
+from memstream.streams.kafka.logid import LogWatch
+from memstream.streams.kafka.tansu import faust_settings_for, prepare_for_broker
+from memstream.streams.kafka.topics import Topics, ensure_topics
+from memstream.streams.llm.extractor import LLMExtractor
+from memstream.streams.observability.metrics import CONSUMER_LAG, MeteredEmbedder, faust_lag_source
+from memstream.streams.projector.loop import ProjectorProgress
+from memstream.streams.projector.memories import run_memory_projector
 from memstream.streams.projector.ownership import Ownership
-from memstream.streams.runtime.deadletters import DeadLetterSink
-from memstream.streams.runtime.health import (
+from memstream.streams.service.container import Container
+from memstream.streams.worker.health import (
     ComponentReport,
     Components,
     caught_up,
@@ -57,13 +64,7 @@ from memstream.streams.runtime.health import (
     watched_agent,
     watched_task,
 )
-from memstream.streams.runtime.llm_extractor import LLMExtractor
-from memstream.streams.runtime.logid import LogWatch
-from memstream.streams.runtime.metrics import CONSUMER_LAG, MeteredEmbedder, faust_lag_source
-from memstream.streams.runtime.tansu import faust_settings_for, prepare_for_broker
-from memstream.streams.runtime.topics import Topics, ensure_topics
-from memstream.streams.runtime.web import check_web_exposure, faust_web_settings, register_pages
-from memstream.streams.service.container import Container
+from memstream.streams.worker.web import check_web_exposure, faust_web_settings, register_pages
 
 log = logging.getLogger(__name__)
 
@@ -364,8 +365,8 @@ class _SaysWhenReady(faust.Worker):
 def run_worker(settings: Settings) -> None:
     """Run the Faust worker for ``settings`` until SIGINT/SIGTERM."""
     from memstream.projections.allocator import tune_allocators
-    from memstream.streams.runtime.logid import LogLost, claim_log
-    from memstream.streams.runtime.logs import configure_logging
+    from memstream.streams.kafka.logid import LogLost, claim_log
+    from memstream.streams.observability.logs import configure_logging
     # Before anything touches the broker: a worker that must not start says so at once.
     check_web_exposure(settings)
     if settings.tune_malloc:

@@ -36,8 +36,8 @@ from pydantic import ValidationError
 
 from memstream.models.codec import InvalidEvent
 from memstream.models.crypto import SealError
-from memstream.streams.runtime.deadletters import DeadLetterSink
-from memstream.streams.runtime.metrics import EVENTS_PROCESSED, Children
+from memstream.streams.kafka.deadletters import DeadLetterSink
+from memstream.streams.observability.metrics import EVENTS_PROCESSED, Children
 
 __all__ = [
     "Backoff",

@@ -18,12 +18,9 @@ from typing import Any
 
 from memstream.models.beliefs import KnownClaim
 from memstream.models.codec import EventLimits, worker_now
-from memstream.models.events import (
-    ConsolidationRequested,
-    ExtractionFailure,
-    ExtractionRecorded,
-    derived_id,
-)
+from memstream.models.events.consolidation import ConsolidationRequested
+from memstream.models.events.envelope import derived_id
+from memstream.models.events.memory import ExtractionFailure, ExtractionRecorded
 from memstream.models.extraction import Extractor
 from memstream.models.settings import Settings
 from memstream.models.topics import CONSOLIDATION_TYPES
@@ -32,12 +29,12 @@ from memstream.streams.agents.decisions import MemoryDecider
 from memstream.streams.agents.decoding import decode_opened
 from memstream.streams.agents.ordering import InOrder
 from memstream.streams.agents.publishing import Publish
-from memstream.streams.projector.memories import ProjectorProgress
-from memstream.streams.runtime.deadletters import DeadLetterSink
-from memstream.streams.runtime.keys import KeyStore
-from memstream.streams.runtime.llm_extractor import ExtractionFailed
-from memstream.streams.runtime.logid import LogWatch
-from memstream.streams.runtime.metrics import EXTRACTION_SECONDS, Children
+from memstream.streams.kafka.deadletters import DeadLetterSink
+from memstream.streams.kafka.logid import LogWatch
+from memstream.streams.keys.store import KeyStore
+from memstream.streams.llm.extractor import ExtractionFailed
+from memstream.streams.observability.metrics import EXTRACTION_SECONDS, Children
+from memstream.streams.projector.loop import ProjectorProgress
 
 __all__ = ["ExtractionAgent", "extraction_failure", "record_extraction"]
 

@@ -18,16 +18,15 @@ from memstream.models.beliefs import (
     mentions,
 )
 from memstream.models.decisions import Decision, ExistingMemory, decide, normalised
-from memstream.models.events import (
+from memstream.models.events.envelope import Event, derived_id
+from memstream.models.events.memory import (
     Claim,
-    Event,
     ExtractionRecorded,
     MemoryAdded,
     MemoryCandidate,
     MemoryOutdated,
     MemoryReinforced,
     MemorySuperseded,
-    derived_id,
 )
 from memstream.models.vectors import pack_vector
 from memstream.projections.embedder import Embedder

@@ -9,8 +9,9 @@ from typing import NamedTuple
 
 from memstream.models.codec import EventLimits, InvalidEvent, decode_event
 from memstream.models.crypto import SealError
-from memstream.models.events import Event
-from memstream.streams.runtime.keys import KeyStore, open_event
+from memstream.models.events.envelope import Event
+from memstream.streams.keys.sealing import open_event
+from memstream.streams.keys.store import KeyStore
 
 
 def decode_checked(
@@ -71,7 +72,7 @@ def decode_opened(
     An event with no ``encryption`` (older events, raw producers) is used as it is; with
     ``keys`` None nothing is opened. The content limit is checked on the opened content.
     ``accept_legacy`` decides whether events sealed by the legacy scheme open (None: as
-    the key store says, see :func:`~memstream.streams.runtime.keys.open_event`).
+    the key store says, see :func:`~memstream.streams.keys.sealing.open_event`).
 
     Raises
     ------

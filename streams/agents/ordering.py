@@ -26,7 +26,7 @@ the hole.
 
 Memstream's topics are not transactional and not compacted, so their offsets have no holes;
 the changelog topics of tables (compacted) are not checked. The patches touch private methods
-of the faust version pinned in pyproject.toml (checked by :mod:`memstream.streams.runtime.tansu`'s
+of the faust version pinned in pyproject.toml (checked by :mod:`memstream.streams.kafka.tansu`'s
 version guard) and are installed for every broker.
 """
 

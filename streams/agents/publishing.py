@@ -9,8 +9,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from memstream.models.codec import encode_event
-from memstream.models.events import Event
-from memstream.streams.runtime.keys import KeyStore, seal_events
+from memstream.models.events.envelope import Event
+from memstream.streams.keys.sealing import seal_events
+from memstream.streams.keys.store import KeyStore
 
 __all__ = ["Publish", "send_all", "topic_publisher"]
 

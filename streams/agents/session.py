@@ -26,8 +26,8 @@ from memstream.streams.agents.session_table import (
     utc_now,
     window_limits,
 )
-from memstream.streams.runtime.keys import KeyStore
-from memstream.streams.runtime.logid import LogWatch
+from memstream.streams.kafka.logid import LogWatch
+from memstream.streams.keys.store import KeyStore
 
 __all__ = ["SessionAgent"]
 

@@ -24,13 +24,9 @@ from typing import Any, Literal, Protocol, cast
 
 from memstream.models.codec import EventLimits, worker_now
 from memstream.models.crypto import SealError, open_bytes, seal_bytes, sealed_key_id
-from memstream.models.events import (
-    ChatEvent,
-    ConsolidationRequested,
-    SessionClosed,
-    UserErased,
-    derived_id,
-)
+from memstream.models.events.chat import ChatEvent, SessionClosed, UserErased
+from memstream.models.events.consolidation import ConsolidationRequested
+from memstream.models.events.envelope import derived_id
 from memstream.models.session import (
     ClosedSession,
     SessionState,
@@ -44,7 +40,7 @@ from memstream.models.session import (
 from memstream.models.settings import Settings
 from memstream.models.topics import CHAT_TYPES
 from memstream.streams.agents.decoding import decode_opened
-from memstream.streams.runtime.keys import BatchKeys, KeyStore, key_belongs_to
+from memstream.streams.keys.store import BatchKeys, KeyStore, key_belongs_to
 
 log = logging.getLogger(__name__)
 

@@ -35,9 +35,9 @@ from memstream.streams.api.deps import RequireApiKey, Unreachable
 from memstream.streams.api.inspector import mount_inspector
 from memstream.streams.api.observability import observe
 from memstream.streams.api.schemas import Health, Readiness
-from memstream.streams.runtime.logid import LogLost, MarkReader, bound_log_id
-from memstream.streams.runtime.worker import worker_readiness
+from memstream.streams.kafka.logid import LogLost, MarkReader, bound_log_id
 from memstream.streams.service.app import Service, Unavailable, unavailable
+from memstream.streams.worker.process import worker_readiness
 
 __all__ = ["create_api"]
 

@@ -3,7 +3,7 @@
 Every request gets an id: the caller's ``X-Request-ID`` if it is short and safe (1 to 64
 letters, digits, ``.``, ``_``, ``-``, starting with a letter or digit), else a new one. The
 id goes back in the response's ``X-Request-ID`` header and is set in
-:data:`memstream.streams.runtime.logs.request_id` while the request runs, so every log
+:data:`memstream.streams.observability.logs.request_id` while the request runs, so every log
 record of the request carries it. Each request is logged once when it ends (method, route
 template, status, duration; never the path, the query, a header or the body: they hold user
 ids, memory ids, keys and content) and counted in ``memstream_http_requests_total`` and
@@ -33,8 +33,13 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memstream.models.settings import Settings, weak_token_problem
-from memstream.streams.runtime.logs import request_id
-from memstream.streams.runtime.metrics import HTTP_REQUESTS, HTTP_SECONDS, Children, exposition
+from memstream.streams.observability.logs import request_id
+from memstream.streams.observability.metrics import (
+    HTTP_REQUESTS,
+    HTTP_SECONDS,
+    Children,
+    exposition,
+)
 
 __all__ = ["METRICS_PATH", "check_metrics_token", "observe"]
 

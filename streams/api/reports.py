@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from fastapi import APIRouter, HTTPException, Path, Query, Response
 
-from memstream.models.events import UtcInstant
+from memstream.models.events.envelope import UtcInstant
 from memstream.projections.analytics import (
     REPORTS,
     ReportOptions,

@@ -7,7 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memstream.models.events import CODE_PATTERN, Identifier, MemoryType, Role, UtcInstant
+from memstream.models.events.envelope import CODE_PATTERN, Identifier, Role, UtcInstant
+from memstream.models.events.memory import MemoryType
 from memstream.projections.retrieval import MAX_CANDIDATES
 from memstream.streams.api.auth import (
     CALLER_USER_ID_PATTERN,

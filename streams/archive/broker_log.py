@@ -15,7 +15,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from memstream.models.settings import Settings
 from memstream.streams.archive.layout import archive_files
 from memstream.streams.archive.rows import _timestamp_ms
-from memstream.streams.runtime.tansu import true_end_offsets
+from memstream.streams.kafka.tansu import true_end_offsets
 
 #: How long the sink's and restore's admin requests may take.
 _ADMIN_TIMEOUT_MS = 10_000

@@ -20,7 +20,7 @@ from memstream.models.settings import Settings
 from memstream.streams.archive.durable import _replace_file, _rewrite_lock
 from memstream.streams.archive.layout import archive_files, archived_topics
 from memstream.streams.archive.rows import _timestamp_ms
-from memstream.streams.runtime.topics import Topics
+from memstream.streams.kafka.topics import Topics
 
 #: What blanking a record nulls: the record's key, value and headers and every parsed column
 #: that identifies someone. Topic, partition, offset, timestamp and type stay, so offsets stay

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from memstream.models.fingerprint import Fingerprint, fingerprint
 from memstream.models.settings import Settings
 from memstream.streams.archive.errors import ArchiveError
-from memstream.streams.runtime.topics import Topics
+from memstream.streams.kafka.topics import Topics
 
 #: The directory of consumer-group offset snapshots inside an archive directory.
 GROUP_OFFSETS = "group_offsets"
@@ -112,7 +112,7 @@ def archived_topics(settings: Settings) -> tuple[str, ...]:
     """Every topic the archive keeps: the memstream topics, then the sessions changelog.
 
     The changelog is named as Faust names it, ``{app id}-sessions-changelog`` (the name
-    ``memstream.streams.tools.rebuild_sessions.sessions_changelog_topic`` gives; not imported from
+    ``memstream.streams.operations.rebuild_sessions.sessions_changelog_topic`` gives; not imported from
     there, which would load LanceDB into restore).
 
     Examples

@@ -22,7 +22,7 @@ from memstream.streams.archive.durable import _replace_file
 from memstream.streams.archive.errors import ArchiveError
 from memstream.streams.archive.layout import ArchiveFile
 from memstream.streams.archive.rows import _event_fields, _table
-from memstream.streams.runtime.topics import Topics
+from memstream.streams.kafka.topics import Topics
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +35,8 @@ _KEPT_MEMORY_TYPES = frozenset({"memory_deleted", "memory_forgotten", "user_eras
 
 def archived_log_id(files: Sequence[ArchiveFile], settings: Settings) -> str | None:
     """The id of the log the archive holds (its first record of the log's mark topic,
-    see :mod:`memstream.streams.runtime.logid`); None for an archive written before logs had one."""
-    from memstream.streams.runtime.logid import _parse_mark
+    see :mod:`memstream.streams.kafka.logid`); None for an archive written before logs had one."""
+    from memstream.streams.kafka.logid import _parse_mark
 
     topic = Topics.from_settings(settings).log
     first = sorted((f for f in files if f.topic == topic and f.partition == 0), key=lambda f: f.first)
@@ -52,7 +52,7 @@ async def _keep_new_log(settings: Settings) -> Path:
     """Write what producers put on the new log (chat, accesses, and the memories topic's
     deletions and erasures) to ``kept-<time>.parquet`` beside the archive, fsynced; return
     the file."""
-    from memstream.streams.runtime.logreader import read_topic
+    from memstream.streams.kafka.logreader import read_topic
 
     topics = Topics.from_settings(settings)
     records: list[ConsumerRecord] = []

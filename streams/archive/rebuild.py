@@ -24,7 +24,7 @@ from memstream.streams.archive.errors import ArchiveError
 from memstream.streams.archive.layout import archive_positions, archived_topics
 from memstream.streams.archive.rows import _timestamp_ms
 from memstream.streams.archive.writing import _remove_staging, _write_batch
-from memstream.streams.runtime.tansu import true_end_offsets
+from memstream.streams.kafka.tansu import true_end_offsets
 
 
 def _until_ms(until: datetime | None) -> int | None:

@@ -40,8 +40,8 @@ from memstream.streams.archive.restored_offsets import (
     _commit_group_offsets,
     _restored_group_offsets,
 )
-from memstream.streams.runtime.tansu import true_end_offsets
-from memstream.streams.runtime.topics import ensure_topics
+from memstream.streams.kafka.tansu import true_end_offsets
+from memstream.streams.kafka.topics import ensure_topics
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +186,7 @@ async def restore(
     busy = [f"{tp.topic}[{tp.partition}] ({end} records)" for tp, end in ends.items() if end]
     kept_files = sorted(settings.archive_dir.glob("kept-*.parquet"))
     if busy:
-        from memstream.streams.runtime.logid import read_log_id
+        from memstream.streams.kafka.logid import read_log_id
 
         broker_log = await read_log_id(settings)
         archived_log = await asyncio.to_thread(archived_log_id, files, settings)

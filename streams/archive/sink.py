@@ -41,7 +41,7 @@ from memstream.streams.archive.writing import (
     _write_batch,
     _write_group_offsets,
 )
-from memstream.streams.runtime.tansu import true_end_offsets
+from memstream.streams.kafka.tansu import true_end_offsets
 
 log = logging.getLogger(__name__)
 
@@ -73,12 +73,12 @@ async def run_archive_sink(
     record as archived, means the broker lost its log: it is reported as an error and left
     alone until the sink restarts, never archived again from offset 0 (and no group offsets
     are kept meanwhile: they would be offsets in another log). ``log_intact`` is asked after
-    every fetch (:meth:`memstream.streams.runtime.logid.LogWatch.verifier`): once the broker's log
+    every fetch (:meth:`memstream.streams.kafka.logid.LogWatch.verifier`): once the broker's log
     is not the archived one, nothing more is archived (``memstream restore`` keeps what the
     new log received and appends it after the archive).
     """
     # Imported here: the projector module loads LanceDB, which restore and rebuild never need.
-    from memstream.streams.projector.memories import WriterLock
+    from memstream.streams.projector.ownership import WriterLock
 
     stop = stop or asyncio.Event()
     lock = WriterLock(settings.archive_dir / ".sink.lock")

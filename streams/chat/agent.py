@@ -33,10 +33,9 @@ import asyncio
 import logging
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Protocol, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Self, cast
 
 import openai
 from openai import AsyncOpenAI, Omit
@@ -54,141 +53,32 @@ from memstream.streams.chat.prompt import (
     chat_tokens,
     render_system,
 )
-from memstream.streams.client.loop import LoopThread
-from memstream.streams.client.shapes import SessionContextDict
-from memstream.streams.runtime.llm_extractor import (
+from memstream.streams.chat.turns import (
+    AgentMemory,
+    AgentTurn,
+    MemoryWriteFailed,
+    ModelCallFailed,
+    ModelNotConfigured,
+    TurnDebug,
+)
+from memstream.streams.llm.endpoint import (
     OPENAI_BASE_URL,
     PLACEHOLDER_API_KEY,
+    model_configured,
     request_headers,
 )
-from memstream.streams.service.results import AddResult, ContextResult, MemoryHitDict
+from memstream.streams.service.results import ContextResult, MemoryHitDict
 from memstream.streams.service.sessions import NoSession, WorkerRefused, WorkerUnreachable
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam
 
-__all__ = [
-    "AgentMemory",
-    "AgentTurn",
-    "MemoryAgent",
-    "MemoryWriteFailed",
-    "ModelCallFailed",
-    "ModelNotConfigured",
-    "SyncMemoryAgent",
-    "TurnDebug",
-    "model_configured",
-]
+__all__ = ["MemoryAgent"]
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
 #: Earlier turns that join the message in the long-term memory query.
 QUERY_TURNS = 2
-
-
-class AgentMemory(Protocol):
-    """The client verbs the agent uses: :class:`~memstream.streams.client.AsyncMemoryClient`
-    has them, and so does any client with the same names and signatures."""
-
-    async def add(
-        self,
-        messages: Sequence[dict[str, Any]],
-        *,
-        user_id: str,
-        session_id: str | None = None,
-        close: bool = True,
-        event_ids: Sequence[str] | None = None,
-    ) -> AddResult:
-        """Publish messages to a session (a new one when ``session_id`` is None)."""
-        ...
-
-    async def context(
-        self,
-        message: str,
-        *,
-        user_id: str,
-        recent_turns: Sequence[str] = (),
-        session_id: str | None = None,
-        token_budget: int | None = None,
-    ) -> ContextResult:
-        """The long-term memory context of one turn."""
-        ...
-
-    async def session_context(
-        self, session_id: str, *, user_id: str, budget: int | None = None
-    ) -> SessionContextDict:
-        """The session's working memory, from the worker that owns it."""
-        ...
-
-    async def close_session(self, session_id: str, *, user_id: str) -> str:
-        """End the session now; the worker consolidates it."""
-        ...
-
-
-class ModelNotConfigured(ValueError):
-    """No model to talk to: neither ``MEMSTREAM_LLM_BASE_URL`` nor ``MEMSTREAM_LLM_API_KEY``."""
-
-
-class ModelCallFailed(RuntimeError):
-    """The model did not answer (or answered no text); the user's message is published."""
-
-    def __init__(self, message: str, *, session_id: str | None, user_event_id: str) -> None:
-        super().__init__(message)
-        self.session_id = session_id
-        self.user_event_id = user_event_id
-
-
-class MemoryWriteFailed(RuntimeError):
-    """A turn could not be published to the session (the broker did not acknowledge it)."""
-
-
-@dataclass(frozen=True)
-class TurnDebug:
-    """How one turn's prompt was made.
-
-    ``working_memory`` says where the session part came from: ``worker`` (``working_note``
-    says if the agent added turns the worker had not folded yet), ``agent``, its own record
-    of the turns it published (``working_note`` says why), or ``new``: the turn started the
-    session, so there was nothing to ask the worker for. ``prompt_tokens`` is the prompt's
-    size by the agent's counter, within ``budget``; ``model_usage`` is what the model
-    reported (``prompt_tokens``, ``completion_tokens``), None if it did not.
-    """
-
-    messages: tuple[dict[str, str], ...]
-    prompt_tokens: int
-    budget: int
-    memory_tokens: int
-    query: str
-    working_memory: Literal["worker", "agent", "new"]
-    working_note: str
-    turns_in_prompt: int
-    turns_left_out: int
-    message_cut: bool
-    model_usage: Mapping[str, int] | None
-
-
-@dataclass(frozen=True)
-class AgentTurn:
-    """One exchange: the model's ``reply`` and the long-term ``memories`` its prompt held
-    (best first), with the session and the ids of the two published turns.
-
-    ``reply_saved`` is False when the reply could not be published yet: the agent keeps it
-    and publishes it before the session's next event.
-    """
-
-    reply: str
-    memories: tuple[MemoryHitDict, ...]
-    session_id: str
-    user_event_id: str
-    reply_event_id: str
-    reply_saved: bool
-    debug: TurnDebug
-
-
-def model_configured(settings: Settings) -> bool:
-    """Whether the settings name a model endpoint: a base URL, or a key for OpenAI's."""
-    return bool(settings.llm_base_url or settings.llm_api_key.get_secret_value())
 
 
 class MemoryAgent:
@@ -598,65 +488,3 @@ def _one_lines(text: str) -> tuple[str, ...]:
     """``text``'s lines with any line break inside a value gone: a scratchpad's newline
     must not open a section of the prompt."""
     return tuple(" ".join(line.split()) for line in text.splitlines() if line.strip())
-
-
-# --- the blocking agent ----------------------------------------------------------------
-
-
-class SyncMemoryAgent:
-    """A :class:`MemoryAgent` for code without an event loop (a terminal, a script): the
-    agent runs on a loop thread this object owns. Ctrl-C during :meth:`chat` cancels the
-    turn. Close it (``with`` does) to end the session and stop the thread.
-
-    Examples
-    --------
-    >>> with SyncMemoryAgent.from_settings(Settings(), user_id="ann") as agent:  # doctest: +SKIP
-    ...     print(agent.chat("Where do I live?").reply)
-    """
-
-    def __init__(self, agent: MemoryAgent) -> None:
-        self.agent = agent
-        self._loop = LoopThread("memstream-agent")
-
-    @classmethod
-    def from_settings(
-        cls, settings: Settings, *, user_id: str, session_id: str | None = None
-    ) -> SyncMemoryAgent:
-        """:meth:`MemoryAgent.from_settings` on a loop thread."""
-        return cls(MemoryAgent.from_settings(settings, user_id=user_id, session_id=session_id))
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    @property
-    def session_id(self) -> str | None:
-        """The session the next turn goes to (None before the first)."""
-        return self.agent.session_id
-
-    def chat(self, message: str) -> AgentTurn:
-        """One turn (see :meth:`MemoryAgent.chat`)."""
-        return self._run(self.agent.chat(message))
-
-    def end(self) -> str | None:
-        """Close the session (see :meth:`MemoryAgent.end`)."""
-        return self._run(self.agent.end())
-
-    def close(self) -> None:
-        """End the session, close what the agent owns and stop the thread; idempotent."""
-        if self._loop.stopped:
-            return
-        try:
-            self._loop.run(self.agent.aclose())
-        finally:
-            self._loop.stop()
-
-    def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        return self._loop.run(coroutine)

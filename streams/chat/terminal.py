@@ -14,12 +14,8 @@ from collections.abc import Callable
 from typing import TextIO
 
 from memstream.models.conversation import truncate
-from memstream.streams.chat.agent import (
-    AgentTurn,
-    MemoryWriteFailed,
-    ModelCallFailed,
-    SyncMemoryAgent,
-)
+from memstream.streams.chat.sync import SyncMemoryAgent
+from memstream.streams.chat.turns import AgentTurn, MemoryWriteFailed, ModelCallFailed
 from memstream.streams.service.results import MemoryHitDict
 
 __all__ = ["HELP", "PROMPT", "run_chat"]

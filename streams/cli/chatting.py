@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from memstream.models.settings import Settings
-    from memstream.streams.chat.agent import SyncMemoryAgent
+    from memstream.streams.chat.sync import SyncMemoryAgent
     from memstream.streams.service.container import Container
 
 
@@ -23,7 +23,8 @@ def add_chat_command(commands: Any) -> None:
 
 def cmd_chat(args: argparse.Namespace, container: Container) -> int:
     """Chat in the terminal with an agent that remembers (the model of MEMSTREAM_LLM_*)."""
-    from memstream.streams.chat.agent import MemoryWriteFailed, ModelNotConfigured, SyncMemoryAgent
+    from memstream.streams.chat.sync import SyncMemoryAgent
+    from memstream.streams.chat.turns import MemoryWriteFailed, ModelNotConfigured
 
     settings = container.settings
     try:
@@ -42,8 +43,8 @@ def cmd_chat(args: argparse.Namespace, container: Container) -> int:
 def _chat(args: argparse.Namespace, settings: Settings, agent: SyncMemoryAgent) -> int:
     """Check the broker (and warn without a worker), then chat until the person ends it."""
     from memstream.streams.chat.terminal import run_chat
-    from memstream.streams.runtime.broker import broker_reachable
-    from memstream.streams.runtime.worker import worker_healthy
+    from memstream.streams.kafka.broker import broker_reachable
+    from memstream.streams.worker.process import worker_healthy
 
     if not asyncio.run(broker_reachable(settings.broker, timeout_s=3.0)):
         print(

@@ -19,7 +19,8 @@ from typing import NoReturn, cast, get_args
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
-from memstream.models.events import CODE_PATTERN, MemoryType, utc_instant
+from memstream.models.events.envelope import CODE_PATTERN, utc_instant
+from memstream.models.events.memory import MemoryType
 from memstream.models.settings import Settings
 from memstream.streams.cli.chatting import add_chat_command
 from memstream.streams.cli.log import cmd_replay, cmd_restore, cmd_verify
@@ -220,14 +221,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     verify.set_defaults(run=cmd_verify)
 
-    from memstream.streams.tools.forgetting import add_forget_command
+    from memstream.streams.operations.forgetting import add_forget_command
 
     add_forget_command(commands)
     add_tenant_option(commands.choices["forget"])
-    from memstream.streams.tools.dlq import add_dlq_command
+    from memstream.streams.operations.dlq import add_dlq_command
 
     add_dlq_command(commands)
-    from memstream.streams.tools.erasure import add_erase_command
+    from memstream.streams.operations.erasure import add_erase_command
 
     add_erase_command(commands)
     erase = commands.choices["erase"]
@@ -356,8 +357,8 @@ def user_problem(exc: BaseException, settings: Settings) -> tuple[str, int] | No
     >>> user_problem(FileNotFoundError(2, "No such file or directory", "chat.jsonl"), Settings())
     ('chat.jsonl: No such file or directory: check the path and its permissions', 2)
     """
-    from memstream.streams.runtime.broker import broker_problem
-    from memstream.streams.runtime.logid import LogLost
+    from memstream.streams.kafka.broker import broker_problem
+    from memstream.streams.kafka.logid import LogLost
 
     problem = broker_problem(exc, settings.broker)
     if problem is not None:

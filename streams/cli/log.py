@@ -51,8 +51,8 @@ def cmd_replay(args: argparse.Namespace, container: Container) -> int:
 
 def _reextract(settings: Settings, args: argparse.Namespace) -> int:
     from memstream.models.extraction import OfflineExtractor
-    from memstream.streams.runtime.llm_extractor import LLMExtractor
-    from memstream.streams.tools.reextract import LabelInUse, default_label, reextract
+    from memstream.streams.llm.extractor import LLMExtractor
+    from memstream.streams.operations.reextract import LabelInUse, default_label, reextract
 
     if args.extractor is None:
         print("error: --reextract needs --extractor offline|llm", file=sys.stderr)
@@ -78,8 +78,8 @@ def _reextract(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _replay_memories(settings: Settings, args: argparse.Namespace) -> int:
-    from memstream.streams.projector.memories import TopicMissing
-    from memstream.streams.tools.replay import LogShorterThanProjection, replay_memories
+    from memstream.streams.operations.replay import LogShorterThanProjection, replay_memories
+    from memstream.streams.projector.starts import TopicMissing
 
     bar = _ProgressBar("memories")
     try:
@@ -138,14 +138,14 @@ def cmd_verify(args: argparse.Namespace, container: Container) -> int:
 
 
 def _verify_memories(settings: Settings) -> tuple[Any, Any]:
-    from memstream.streams.tools.replay import verify_memories
+    from memstream.streams.operations.replay import verify_memories
 
     return asyncio.run(verify_memories(settings))
 
 
 def _replay_sessions(settings: Settings, args: argparse.Namespace) -> int:
     from memstream.projections.shadow import shadow_name, swap_in
-    from memstream.streams.tools.rebuild_sessions import (
+    from memstream.streams.operations.rebuild_sessions import (
         live_sessions,
         rebuild_sessions,
         sessions_fingerprint,
@@ -173,7 +173,7 @@ def _replay_sessions(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _verify_sessions(settings: Settings) -> tuple[Any, Any]:
-    from memstream.streams.tools.rebuild_sessions import (
+    from memstream.streams.operations.rebuild_sessions import (
         fold_chat_topic,
         live_sessions,
         sessions_fingerprint,

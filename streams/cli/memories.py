@@ -109,7 +109,7 @@ def cmd_search(args: argparse.Namespace, container: Container) -> int:
                 args.query, user_id=args.user, limit=args.limit, filters=filters,
                 as_of=args.as_of, table=args.table, count_as_use=True,
             )
-        return found, service.memories.accesses_lost
+        return found, service.memories.accesses.lost
 
     try:
         ranked, lost = asyncio.run(search())

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memstream.models.codec import EventLimits
-from memstream.models.events import Event, json_schemas
+from memstream.models.events.catalog import json_schemas
+from memstream.models.events.envelope import Event
 from memstream.streams.cli.serving import in_tenant, untenanted_note
 
 if TYPE_CHECKING:
@@ -20,8 +21,8 @@ if TYPE_CHECKING:
 
 def cmd_broker(args: argparse.Namespace, container: Container) -> int:
     """Run the embedded broker (Tansu, memory storage) until Ctrl-C."""
-    from memstream.streams.runtime.broker import run_broker_forever
-    from memstream.streams.runtime.logs import configure_logging
+    from memstream.streams.kafka.broker import run_broker_forever
+    from memstream.streams.observability.logs import configure_logging
 
     settings = container.settings
     configure_logging(settings)
@@ -31,7 +32,7 @@ def cmd_broker(args: argparse.Namespace, container: Container) -> int:
 def cmd_worker(args: argparse.Namespace, container: Container) -> int:
     """Run the Faust worker: session state, consolidation, extraction, projection."""
     from memstream.streams.agents.app import run_worker
-    from memstream.streams.runtime.web import UnsafeWebExposure
+    from memstream.streams.worker.web import UnsafeWebExposure
 
     try:
         run_worker(container.settings)
@@ -43,7 +44,12 @@ def cmd_worker(args: argparse.Namespace, container: Container) -> int:
 
 def cmd_publish(args: argparse.Namespace, container: Container) -> int:
     """Publish chat events from JSONL (file or stdin) or the quick form."""
-    from memstream.streams.tools.publish import LineError, publish_events, quick_events, read_events
+    from memstream.streams.service.chat_events import (
+        LineError,
+        publish_events,
+        quick_events,
+        read_events,
+    )
 
     settings = container.settings
     if args.text is not None or args.close:
@@ -75,7 +81,7 @@ def cmd_publish(args: argparse.Namespace, container: Container) -> int:
                 return 2
     for error in errors:
         print(f"line {error.line}: {error.reason}", file=sys.stderr)
-    from memstream.streams.runtime.logid import LogLost
+    from memstream.streams.kafka.logid import LogLost
 
     try:
         published = asyncio.run(publish_events(settings, events)) if events else 0
@@ -110,6 +116,6 @@ def cmd_schema(args: argparse.Namespace, container: Container) -> int:
 def cmd_demo(args: argparse.Namespace, container: Container) -> int:
     """Run the whole path on the bundled sample (on a broker and data directory of its own,
     never yours) and print what memory holds."""
-    from memstream.streams.tools.demo import run_demo
+    from memstream.streams.cli.demo import run_demo
 
     return run_demo(container.settings)

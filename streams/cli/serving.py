@@ -28,7 +28,7 @@ def cmd_serve(args: argparse.Namespace, container: Container) -> int:
     /mcp) until Ctrl-C."""
     from memstream.streams.api.observability import check_metrics_token
     from memstream.streams.api.server import serve_api
-    from memstream.streams.runtime.logs import configure_logging
+    from memstream.streams.observability.logs import configure_logging
     from memstream.streams.service.app import Service
 
     try:
@@ -52,7 +52,7 @@ def cmd_serve(args: argparse.Namespace, container: Container) -> int:
 def cmd_mcp(args: argparse.Namespace, container: Container) -> int:
     """Run the MCP server: over stdio (for a client that starts it; the key comes from
     MEMSTREAM_MCP_API_KEY) or streamable HTTP at /mcp (each request brings its key)."""
-    from memstream.streams.runtime.logs import configure_logging
+    from memstream.streams.observability.logs import configure_logging
 
     settings = container.settings
     # To stderr, as every log line: over stdio, stdout is the protocol's.

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from memstream.projections.memories import SearchFilters
     from memstream.streams.client.local import LocalMemory
     from memstream.streams.client.remote import RemoteMemory
+    from memstream.streams.operations.erasure import ErasureReceipt
+    from memstream.streams.service.chat_events import Message
     from memstream.streams.service.results import (
         AddResult,
         ContextResult,
@@ -37,8 +39,6 @@ if TYPE_CHECKING:
         MemoryHitDict,
         TimelineDict,
     )
-    from memstream.streams.tools.erasure import ErasureReceipt
-    from memstream.streams.tools.publish import Message
 
 __all__ = ["AsyncMemoryClient"]
 

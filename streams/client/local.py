@@ -17,11 +17,11 @@ user's data: the projection filters on a digest of the id computed in code, and 
 keeps only events keyed by and belonging to that user.
 
 What the client publishes is sealed with the user's key (chat content, retrieval queries,
-deletion reasons; :mod:`memstream.streams.runtime.keys`), created on the user's first write; a
+deletion reasons; :mod:`memstream.streams.keys.store`), created on the user's first write; a
 deletion is sealed with the key the user has, never a new one (a user without a key was
 erased, and has no memories left to delete). **The client and the
 workers must share the key store** (``MEMSTREAM_DATA_DIR/keys`` on one machine, a shared
-directory, or a KMS behind :class:`~memstream.streams.runtime.keys.KeyStore`, passed as ``keys``):
+directory, or a KMS behind :class:`~memstream.streams.keys.store.KeyStore`, passed as ``keys``):
 a worker that cannot find a user's key skips the user's events as erased.
 
 Examples
@@ -41,9 +41,11 @@ from memstream.models.settings import Settings
 from memstream.projections.analytics import ReportOptions, Scope, json_rows
 from memstream.projections.memories import MemoryIndex, SearchFilters
 from memstream.streams.client.shapes import DEFAULT_WAIT_S, ReportRows, SessionContextDict
-from memstream.streams.runtime.keys import KeyStore
-from memstream.streams.runtime.publisher import EventPublisher
+from memstream.streams.kafka.publisher import EventPublisher
+from memstream.streams.keys.store import KeyStore
+from memstream.streams.operations.erasure import ErasureReceipt
 from memstream.streams.service.app import Service
+from memstream.streams.service.chat_events import Message
 from memstream.streams.service.container import Container
 from memstream.streams.service.results import (
     AddResult,
@@ -53,8 +55,6 @@ from memstream.streams.service.results import (
     MemoryHitDict,
     TimelineDict,
 )
-from memstream.streams.tools.erasure import ErasureReceipt
-from memstream.streams.tools.publish import Message
 
 __all__ = ["LocalMemory"]
 

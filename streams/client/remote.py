@@ -28,6 +28,8 @@ from memstream.streams.service.sessions import NoSession, WorkerUnreachable
 
 if TYPE_CHECKING:
     from memstream.projections.memories import SearchFilters
+    from memstream.streams.operations.erasure import ErasureReceipt
+    from memstream.streams.service.chat_events import Message
     from memstream.streams.service.results import (
         AddResult,
         ContextResult,
@@ -36,8 +38,6 @@ if TYPE_CHECKING:
         MemoryHitDict,
         TimelineDict,
     )
-    from memstream.streams.tools.erasure import ErasureReceipt
-    from memstream.streams.tools.publish import Message
 
 __all__ = ["RemoteMemory"]
 
@@ -293,7 +293,7 @@ class RemoteMemory:
 
     async def erase(self, *, user_id: str, reason: str = "requested") -> ErasureReceipt:
         """``POST /v1/erasures``: the receipt."""
-        from memstream.streams.tools.erasure import ErasureReceipt
+        from memstream.streams.operations.erasure import ErasureReceipt
 
         body = {"user_id": user_id, "reason": reason}
         answer = (

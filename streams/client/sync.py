@@ -16,6 +16,8 @@ from memstream.streams.client.shapes import DEFAULT_WAIT_S, ReportRows, SessionC
 if TYPE_CHECKING:
     from memstream.models.settings import Settings
     from memstream.projections.memories import SearchFilters
+    from memstream.streams.operations.erasure import ErasureReceipt
+    from memstream.streams.service.chat_events import Message
     from memstream.streams.service.results import (
         AddResult,
         ContextResult,
@@ -24,8 +26,6 @@ if TYPE_CHECKING:
         MemoryHitDict,
         TimelineDict,
     )
-    from memstream.streams.tools.erasure import ErasureReceipt
-    from memstream.streams.tools.publish import Message
 
 __all__ = ["MemoryClient"]
 

@@ -28,10 +28,12 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
-from memstream.models.events import Identifier, MemoryType, UtcInstant
+from memstream.models.events.envelope import Identifier, UtcInstant
+from memstream.models.events.memory import MemoryType
 from memstream.projections.memories import SearchFilters
 from memstream.streams.api.auth import ApiKey, Refused
 from memstream.streams.api.deps import API_KEY_STATE
+from memstream.streams.kafka.logid import LogLost
 from memstream.streams.mcp.results import (
     AddAnswer,
     DeleteAnswer,
@@ -50,7 +52,6 @@ from memstream.streams.mcp.results import (
     session_context_answer,
     timeline_answer,
 )
-from memstream.streams.runtime.logid import LogLost
 from memstream.streams.service.app import LOG_LOST, Service
 from memstream.streams.service.sessions import NoSession, WorkerRefused, WorkerUnreachable
 

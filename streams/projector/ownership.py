@@ -1,5 +1,6 @@
 """Which partitions of the memory projection this worker writes (:class:`Ownership`), and the
-lock that keeps one writer per partition table on a machine (:func:`partition_lock`).
+lock that keeps one writer per partition table on a machine (:func:`partition_lock`, held as a
+:class:`WriterLock`).
 
 The topics are co-partitioned by user and Faust assigns the same partition of every topic a
 worker subscribes to to one worker, so the partitions of the consolidation topic (or of the
@@ -11,13 +12,14 @@ A worker that runs no agent (only the projector role) owns every partition.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 from collections.abc import Collection, Iterable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from memstream.models.settings import Settings
 
-__all__ = ["Ownership", "partition_lock"]
+__all__ = ["Ownership", "WriterLock", "partition_lock"]
 
 
 class Ownership:
@@ -67,3 +69,30 @@ def partition_lock(settings: Settings, partition: int) -> Path:
     local directory has them (``ProjectionStore.locks_apply``): on an object store the
     consumer group's assignment alone makes a partition's one writer."""
     return settings.lancedb_dir / f".projector.p{partition}.lock"
+
+
+class WriterLock:
+    """An advisory, process-wide lock file: held by the one projector of a data directory."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file: IO[str] | None = None
+
+    def try_acquire(self) -> bool:
+        """Take the lock if nobody holds it; never blocks."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle = self.path.open("a")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            return False
+        self._file = handle
+        return True
+
+    def release(self) -> None:
+        """Give the lock back."""
+        if self._file is not None:
+            fcntl.flock(self._file, fcntl.LOCK_UN)
+            self._file.close()
+            self._file = None

@@ -37,11 +37,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from memstream.models.events import Event, MemoryExpired, MemoryPromoted, derived_id
+from memstream.models.events.envelope import Event, derived_id
+from memstream.models.events.memory import MemoryExpired, MemoryPromoted
 from memstream.models.settings import Settings
 from memstream.projections.memories import MemoryStore
-from memstream.streams.runtime.publisher import EventPublisher
-from memstream.streams.runtime.topics import Topics
+from memstream.streams.kafka.publisher import EventPublisher
+from memstream.streams.kafka.topics import Topics
 
 log = logging.getLogger(__name__)
 

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Self
 from aiokafka.errors import KafkaError
 
 from memstream.models.settings import Settings
-from memstream.streams.runtime.keys import KeyStore
-from memstream.streams.runtime.logid import LogLost
-from memstream.streams.runtime.publisher import EventPublisher
+from memstream.streams.kafka.logid import LogLost
+from memstream.streams.kafka.publisher import EventPublisher
+from memstream.streams.keys.store import KeyStore
 from memstream.streams.service.container import Container
 from memstream.streams.service.memories import MemoryService
 from memstream.streams.service.reports import ReportService

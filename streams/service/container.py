@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 from memstream.models.settings import Settings
 from memstream.models.topics import Topics
-from memstream.streams.runtime.keys import KeyStore, keystore_from_settings
-from memstream.streams.runtime.publisher import EventPublisher, KafkaPublisher
+from memstream.streams.kafka.publisher import EventPublisher, KafkaPublisher
+from memstream.streams.keys.store import KeyStore, keystore_from_settings
 
 if TYPE_CHECKING:
     # Built on first use: a command that needs none of them (``memstream broker``) never

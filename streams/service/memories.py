@@ -2,7 +2,7 @@
 erase.
 
 Writes are events on the topics (chat events, ``MemoryDeleted``, ``UserErased``) sent through
-the container's :class:`~memstream.streams.runtime.publisher.EventPublisher`; nothing here
+the container's :class:`~memstream.streams.kafka.publisher.EventPublisher`; nothing here
 writes LanceDB, so every change stays in the log and replays. Reads come from the memory
 projection (``search``, ``get``, ``list``) or the memories topic itself (``history``).
 
@@ -20,20 +20,13 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from memstream.models.codec import InvalidEvent, decode_event
-from memstream.models.crypto import SealError
-from memstream.models.erasure import ErasureLedger
-from memstream.models.events import (
-    Event,
-    MemoriesRetrieved,
-    MemoryDeleted,
-    derived_id,
-    utc_instant,
-)
+from memstream.models.events.envelope import Event, derived_id, utc_instant
+from memstream.models.events.memory import MemoriesRetrieved, MemoryDeleted
 from memstream.projections.memories import MemoryIndex, MemoryRecord, SearchFilters
 from memstream.projections.retrieval import MAX_CANDIDATES, RankedMemory, Retriever
-from memstream.streams.runtime.keys import open_event
-from memstream.streams.runtime.logreader import read_topic
+from memstream.streams.operations.erasure import ErasureReceipt
+from memstream.streams.service.accesses import AccessSender
+from memstream.streams.service.chat_events import Message, chat_events_for_add
 from memstream.streams.service.container import Container
 from memstream.streams.service.results import (
     AddResult,
@@ -52,12 +45,10 @@ from memstream.streams.service.results import (
     source_event,
 )
 from memstream.streams.service.timelines import timeline
+from memstream.streams.service.user_log import user_events
 from memstream.streams.service.waiting import ConsolidationWatch
-from memstream.streams.tools.erasure import ErasureReceipt
-from memstream.streams.tools.publish import Message, chat_events_for_add
 
 __all__ = [
-    "ACCESS_FLUSH_TIMEOUT_S",
     "DEFAULT_WAIT_S",
     "MAX_WAIT_S",
     "MemoryService",
@@ -67,8 +58,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: How long ``close()`` waits for access events still being published in the background.
-ACCESS_FLUSH_TIMEOUT_S = 10.0
 #: How long ``add(wait=True)`` follows a session by default, and at most.
 DEFAULT_WAIT_S = 30.0
 MAX_WAIT_S = 300.0
@@ -108,11 +97,6 @@ def check_query(name: str, value: object) -> str:
     return value
 
 
-def _broker_ms(timestamp: int | None) -> int | None:
-    """A record's broker timestamp, None when it has none (Kafka's -1)."""
-    return timestamp if timestamp is not None and timestamp >= 0 else None
-
-
 class MemoryService:
     """The memory operations over one :class:`Container`; use it on one event loop and
     close it to flush the access events still being published. LanceDB reads run in worker
@@ -122,21 +106,12 @@ class MemoryService:
         self.container = container
         self.settings = container.settings
         self.topics = container.topics
-        self._background: set[asyncio.Task[None]] = set()
-        #: Access events waiting for the background sender (see _publish_in_background).
-        self._accesses: list[MemoriesRetrieved] = []
-        self._access_sender: asyncio.Task[None] | None = None
-        #: Access events lost so far, and those lost since the last that went out (a burst
-        #: of failures is logged once, when it begins).
-        self.accesses_lost = 0
-        self._lost_in_burst = 0
+        #: Retrievals' access events, published in the background.
+        self.accesses = AccessSender(self.settings, self._send_accesses)
 
     async def close(self) -> None:
         """Wait (bounded) for background access events."""
-        if self._background:
-            _, pending = await asyncio.wait(set(self._background), timeout=ACCESS_FLUSH_TIMEOUT_S)
-            for task in pending:
-                task.cancel()
+        await self.accesses.close()
 
     # --- writes -----------------------------------------------------------------------
 
@@ -344,7 +319,7 @@ class MemoryService:
             session_id=session_id,
         )
         if retrieval.access_event is not None:
-            self._publish_in_background(retrieval.access_event)
+            self.accesses.publish(retrieval.access_event)
         return retrieval_dict(retrieval, explain=explain)
 
     async def ranked(
@@ -377,7 +352,7 @@ class MemoryService:
         if count_as_use and as_of is None and table is None:
             event = retriever.access_event(user_id, query, items)
             if event is not None:
-                self._publish_in_background(event)
+                self.accesses.publish(event)
         return items
 
     async def _rank(
@@ -491,61 +466,12 @@ class MemoryService:
             if event.event_id in wanted
         ]
 
-    async def _user_events(self, topic: str, user_id: str) -> list[tuple[int, int, Event]]:
-        """The user's events on ``topic`` (its partition of it), opened, in log order:
-        ``(partition, offset, event)``.
-
-        Only records keyed by the user whose event carries the user's id count. Every event
-        of the user before the user's latest ``user_erased`` (by offset on its partition, by
-        broker time elsewhere; see :mod:`memstream.models.erasure`) is left out, sealed or
-        not; records that do not decode or open (dead-lettered by the workers) too.
-        """
-        try:
-            key = check_id("user_id", user_id).encode()
-        except UnicodeEncodeError:
-            return []  # no event can carry such a user id: nothing was ever published for it
-        records = [
-            r
-            for r in await read_topic(self.settings, topic, key=key)
-            if r.key == key and r.value is not None
-        ]
-        # Unsealed events (reinforcements, supersessions, deletions, events of producers
-        # that do not seal) still open after the key is destroyed: the erasure itself must
-        # end them.
-        erasures = ErasureLedger([topic], max_bytes=self.settings.max_event_bytes)
-        for record in records:
-            erasures.note(
-                record.topic, record.partition, record.offset, _broker_ms(record.timestamp),
-                record.key, record.value,
-            )
-        found: list[tuple[int, int, Event]] = []
-        for record in records:
-            if erasures.covers(
-                (user_id,), record.topic, record.partition, record.offset,
-                _broker_ms(record.timestamp),
-            ):
-                continue
-            try:
-                event = decode_event(record.value, max_bytes=self.settings.max_event_bytes)
-            except InvalidEvent:
-                continue  # dead-lettered by the workers; part of nothing
-            if event.user_id != user_id:
-                continue
-            try:
-                opened = open_event(event, self.container.key_store)
-            except SealError:
-                continue  # altered in the log: dead-lettered by the workers
-            if opened is None:
-                continue  # the user was erased: nothing of it can be read
-            found.append((record.partition, record.offset, opened))
-        return found
-
     async def erase(
         self, user_id: str, *, reason: str = "requested", wait_s: float = 60.0
     ) -> ErasureReceipt:
         """Erase the user from every store and return the receipt (see
-        :func:`memstream.streams.tools.erasure.erase`)."""
-        from memstream.streams.tools.erasure import erase
+        :func:`memstream.streams.operations.erasure.erase`)."""
+        from memstream.streams.operations.erasure import erase
 
         return await erase(self.settings, check_id("user_id", user_id), reason=reason, wait_s=wait_s)
 
@@ -562,56 +488,17 @@ class MemoryService:
         self, topic: str, events: Sequence[Event], *, create_keys: bool = True
     ) -> list[Event]:
         """The events as sent (sealed), every one acknowledged; see
-        :meth:`~memstream.streams.runtime.publisher.EventPublisher.publish`."""
+        :meth:`~memstream.streams.kafka.publisher.EventPublisher.publish`."""
         sent = await self.container.event_publisher().publish(
             topic, events, create_keys=create_keys
         )
         return [s.event for s in sent if s.event is not None]
 
-    def _publish_in_background(self, event: MemoriesRetrieved) -> None:
-        """Queue a retrieval's access event; one background task sends what is queued, all
-        of it in one publish (one log-mark check, one produce batch), so under load a burst of
-        searches costs the broker one round trip instead of one each."""
-        self._accesses.append(event)
-        if self._access_sender is None or self._access_sender.done():
-            task = asyncio.get_running_loop().create_task(self._send_accesses())
-            self._access_sender = task
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+    async def _user_events(self, topic: str, user_id: str) -> list[tuple[int, int, Event]]:
+        """The user's events on ``topic``, opened, in log order (see
+        :func:`~memstream.streams.service.user_log.user_events`)."""
+        check_id("user_id", user_id)
+        return await user_events(self.settings, self.container.key_store, topic, user_id)
 
-    async def _send_accesses(self) -> None:
-        while self._accesses:
-            batch, self._accesses = self._accesses, []
-            try:
-                await self._send(self.topics.accesses, batch)
-            except Exception as exc:
-                # Access counts only steer promotion and decay; losing some must not fail a
-                # read, nor fill the log with a traceback per search while the broker is away
-                # (the traceback is for debugging only).
-                log.debug("memories: %d access event(s) not published", len(batch), exc_info=True)
-                self._lost_access_events(len(batch), exc)
-            else:
-                if self._lost_in_burst:
-                    log.info(
-                        "memories: access events are published again; %d were lost",
-                        self._lost_in_burst,
-                    )
-                    self._lost_in_burst = 0
-
-    def _lost_access_events(self, count: int, exc: Exception) -> None:
-        """Count access events that did not go out; say so once per burst of failures, in
-        one line: what was lost, why, what to do."""
-        from memstream.streams.runtime.broker import broker_problem
-
-        first = self._lost_in_burst == 0
-        self.accesses_lost += count
-        self._lost_in_burst += count
-        if first:
-            why = broker_problem(exc, self.settings.broker) or f"{type(exc).__name__}: {exc}"
-            log.warning(
-                "memories: %d access event(s) not published, so those retrievals do not count "
-                "as use (promotion, decay); searches still answer. Why: %s. Later losses are "
-                "not logged until access events go out again",
-                count,
-                why.rstrip("."),
-            )
+    async def _send_accesses(self, batch: list[MemoriesRetrieved]) -> None:
+        await self._send(self.topics.accesses, batch)

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any, NotRequired, cast, get_args
 # pydantic (the HTTP API's answers) takes typing_extensions' TypedDict before Python 3.12.
 from typing_extensions import TypedDict
 
-from memstream.models.events import (
-    Event,
+from memstream.models.events.chat import MessageAdded, TaskSet, ToolCalled
+from memstream.models.events.envelope import Event, Role
+from memstream.models.events.memory import (
     MemoryAdded,
     MemoryDeleted,
     MemoryExpired,
@@ -22,17 +23,13 @@ from memstream.models.events import (
     MemoryPromoted,
     MemoryReinforced,
     MemorySuperseded,
-    MessageAdded,
-    Role,
-    TaskSet,
-    ToolCalled,
 )
 
 if TYPE_CHECKING:
     # Annotations only: the HTTP client reads these shapes without loading LanceDB or Kafka.
     from memstream.projections.memories import MemoryHit, MemoryRecord
     from memstream.projections.retrieval import RankedMemory, Retrieval
-    from memstream.streams.tools.publish import Message
+    from memstream.streams.service.chat_events import Message
 
 __all__ = [
     "AddResult",

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.error import HTTPError
 from urllib.parse import urlencode
 
-from memstream.models.events import SessionClosed, derived_id
-from memstream.streams.runtime.worker import fetch_json
+from memstream.models.events.chat import SessionClosed
+from memstream.models.events.envelope import derived_id
+from memstream.streams.worker.process import fetch_json
 
 if TYPE_CHECKING:
     from memstream.streams.service.container import Container

@@ -26,23 +26,23 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from memstream.models.codec import InvalidEvent, decode_event
 from memstream.models.crypto import SealError
-from memstream.models.events import (
-    ConsolidationRequested,
-    Event,
+from memstream.models.events.consolidation import ConsolidationRequested
+from memstream.models.events.envelope import Event, derived_id
+from memstream.models.events.memory import (
     ExtractionFailure,
     ExtractionRecorded,
     MemoryAdded,
     MemoryOutdated,
     MemoryReinforced,
     MemorySuperseded,
-    derived_id,
 )
 from memstream.models.settings import Settings
 from memstream.models.topics import Topics
 from memstream.projections.memories import MemoryIndex
-from memstream.streams.runtime.keys import KeyStore, open_event
-from memstream.streams.runtime.logreader import key_topic_partition
-from memstream.streams.runtime.tansu import true_end_offsets
+from memstream.streams.kafka.logreader import key_topic_partition
+from memstream.streams.kafka.tansu import true_end_offsets
+from memstream.streams.keys.sealing import open_event
+from memstream.streams.keys.store import KeyStore
 
 __all__ = ["ConsolidationWatch", "Outcome"]
 

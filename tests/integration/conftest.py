@@ -17,7 +17,7 @@ from typing import Any, Literal, cast
 import pytest
 
 from memstream.models.settings import Settings
-from memstream.streams.runtime.broker import EmbeddedBroker, free_port
+from memstream.streams.kafka.broker import EmbeddedBroker, free_port
 
 BrokerKind = Literal["tansu", "kafka"]
 SettingsFactory = Callable[..., Settings]

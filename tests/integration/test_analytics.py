@@ -23,9 +23,15 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from memstream.models.codec import encode_event
-from memstream.models.events import (
+from memstream.models.events.chat import (
     EntityMentioned,
-    Event,
+    MessageAdded,
+    SessionClosed,
+    SessionStarted,
+    ToolCalled,
+)
+from memstream.models.events.envelope import Event
+from memstream.models.events.memory import (
     ExtractionFailure,
     ExtractionRecorded,
     MemoriesRetrieved,
@@ -36,12 +42,8 @@ from memstream.models.events import (
     MemoryPromoted,
     MemoryReinforced,
     MemorySuperseded,
-    MessageAdded,
     RetrievedMemory,
-    SessionClosed,
-    SessionStarted,
     TokenUsage,
-    ToolCalled,
 )
 from memstream.models.ranking import decay_score
 from memstream.models.settings import Settings
@@ -57,9 +59,9 @@ from memstream.projections.analytics import (
 )
 from memstream.streams.archive import live_archive_dir, rebuild_archive
 from memstream.streams.cli import main
-from memstream.streams.runtime.deadletters import DeadLetter
-from memstream.streams.runtime.topics import Topics, ensure_topics
-from memstream.streams.tools.replay import rebuild_memories
+from memstream.streams.kafka.deadletters import DeadLetter
+from memstream.streams.kafka.topics import Topics, ensure_topics
+from memstream.streams.operations.replay import rebuild_memories
 
 NOW = datetime(2026, 11, 20, tzinfo=UTC)
 ANN, BOB, OHARA = "ann", "bob", "o'hara ünï"

@@ -21,7 +21,7 @@ from chat import conversation
 from harness import wait_for_async
 
 from memstream.models.codec import encode_event
-from memstream.models.events import UserErased
+from memstream.models.events.chat import UserErased
 from memstream.models.settings import Settings
 from memstream.projections.shadow import shadow_name, swap_in
 from memstream.streams.archive import (
@@ -40,12 +40,12 @@ from memstream.streams.archive import (
     run_archive_sink,
     worker_group_id,
 )
-from memstream.streams.runtime.broker import EmbeddedBroker, free_port
-from memstream.streams.runtime.deadletters import DeadLetter
-from memstream.streams.runtime.logreader import read_topic
-from memstream.streams.runtime.progress import committed_offsets, group_client
-from memstream.streams.runtime.tansu import true_end_offsets
-from memstream.streams.runtime.topics import Topics, ensure_topics
+from memstream.streams.kafka.broker import EmbeddedBroker, free_port
+from memstream.streams.kafka.deadletters import DeadLetter
+from memstream.streams.kafka.logreader import read_topic
+from memstream.streams.kafka.progress import committed_offsets, group_client
+from memstream.streams.kafka.tansu import true_end_offsets
+from memstream.streams.kafka.topics import Topics, ensure_topics
 
 SettingsFactory = Callable[..., Settings]
 

@@ -21,13 +21,13 @@ from aiokafka.admin import AIOKafkaAdminClient
 from harness import wait_for
 
 from memstream.models.settings import Settings
-from memstream.streams.runtime.broker import (
+from memstream.streams.kafka.broker import (
     BrokerStartError,
     EmbeddedBroker,
     broker_reachable,
     free_port,
 )
-from memstream.streams.runtime.topics import Topics, ensure_topics
+from memstream.streams.kafka.topics import Topics, ensure_topics
 
 SettingsFactory = Callable[..., Settings]
 
@@ -106,7 +106,7 @@ _RUN_FOREVER = textwrap.dedent(
     """
     import sys
     from memstream.models.settings import Settings
-    from memstream.streams.runtime.broker import run_broker_forever
+    from memstream.streams.kafka.broker import run_broker_forever
     sys.exit(run_broker_forever(Settings(), int(sys.argv[1])))
     """
 )

@@ -24,11 +24,12 @@ from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryStore, PartitionedMemories
 from memstream.streams.archive import archive_positions, live_archive_dir
 from memstream.streams.client import MemoryClient
-from memstream.streams.runtime.broker import EmbeddedBroker, free_port
-from memstream.streams.runtime.keys import keystore_from_settings, seal_event
-from memstream.streams.runtime.logid import LogLost, bound_log_id, read_log_id
-from memstream.streams.runtime.topics import Topics
-from memstream.streams.runtime.worker import WorkerProcess, worker_readiness
+from memstream.streams.kafka.broker import EmbeddedBroker, free_port
+from memstream.streams.kafka.logid import LogLost, bound_log_id, read_log_id
+from memstream.streams.kafka.topics import Topics
+from memstream.streams.keys.sealing import seal_event
+from memstream.streams.keys.store import keystore_from_settings
+from memstream.streams.worker.process import WorkerProcess, worker_readiness
 
 SettingsFactory = Callable[..., Settings]
 BEFORE = [("user", "I live in Porto and I work at Bosch."), ("assistant", "Noted.")]

@@ -37,15 +37,15 @@ from chaos import (
     wait_until_done,
 )
 
-from memstream.models.events import SessionClosed
+from memstream.models.events.chat import SessionClosed
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
-from memstream.streams.runtime.broker import free_port
-from memstream.streams.runtime.logreader import read_topic
-from memstream.streams.runtime.topics import Topics
-from memstream.streams.runtime.worker import WorkerProcess
-from memstream.streams.tools.rebuild_sessions import fold_chat_topic, live_sessions
-from memstream.streams.tools.replay import verify_memories
+from memstream.streams.kafka.broker import free_port
+from memstream.streams.kafka.logreader import read_topic
+from memstream.streams.kafka.topics import Topics
+from memstream.streams.operations.rebuild_sessions import fold_chat_topic, live_sessions
+from memstream.streams.operations.replay import verify_memories
+from memstream.streams.worker.process import WorkerProcess
 
 SettingsFactory = Callable[..., Settings]
 

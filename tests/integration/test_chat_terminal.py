@@ -18,8 +18,8 @@ from llm_server import Reply, ScriptedServer, completion
 
 from memstream.models.settings import Settings
 from memstream.streams.client import MemoryClient
-from memstream.streams.runtime.broker import free_port
-from memstream.streams.runtime.worker import WorkerProcess
+from memstream.streams.kafka.broker import free_port
+from memstream.streams.worker.process import WorkerProcess
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
 

@@ -16,11 +16,11 @@ from harness import child_process, wait_for
 from memstream.models.codec import decode_event
 from memstream.streams.api.auth import add_key
 from memstream.streams.cli import main
-from memstream.streams.runtime.broker import EmbeddedBroker, free_port
-from memstream.streams.runtime.logreader import read_topic
-from memstream.streams.runtime.topics import Topics
-from memstream.streams.runtime.worker import WorkerProcess
-from memstream.streams.tools.demo import run_demo
+from memstream.streams.cli.demo import run_demo
+from memstream.streams.kafka.broker import EmbeddedBroker, free_port
+from memstream.streams.kafka.logreader import read_topic
+from memstream.streams.kafka.topics import Topics
+from memstream.streams.worker.process import WorkerProcess
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from harness import wait_for, wait_for_async
 from memstream.models.settings import Settings
 from memstream.streams.cli import main
 from memstream.streams.client import AsyncMemoryClient, MemoryClient
-from memstream.streams.runtime.broker import free_port
-from memstream.streams.runtime.worker import WorkerProcess
+from memstream.streams.kafka.broker import free_port
+from memstream.streams.worker.process import WorkerProcess
 
 BERLIN = [
     {"role": "user", "content": "I live in Berlin and I work at Siemens as a data engineer."},

@@ -17,17 +17,18 @@ from chat import conversation
 from harness import wait_for, wait_until_projected
 
 from memstream.models.codec import encode_event
-from memstream.models.events import MemoryAdded
+from memstream.models.events.memory import MemoryAdded
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import PartitionedMemories
 from memstream.streams.cli import main
-from memstream.streams.runtime.broker import free_port
-from memstream.streams.runtime.keys import KeyStore, keystore_from_settings, seal_event
-from memstream.streams.runtime.progress import group_caught_up
-from memstream.streams.runtime.topics import Topics, ensure_topics
-from memstream.streams.runtime.worker import WorkerProcess
-from memstream.streams.tools.dlq import dead_letters
+from memstream.streams.kafka.broker import free_port
+from memstream.streams.kafka.progress import group_caught_up
+from memstream.streams.kafka.topics import Topics, ensure_topics
+from memstream.streams.keys.sealing import seal_event
+from memstream.streams.keys.store import KeyStore, keystore_from_settings
+from memstream.streams.operations.dlq import dead_letters
+from memstream.streams.worker.process import WorkerProcess
 
 SettingsFactory = Callable[..., Settings]
 TURNS = [

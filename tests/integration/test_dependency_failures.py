@@ -24,10 +24,10 @@ from harness import wait_for
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryStore, PartitionedMemories
-from memstream.streams.runtime.broker import EmbeddedBroker, free_port
-from memstream.streams.runtime.worker import WorkerProcess, worker_readiness
-from memstream.streams.tools.dlq import dead_letters
-from memstream.streams.tools.publish import publish_events
+from memstream.streams.kafka.broker import EmbeddedBroker, free_port
+from memstream.streams.operations.dlq import dead_letters
+from memstream.streams.service.chat_events import publish_events
+from memstream.streams.worker.process import WorkerProcess, worker_readiness
 
 SettingsFactory = Callable[..., Settings]
 TURNS = [("user", "I live in Porto and I work at Bosch number {n}."), ("assistant", "Noted.")]

@@ -16,24 +16,24 @@ from chat import conversation
 from harness import wait_for
 
 from memstream.models.codec import encode_event
-from memstream.models.events import UserErased
+from memstream.models.events.chat import UserErased
 from memstream.models.session import SessionState, session_key
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import PartitionedMemories
 from memstream.streams.client import MemoryClient
-from memstream.streams.runtime.broker import free_port
-from memstream.streams.runtime.keys import FileKeyStore
-from memstream.streams.runtime.logreader import read_topic
-from memstream.streams.runtime.topics import Topics
-from memstream.streams.runtime.worker import WorkerProcess
-from memstream.streams.tools.publish import publish_events
-from memstream.streams.tools.rebuild_sessions import (
+from memstream.streams.kafka.broker import free_port
+from memstream.streams.kafka.logreader import read_topic
+from memstream.streams.kafka.topics import Topics
+from memstream.streams.keys.store import FileKeyStore
+from memstream.streams.operations.rebuild_sessions import (
     fold_chat_topic,
     live_sessions,
     sessions_changelog_topic,
 )
-from memstream.streams.tools.replay import rebuild_memories
+from memstream.streams.operations.replay import rebuild_memories
+from memstream.streams.service.chat_events import publish_events
+from memstream.streams.worker.process import WorkerProcess
 
 #: Words that appear nowhere but in the users' own messages.
 ANN_PLACE = "Marrowfield"

@@ -13,13 +13,13 @@ from harness import wait_for
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryStore, PartitionedMemories
-from memstream.streams.runtime.broker import free_port
-from memstream.streams.runtime.deadletters import DeadLetter
-from memstream.streams.runtime.keys import keystore_from_settings
-from memstream.streams.runtime.logreader import read_topic
-from memstream.streams.runtime.topics import Topics
-from memstream.streams.runtime.worker import WorkerProcess, worker_healthy
-from memstream.streams.tools.publish import publish_events
+from memstream.streams.kafka.broker import free_port
+from memstream.streams.kafka.deadletters import DeadLetter
+from memstream.streams.kafka.logreader import read_topic
+from memstream.streams.kafka.topics import Topics
+from memstream.streams.keys.store import keystore_from_settings
+from memstream.streams.service.chat_events import publish_events
+from memstream.streams.worker.process import WorkerProcess, worker_healthy
 
 ALICE_TRIP = [
     ("user", "I'm planning a trip to Lisbon in March."),

@@ -12,19 +12,19 @@ import pytest
 from chat import conversation
 from harness import archive_caught_up, cli, publish_unchecked, wait_for
 
-from memstream.models.events import MessageAdded
+from memstream.models.events.chat import MessageAdded
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import PartitionedMemories
 from memstream.streams.archive import archived_topics
 from memstream.streams.client import MemoryClient
-from memstream.streams.runtime.broker import free_port
-from memstream.streams.runtime.keys import keystore_from_settings
-from memstream.streams.runtime.logreader import read_topic
-from memstream.streams.runtime.worker import WorkerProcess
-from memstream.streams.tools.publish import publish_events
-from memstream.streams.tools.rebuild_sessions import fold_chat_topic, live_sessions
-from memstream.streams.tools.replay import rebuild_memories
+from memstream.streams.kafka.broker import free_port
+from memstream.streams.kafka.logreader import read_topic
+from memstream.streams.keys.store import keystore_from_settings
+from memstream.streams.operations.rebuild_sessions import fold_chat_topic, live_sessions
+from memstream.streams.operations.replay import rebuild_memories
+from memstream.streams.service.chat_events import publish_events
+from memstream.streams.worker.process import WorkerProcess
 
 SettingsFactory = Callable[..., Settings]
 MARKERS = ("Quokkaville", "Zanzibar-7731", "Marguerite Okonkwo-Lindqvist")

@@ -29,11 +29,8 @@ from chat import conversation
 from harness import archive_caught_up, cli, publish_unchecked, wait_for
 
 from memstream.models.codec import InvalidEvent, decode_event
-from memstream.models.events import (
+from memstream.models.events.chat import (
     EntityMentioned,
-    Event,
-    MemoryDeleted,
-    MemorySuperseded,
     MessageAdded,
     ScratchpadUpdated,
     SessionStarted,
@@ -41,6 +38,8 @@ from memstream.models.events import (
     TaskSet,
     ToolCalled,
 )
+from memstream.models.events.envelope import Event
+from memstream.models.events.memory import MemoryDeleted, MemorySuperseded
 from memstream.models.settings import Settings
 from memstream.projections.analytics import REPORTS, VIEWS, Scope, run_report, run_sql
 from memstream.projections.embedder import embedder_from_settings
@@ -52,14 +51,14 @@ from memstream.streams.archive import (
     live_archive_dir,
 )
 from memstream.streams.client import MemoryClient
+from memstream.streams.kafka.broker import free_port
+from memstream.streams.kafka.logreader import read_topic
+from memstream.streams.kafka.topics import Topics
+from memstream.streams.keys.store import key_prefix
+from memstream.streams.operations.rebuild_sessions import fold_chat_topic
 from memstream.streams.projector.memories import live_table
-from memstream.streams.runtime.broker import free_port
-from memstream.streams.runtime.keys import key_prefix
-from memstream.streams.runtime.logreader import read_topic
-from memstream.streams.runtime.topics import Topics
-from memstream.streams.runtime.worker import WorkerProcess
-from memstream.streams.tools.publish import publish_events
-from memstream.streams.tools.rebuild_sessions import fold_chat_topic
+from memstream.streams.service.chat_events import publish_events
+from memstream.streams.worker.process import WorkerProcess
 
 SettingsFactory = Callable[..., Settings]
 USER = "canary-user"

@@ -30,25 +30,25 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from memstream.models.codec import decode_event, encode_event
-from memstream.models.events import (
-    Event,
+from memstream.models.events.envelope import Event, derived_id
+from memstream.models.events.memory import (
     MemoriesRetrieved,
     MemoryAdded,
     MemoryForgotten,
     MemoryType,
     RetrievedMemory,
-    derived_id,
 )
 from memstream.models.settings import Settings
 from memstream.projections.memories import MemoryStore, SearchFilters
 from memstream.streams.cli.command import settings_from_args
 from memstream.streams.client import AsyncMemoryClient
-from memstream.streams.runtime.keys import keystore_from_settings, open_event, seal_event
-from memstream.streams.runtime.logreader import read_topic
-from memstream.streams.runtime.topics import Topics, ensure_topics
+from memstream.streams.kafka.logreader import read_topic
+from memstream.streams.kafka.topics import Topics, ensure_topics
+from memstream.streams.keys.sealing import open_event, seal_event
+from memstream.streams.keys.store import keystore_from_settings
+from memstream.streams.operations.forgetting import add_forget_command, forget
+from memstream.streams.operations.replay import rebuild_memories
 from memstream.streams.service.container import Container
-from memstream.streams.tools.forgetting import add_forget_command, forget
-from memstream.streams.tools.replay import rebuild_memories
 
 SettingsFactory = Callable[..., Settings]
 

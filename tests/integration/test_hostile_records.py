@@ -26,22 +26,23 @@ from harness import wait_for
 from hypothesis import strategies as st
 
 from memstream.models.codec import EventLimits, encode_event
-from memstream.models.events import (
+from memstream.models.events.chat import (
     EntityMentioned,
-    Event,
     MessageAdded,
     SessionClosed,
     SessionStarted,
     ToolCalled,
 )
+from memstream.models.events.envelope import Event
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import PartitionedMemories
-from memstream.streams.runtime.broker import free_port
-from memstream.streams.runtime.keys import keystore_from_settings, seal_event
-from memstream.streams.runtime.topics import Topics, ensure_topics
-from memstream.streams.runtime.worker import WorkerProcess, worker_healthy, worker_readiness
-from memstream.streams.tools.dlq import dead_letters
+from memstream.streams.kafka.broker import free_port
+from memstream.streams.kafka.topics import Topics, ensure_topics
+from memstream.streams.keys.sealing import seal_event
+from memstream.streams.keys.store import keystore_from_settings
+from memstream.streams.operations.dlq import dead_letters
+from memstream.streams.worker.process import WorkerProcess, worker_healthy, worker_readiness
 
 SettingsFactory = Callable[..., Settings]
 HOSTILE = 300

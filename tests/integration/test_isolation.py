@@ -22,9 +22,9 @@ from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import PartitionedMemories, SearchFilters
 from memstream.streams.cli import main
 from memstream.streams.client import MemoryClient
-from memstream.streams.runtime.broker import free_port
-from memstream.streams.runtime.worker import WorkerProcess, fetch_json
-from memstream.streams.tools.publish import publish_events
+from memstream.streams.kafka.broker import free_port
+from memstream.streams.service.chat_events import publish_events
+from memstream.streams.worker.process import WorkerProcess, fetch_json
 
 SettingsFactory = Callable[..., Settings]
 VICTIMS = {

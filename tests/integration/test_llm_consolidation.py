@@ -13,17 +13,17 @@ from harness import wait_for
 from llm_server import Reply, ScriptedServer, completion
 from sealed import topic_events
 
-from memstream.models.events import ExtractionFailure, ExtractionRecorded
+from memstream.models.events.memory import ExtractionFailure, ExtractionRecorded
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import PartitionedMemories
-from memstream.streams.runtime.broker import free_port
-from memstream.streams.runtime.deadletters import DeadLetter
-from memstream.streams.runtime.keys import keystore_from_settings
-from memstream.streams.runtime.logreader import read_topic
-from memstream.streams.runtime.progress import group_caught_up
-from memstream.streams.runtime.topics import Topics
-from memstream.streams.runtime.worker import WorkerProcess
-from memstream.streams.tools.publish import publish_events
+from memstream.streams.kafka.broker import free_port
+from memstream.streams.kafka.deadletters import DeadLetter
+from memstream.streams.kafka.logreader import read_topic
+from memstream.streams.kafka.progress import group_caught_up
+from memstream.streams.kafka.topics import Topics
+from memstream.streams.keys.store import keystore_from_settings
+from memstream.streams.service.chat_events import publish_events
+from memstream.streams.worker.process import WorkerProcess
 
 TURNS = [("user", "I work at Siemens and I prefer trains over planes."), ("assistant", "Noted!")]
 

@@ -15,9 +15,9 @@ import pytest
 from aiokafka.errors import KafkaConnectionError
 from harness import wait_for_async
 
-from memstream.streams.runtime.broker import EmbeddedBroker, free_port
-from memstream.streams.runtime.logid import LogWatch, MarkReader, claim_log
-from memstream.streams.runtime.topics import ensure_topics
+from memstream.streams.kafka.broker import EmbeddedBroker, free_port
+from memstream.streams.kafka.logid import LogWatch, MarkReader, claim_log
+from memstream.streams.kafka.topics import ensure_topics
 
 
 async def test_a_reader_started_again_keeps_one_mark_consumer(settings_factory: Any) -> None:

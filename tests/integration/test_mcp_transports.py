@@ -25,8 +25,8 @@ from mcp.types import CallToolResult
 
 from memstream.models.settings import Settings
 from memstream.streams.api.auth import add_key
-from memstream.streams.runtime.broker import free_port
-from memstream.streams.runtime.worker import WorkerProcess
+from memstream.streams.kafka.broker import free_port
+from memstream.streams.worker.process import WorkerProcess
 
 COMMAND = [sys.executable, "-m", "memstream.streams.cli", "mcp"]
 

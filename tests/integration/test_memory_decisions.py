@@ -10,16 +10,17 @@ from chat import conversation
 from harness import wait_for
 
 from memstream.models.codec import decode_event
-from memstream.models.events import MemoryReinforced, MemorySuperseded
+from memstream.models.events.memory import MemoryReinforced, MemorySuperseded
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import PartitionedMemories
 from memstream.projections.retrieval import Retriever
-from memstream.streams.runtime.broker import free_port
-from memstream.streams.runtime.keys import keystore_from_settings, open_event
-from memstream.streams.runtime.logreader import read_topic
-from memstream.streams.runtime.topics import Topics
-from memstream.streams.runtime.worker import WorkerProcess
-from memstream.streams.tools.publish import publish_events
+from memstream.streams.kafka.broker import free_port
+from memstream.streams.kafka.logreader import read_topic
+from memstream.streams.kafka.topics import Topics
+from memstream.streams.keys.sealing import open_event
+from memstream.streams.keys.store import keystore_from_settings
+from memstream.streams.service.chat_events import publish_events
+from memstream.streams.worker.process import WorkerProcess
 
 
 def test_repeats_reinforce_and_corrections_supersede(settings_factory, tmp_path: Path) -> None:

@@ -17,8 +17,8 @@ from s3 import SECRET_ACCESS_KEY, S3Server, s3_server
 from memstream.models.settings import Settings
 from memstream.projections.memories import ProjectionStore, partition_table
 from memstream.streams.client import MemoryClient
-from memstream.streams.runtime.broker import free_port
-from memstream.streams.runtime.worker import WorkerProcess
+from memstream.streams.kafka.broker import free_port
+from memstream.streams.worker.process import WorkerProcess
 
 OSLO = [
     {"role": "user", "content": "I moved to Oslo last spring and I teach chemistry there."},

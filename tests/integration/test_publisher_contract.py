@@ -17,11 +17,13 @@ from fakes import InMemoryPublisher
 
 from memstream.models.codec import EventLimits, decode_event
 from memstream.models.crypto import SealError
-from memstream.models.events import MemoryDeleted, MessageAdded, UserErased
+from memstream.models.events.chat import MessageAdded, UserErased
+from memstream.models.events.memory import MemoryDeleted
 from memstream.models.settings import Settings
-from memstream.streams.runtime.keys import FileKeyStore, KeyStore, open_event
-from memstream.streams.runtime.logreader import read_topic
-from memstream.streams.runtime.publisher import EventPublisher, KafkaPublisher, RawRecord
+from memstream.streams.kafka.logreader import read_topic
+from memstream.streams.kafka.publisher import EventPublisher, KafkaPublisher, RawRecord
+from memstream.streams.keys.sealing import open_event
+from memstream.streams.keys.store import FileKeyStore, KeyStore
 
 NOW = datetime.now(UTC)
 SettingsFactory = Callable[..., Settings]
@@ -47,7 +49,7 @@ def deletion(user: str) -> MemoryDeleted:
 
 
 class PublisherContract:
-    """What every :class:`~memstream.streams.runtime.publisher.EventPublisher` must do."""
+    """What every :class:`~memstream.streams.kafka.publisher.EventPublisher` must do."""
 
     @pytest.fixture
     def settings(self, settings_factory: SettingsFactory) -> Settings:

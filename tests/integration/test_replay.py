@@ -18,7 +18,7 @@ from harness import archive_caught_up, cli, wait_for, wait_until_projected
 from llm_server import Reply, ScriptedServer, completion
 
 from memstream.models.codec import decode_event, encode_event
-from memstream.models.events import (
+from memstream.models.events.memory import (
     ExtractionRecorded,
     MemoriesRetrieved,
     MemoryAdded,
@@ -34,14 +34,18 @@ from memstream.projections.memories import (
 )
 from memstream.projections.shadow import live_name
 from memstream.streams.client import MemoryClient
-from memstream.streams.runtime.broker import free_port
-from memstream.streams.runtime.llm_extractor import LLMExtractor
-from memstream.streams.runtime.logreader import read_topic
-from memstream.streams.runtime.topics import Topics, ensure_topics
-from memstream.streams.runtime.worker import WorkerProcess
-from memstream.streams.tools.publish import publish_events
-from memstream.streams.tools.reextract import reextract
-from memstream.streams.tools.replay import memories_fingerprint, rebuild_memories, verify_memories
+from memstream.streams.kafka.broker import free_port
+from memstream.streams.kafka.logreader import read_topic
+from memstream.streams.kafka.topics import Topics, ensure_topics
+from memstream.streams.llm.extractor import LLMExtractor
+from memstream.streams.operations.reextract import reextract
+from memstream.streams.operations.replay import (
+    memories_fingerprint,
+    rebuild_memories,
+    verify_memories,
+)
+from memstream.streams.service.chat_events import publish_events
+from memstream.streams.worker.process import WorkerProcess
 
 SettingsFactory = Callable[..., Settings]
 FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -322,7 +326,7 @@ def test_a_lost_broker_is_reported_then_restored_from_the_archive_and_replayed_i
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from memstream.streams.runtime.broker import EmbeddedBroker
+    from memstream.streams.kafka.broker import EmbeddedBroker
 
     first = EmbeddedBroker(free_port(), log_dir=tmp_path / "broker-a").start()
     try:
@@ -364,7 +368,7 @@ def test_a_lost_broker_is_reported_then_restored_from_the_archive_and_replayed_i
 
 
 def test_an_interrupted_replay_resumes_where_it_stopped(settings_factory: SettingsFactory) -> None:
-    from memstream.streams.tools.replay import replay_memories
+    from memstream.streams.operations.replay import replay_memories
 
     settings = settings_factory(partitions=1)
     asyncio.run(ensure_topics(settings))

@@ -21,7 +21,9 @@ from harness import open_sessions as open_sessions_of
 from harness import wait_for
 
 from memstream.models.codec import decode_event
-from memstream.models.events import ConsolidationRequested, Event, MessageAdded
+from memstream.models.events.chat import MessageAdded
+from memstream.models.events.consolidation import ConsolidationRequested
+from memstream.models.events.envelope import Event
 from memstream.models.session import session_key
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
@@ -34,14 +36,14 @@ from memstream.streams.archive import (
     restore,
     worker_group_id,
 )
-from memstream.streams.runtime.broker import EmbeddedBroker, free_port
-from memstream.streams.runtime.logreader import read_topic
-from memstream.streams.runtime.progress import committed_offsets, group_caught_up
-from memstream.streams.runtime.tansu import true_end_offsets
-from memstream.streams.runtime.topics import Topics
-from memstream.streams.runtime.worker import WorkerProcess
-from memstream.streams.tools.publish import publish_events
-from memstream.streams.tools.rebuild_sessions import sessions_changelog_topic
+from memstream.streams.kafka.broker import EmbeddedBroker, free_port
+from memstream.streams.kafka.logreader import read_topic
+from memstream.streams.kafka.progress import committed_offsets, group_caught_up
+from memstream.streams.kafka.tansu import true_end_offsets
+from memstream.streams.kafka.topics import Topics
+from memstream.streams.operations.rebuild_sessions import sessions_changelog_topic
+from memstream.streams.service.chat_events import publish_events
+from memstream.streams.worker.process import WorkerProcess
 
 SettingsFactory = Callable[..., Settings]
 Position = tuple[str, int]

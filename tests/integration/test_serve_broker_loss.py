@@ -24,8 +24,8 @@ from mcp.types import CallToolResult
 from serving import serve_settings
 
 from memstream.streams.api.auth import add_key
-from memstream.streams.runtime.broker import EmbeddedBroker, free_port
-from memstream.streams.runtime.worker import WorkerProcess
+from memstream.streams.kafka.broker import EmbeddedBroker, free_port
+from memstream.streams.worker.process import WorkerProcess
 
 BERLIN = [
     {"role": "user", "content": "I live in Berlin and I work at Siemens as a data engineer."},

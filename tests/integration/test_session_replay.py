@@ -13,15 +13,15 @@ from chat import conversation
 from harness import wait_for
 
 from memstream.models.codec import encode_event
-from memstream.models.events import (
+from memstream.models.events.chat import (
     EntityMentioned,
-    Event,
     MessageAdded,
     ScratchpadUpdated,
     TaskProgress,
     TaskSet,
     ToolCalled,
 )
+from memstream.models.events.envelope import Event
 from memstream.models.session import (
     ClosedSession,
     SessionState,
@@ -31,12 +31,10 @@ from memstream.models.session import (
     session_key,
 )
 from memstream.models.settings import Settings
-from memstream.streams.runtime.broker import free_port
-from memstream.streams.runtime.logreader import read_topic
-from memstream.streams.runtime.topics import Topics
-from memstream.streams.runtime.worker import WorkerProcess
-from memstream.streams.tools.publish import publish_events
-from memstream.streams.tools.rebuild_sessions import (
+from memstream.streams.kafka.broker import free_port
+from memstream.streams.kafka.logreader import read_topic
+from memstream.streams.kafka.topics import Topics
+from memstream.streams.operations.rebuild_sessions import (
     SNAPSHOT_FILE,
     fold_chat_topic,
     live_sessions,
@@ -44,6 +42,8 @@ from memstream.streams.tools.rebuild_sessions import (
     sessions_fingerprint,
     write_sessions_snapshot,
 )
+from memstream.streams.service.chat_events import publish_events
+from memstream.streams.worker.process import WorkerProcess
 
 #: Two days ago: closed-session markers (kept ``closed_retention_s`` after their event-time
 #: close) are then old enough for the worker's timer to drop them, as it does in production.

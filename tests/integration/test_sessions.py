@@ -13,16 +13,17 @@ from harness import fetch_routed, open_sessions, wait_for
 from sealed import opened
 from sealed import topic_events as sealed_topic_events
 
-from memstream.models.events import ConsolidationRequested, MessageAdded, SessionClosed
+from memstream.models.events.chat import MessageAdded, SessionClosed
+from memstream.models.events.consolidation import ConsolidationRequested
 from memstream.models.session import SessionState, WindowLimits, apply, session_key
 from memstream.models.settings import Settings
 from memstream.streams.agents.session_table import window_limits
 from memstream.streams.cli import main
-from memstream.streams.runtime.broker import free_port
-from memstream.streams.runtime.logreader import read_topic
-from memstream.streams.runtime.topics import Topics
-from memstream.streams.runtime.worker import WorkerProcess, fetch_json
-from memstream.streams.tools.publish import publish_events
+from memstream.streams.kafka.broker import free_port
+from memstream.streams.kafka.logreader import read_topic
+from memstream.streams.kafka.topics import Topics
+from memstream.streams.service.chat_events import publish_events
+from memstream.streams.worker.process import WorkerProcess, fetch_json
 
 
 def topic_events(settings: Settings, name: str) -> list[Any]:

@@ -1,4 +1,4 @@
-"""Guards for the Tansu quirks that memstream.streams.runtime.tansu works around.
+"""Guards for the Tansu quirks that memstream.streams.kafka.tansu works around.
 
 Tests marked with the ``tansu_only`` fixture check Tansu's behaviour itself. They are meant
 to fail the day Tansu changes, which tells us a workaround can go. The recovery test checks
@@ -28,8 +28,8 @@ from aiokafka.structs import TopicPartition
 from harness import wait_for, wait_for_async
 
 from memstream.models.settings import Settings
-from memstream.streams.runtime import tansu
-from memstream.streams.runtime.tansu import (
+from memstream.streams.kafka import tansu
+from memstream.streams.kafka.tansu import (
     install_tansu_workarounds,
     prepare_for_broker,
     true_end_offsets,
@@ -88,7 +88,7 @@ async def test_list_offsets_lags_the_fetch_high_watermark(
     """ListOffsets(LATEST) answers ``base offset of the newest batch + 1`` on Tansu.
 
     When this fails because ``end_offsets()`` equals the high watermark, Tansu has fixed
-    ListOffsets: drop the ``_highwaters`` patch in memstream.streams.runtime.tansu (and this test).
+    ListOffsets: drop the ``_highwaters`` patch in memstream.streams.kafka.tansu (and this test).
     """
     settings = settings_factory()
     topic = f"{settings.topic_prefix}.offsets"
@@ -112,7 +112,7 @@ async def test_list_offsets_lags_the_fetch_high_watermark(
     assert highwater == 10
     assert listed[written] < highwater, (
         f"Tansu's ListOffsets now returns the true end offset ({listed[written]}): the "
-        "faust _highwaters patch in memstream.streams.runtime.tansu can be dropped"
+        "faust _highwaters patch in memstream.streams.kafka.tansu can be dropped"
     )
     assert listed[empty] == 0
 
@@ -228,7 +228,7 @@ async def test_group_joins_and_rejoins_within_a_session_timeout(
     assert rejoin < 8.0, f"rejoin after a clean stop took {rejoin:.1f} s: LeaveGroup patch broken?"
     assert generation == 0, (
         f"Tansu's first group generation is now {generation}: aiokafka sends LeaveGroup "
-        "itself, and the _maybe_leave_group patch in memstream.streams.runtime.tansu can be dropped"
+        "itself, and the _maybe_leave_group patch in memstream.streams.kafka.tansu can be dropped"
     )
 
 
@@ -267,7 +267,7 @@ _COUNTER_WORKER = textwrap.dedent(
     import faust
 
     from memstream.models.settings import Settings
-    from memstream.streams.runtime.tansu import faust_settings_for, prepare_for_broker
+    from memstream.streams.kafka.tansu import faust_settings_for, prepare_for_broker
 
     settings = Settings()
     STATE = Path(os.environ["COUNTER_STATE"])

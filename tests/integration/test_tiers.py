@@ -17,14 +17,13 @@ from sealed import topic_events as sealed_topic_events
 
 import memstream.streams.projector.memories as projector_module
 from memstream.models.codec import encode_event
-from memstream.models.events import (
-    Event,
+from memstream.models.events.envelope import Event, derived_id
+from memstream.models.events.memory import (
     MemoriesRetrieved,
     MemoryAdded,
     MemoryExpired,
     MemoryPromoted,
     RetrievedMemory,
-    derived_id,
 )
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
@@ -33,14 +32,14 @@ from memstream.projections.memories import (
     MemoryStore,
     PartitionedMemories,
 )
+from memstream.streams.kafka.broker import free_port
+from memstream.streams.kafka.deadletters import DeadLetter
+from memstream.streams.kafka.logreader import read_topic
+from memstream.streams.kafka.topics import Topics, ensure_topics
+from memstream.streams.keys.store import keystore_from_settings
 from memstream.streams.projector.memories import run_memory_projector
-from memstream.streams.runtime.broker import free_port
-from memstream.streams.runtime.deadletters import DeadLetter
-from memstream.streams.runtime.keys import keystore_from_settings
-from memstream.streams.runtime.logreader import read_topic
-from memstream.streams.runtime.topics import Topics, ensure_topics
-from memstream.streams.runtime.worker import WorkerProcess
-from memstream.streams.tools.publish import publish_events
+from memstream.streams.service.chat_events import publish_events
+from memstream.streams.worker.process import WorkerProcess
 
 TRIP = [
     ("user", "I'm planning a trip to Lisbon in March."),

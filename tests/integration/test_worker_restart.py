@@ -11,9 +11,9 @@ from harness import open_sessions as open_sessions_of
 from harness import wait_for
 
 from memstream.models.settings import Settings
-from memstream.streams.runtime.broker import free_port
-from memstream.streams.runtime.worker import WorkerProcess
-from memstream.streams.tools.publish import publish_events
+from memstream.streams.kafka.broker import free_port
+from memstream.streams.service.chat_events import publish_events
+from memstream.streams.worker.process import WorkerProcess
 
 USERS = [f"user{u}" for u in range(6)]
 

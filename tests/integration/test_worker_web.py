@@ -18,11 +18,10 @@ from harness import cli, fetch_routed, metric_values, wait_for, worker_metrics
 from pydantic import SecretStr
 
 from memstream.models.settings import Settings
-from memstream.streams.projector.memories import WriterLock
-from memstream.streams.projector.ownership import partition_lock
-from memstream.streams.runtime.broker import free_port
-from memstream.streams.runtime.worker import WorkerProcess, worker_healthy, worker_readiness
-from memstream.streams.tools.publish import publish_events
+from memstream.streams.kafka.broker import free_port
+from memstream.streams.projector.ownership import WriterLock, partition_lock
+from memstream.streams.service.chat_events import publish_events
+from memstream.streams.worker.process import WorkerProcess, worker_healthy, worker_readiness
 
 TOKEN = "routing-token-8d2f6a1c4e9b"
 

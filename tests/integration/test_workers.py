@@ -15,7 +15,7 @@ from typing import Any
 from dialogues import generate
 from workers import chat_events, differences, duplicates, kill_one_mid_ingest, misplaced, one_worker
 
-from memstream.streams.runtime.broker import free_port
+from memstream.streams.kafka.broker import free_port
 
 
 def test_three_workers_one_killed_mid_ingest_end_with_one_worker_s_memories(

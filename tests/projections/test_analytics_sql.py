@@ -18,8 +18,8 @@ import pytest
 
 from memstream.models.codec import encode_event
 from memstream.models.crypto import seal
-from memstream.models.events import (
-    EntityMentioned,
+from memstream.models.events.chat import EntityMentioned
+from memstream.models.events.memory import (
     ExtractionFailure,
     MemoriesRetrieved,
     MemoryAdded,
@@ -47,7 +47,7 @@ from memstream.projections.analytics import (
 )
 from memstream.projections.embedder import MiniLMOnnxEmbedder
 from memstream.projections.memories import PartitionedMemories, SourcePosition
-from memstream.streams.runtime.keys import key_prefix
+from memstream.streams.keys.store import key_prefix
 
 ANALYTICS_PAGE = Path(__file__).parents[2] / "docs" / "analytics.md"
 NOW = datetime(2026, 11, 20, tzinfo=UTC)

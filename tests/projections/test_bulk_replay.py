@@ -18,7 +18,7 @@ from fakes import FakeEmbedder
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memstream.models import events as ev
+from memstream.models.events import memory as ev
 from memstream.models.topics import user_partition
 from memstream.models.vectors import pack_vector
 from memstream.projections.memories import (
@@ -26,7 +26,7 @@ from memstream.projections.memories import (
     SourcePosition,
     memory_schema,
 )
-from memstream.streams.tools.replay import memories_fingerprint
+from memstream.streams.operations.replay import memories_fingerprint
 
 MEMORIES = "memstream.memories"
 ACCESSES = "memstream.accesses"

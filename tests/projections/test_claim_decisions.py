@@ -14,18 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from memstream.models.events import (
+from memstream.models.events.consolidation import ConsolidationRequested, TranscriptMessage
+from memstream.models.events.envelope import Event, derived_id
+from memstream.models.events.memory import (
     Claim,
-    ConsolidationRequested,
-    Event,
     ExtractionRecorded,
     MemoryAdded,
     MemoryCandidate,
     MemoryChange,
     MemoryOutdated,
     MemorySuperseded,
-    TranscriptMessage,
-    derived_id,
 )
 from memstream.models.extraction import OfflineExtractor
 from memstream.models.settings import Settings

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from memstream.models.decisions import ExistingMemory
-from memstream.models.events import (
+from memstream.models.events.envelope import Event
+from memstream.models.events.memory import (
     Claim,
-    Event,
     ExtractionRecorded,
     MemoryAdded,
     MemoryCandidate,

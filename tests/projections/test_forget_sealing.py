@@ -9,11 +9,12 @@ from pathlib import Path
 
 from fakes import FakeEmbedder, InMemoryPublisher
 
-from memstream.models.events import MemoryAdded, MemoryForgotten
+from memstream.models.events.memory import MemoryAdded, MemoryForgotten
 from memstream.models.settings import Settings
 from memstream.projections.memories import MemoryProjection, SourcePosition
-from memstream.streams.runtime.keys import FileKeyStore, open_event
-from memstream.streams.tools.forgetting import forget
+from memstream.streams.keys.sealing import open_event
+from memstream.streams.keys.store import FileKeyStore
+from memstream.streams.operations.forgetting import forget
 
 NOW = datetime(2026, 11, 20, tzinfo=UTC)
 

@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from memstream.models.events import (
-    ContentEncryption,
+from memstream.models.events.envelope import ContentEncryption
+from memstream.models.events.memory import (
     MemoryAdded,
     MemoryDeleted,
     MemoryReinforced,

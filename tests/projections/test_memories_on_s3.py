@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from s3 import SECRET_ACCESS_KEY, S3Server, s3_server
 
-from memstream.models.events import (
+from memstream.models.events.memory import (
     MemoriesRetrieved,
     MemoryAdded,
     MemoryChange,
@@ -36,8 +36,8 @@ from memstream.projections.memories import (
     ProjectionStore,
     SourcePosition,
 )
-from memstream.streams.tools.erasure import erase_lancedb
-from memstream.streams.tools.replay import memories_fingerprint
+from memstream.streams.operations.erasure import erase_lancedb
+from memstream.streams.operations.replay import memories_fingerprint
 
 PARTITIONS = 4
 MEMORIES = "memstream.memories"

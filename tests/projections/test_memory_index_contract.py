@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from fakes import InMemoryMemoryIndex
 
-from memstream.models.events import (
+from memstream.models.events.envelope import ContentEncryption
+from memstream.models.events.memory import (
     Claim,
-    ContentEncryption,
     MemoryAdded,
     MemoryDeleted,
     MemoryOutdated,

@@ -11,7 +11,7 @@ import lancedb
 import pytest
 from fakes import FakeEmbedder
 
-from memstream.models.events import MemoryAdded, MemoryDeleted
+from memstream.models.events.memory import MemoryAdded, MemoryDeleted
 from memstream.models.topics import user_partition
 from memstream.models.vectors import pack_vector
 from memstream.projections.memories import (

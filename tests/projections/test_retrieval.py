@@ -13,7 +13,7 @@ from pathlib import Path
 import lancedb
 import pytest
 
-from memstream.models.events import (
+from memstream.models.events.memory import (
     MemoriesRetrieved,
     MemoryAdded,
     MemoryDeleted,

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from fakes import FakeEmbedder, InMemoryPublisher
 
-from memstream.models.events import (
-    Event,
+from memstream.models.events.envelope import Event, derived_id
+from memstream.models.events.memory import (
     MemoriesRetrieved,
     MemoryAdded,
     MemoryExpired,
@@ -19,12 +19,12 @@ from memstream.models.events import (
     MemoryType,
     RetrievedMemory,
     Tier,
-    derived_id,
 )
 from memstream.models.settings import Settings
 from memstream.projections.memories import MemoryProjection, SearchFilters, SourcePosition
+from memstream.streams.keys.sealing import open_event
+from memstream.streams.keys.store import FileKeyStore
 from memstream.streams.projector.tiers import TierKeeper
-from memstream.streams.runtime.keys import FileKeyStore, open_event
 
 MEMORIES = "memstream.memories"
 ACCESSES = "memstream.accesses"

@@ -15,11 +15,11 @@ from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 
 from memstream.models.codec import encode_event
-from memstream.models.events import MemoriesRetrieved, RetrievedMemory
+from memstream.models.events.memory import MemoriesRetrieved, RetrievedMemory
 from memstream.models.settings import Settings
-from memstream.streams.projector import memories as projector_module
-from memstream.streams.projector.memories import _Projector
-from memstream.streams.runtime.topics import Topics
+from memstream.streams.kafka.topics import Topics
+from memstream.streams.projector import loop as projector_loop
+from memstream.streams.projector.loop import ProjectorLoop
 
 
 class Clock:
@@ -108,7 +108,7 @@ def run_projector(
     writes it made."""
     settings = Settings(data_dir=tmp_path, access_flush_interval_s=interval_s)
     clock = Clock()
-    monkeypatch.setattr(projector_module.time, "monotonic", clock)
+    monkeypatch.setattr(projector_loop.time, "monotonic", clock)
     projection = CountingProjection()
 
     async def scenario() -> None:
@@ -116,7 +116,7 @@ def run_projector(
         script = access_fetches(settings, fetches)
         consumer = FetchScript(script, clock, step_s, stop)
         tp = TopicPartition(Topics.from_settings(settings).accesses, 0)
-        projector = _Projector(
+        projector = ProjectorLoop(
             settings, consumer, None, projection, {tp: 0}, asyncio.Event(),
             finish_at={tp: fetches} if bounded else None,
         )

@@ -27,13 +27,13 @@ from prometheus_client import REGISTRY
 
 from memstream.models.beliefs import KnownClaim
 from memstream.models.codec import decode_event, encode_event
-from memstream.models.events import (
-    ConsolidationRequested,
-    Event,
+from memstream.models.events.chat import SessionClosed
+from memstream.models.events.consolidation import ConsolidationRequested
+from memstream.models.events.envelope import Event
+from memstream.models.events.memory import (
     ExtractionFailure,
     ExtractionRecorded,
     MemoryAdded,
-    SessionClosed,
     TokenUsage,
 )
 from memstream.models.extraction import Extraction, OfflineExtractor
@@ -47,15 +47,11 @@ from memstream.streams.agents.ordering import InOrder
 from memstream.streams.agents.publishing import topic_publisher
 from memstream.streams.agents.session import SessionAgent
 from memstream.streams.agents.session_table import IdleTracker, SessionStore
-from memstream.streams.runtime.deadletters import DeadLetter, DeadLetterSink
-from memstream.streams.runtime.keys import (
-    FileKeyStore,
-    keystore_from_settings,
-    open_event,
-    seal_event,
-)
-from memstream.streams.runtime.llm_extractor import ExtractionFailed
-from memstream.streams.runtime.logid import LogWatch
+from memstream.streams.kafka.deadletters import DeadLetter, DeadLetterSink
+from memstream.streams.kafka.logid import LogWatch
+from memstream.streams.keys.sealing import open_event, seal_event
+from memstream.streams.keys.store import FileKeyStore, keystore_from_settings
+from memstream.streams.llm.extractor import ExtractionFailed
 
 #: A while ago, so every event time is inside the window the agents accept.
 START = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=2)

@@ -29,7 +29,8 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from tenants import ACME_ALICE_READ, ACME_ALL, BETA_ALL, KEYS
 
-from memstream.models.events import MemoryAdded, MessageAdded, SessionClosed, SessionStarted
+from memstream.models.events.chat import MessageAdded, SessionClosed, SessionStarted
+from memstream.models.events.memory import MemoryAdded
 from memstream.projections.memories import SourcePosition
 from memstream.streams.api.app import create_api
 from memstream.streams.api.auth import (
@@ -41,7 +42,7 @@ from memstream.streams.api.auth import (
     tenant_user_id,
 )
 from memstream.streams.cli import main
-from memstream.streams.runtime.keys import open_event
+from memstream.streams.keys.sealing import open_event
 from memstream.streams.service.app import Service
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)

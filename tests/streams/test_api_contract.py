@@ -38,7 +38,7 @@ from memstream.models.topics import user_partition
 from memstream.projections.memories import SourcePosition
 from memstream.streams.api.app import create_api
 from memstream.streams.api.auth import KeyFile
-from memstream.streams.runtime.keys import FileKeyStore
+from memstream.streams.keys.store import FileKeyStore
 from memstream.streams.service.app import Service
 from memstream.streams.service.container import Container
 

@@ -13,7 +13,7 @@ from aiokafka import errors as kafka_errors
 
 from memstream.models.codec import InvalidEvent
 from memstream.streams.agents.boundary import Backoff, RecordBoundary, is_data_fault, supervise
-from memstream.streams.runtime.deadletters import DeadLetter, DeadLetterSink
+from memstream.streams.kafka.deadletters import DeadLetter, DeadLetterSink
 
 
 class Sent:

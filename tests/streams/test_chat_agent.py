@@ -22,15 +22,15 @@ from llm_server import Reply, ScriptedServer, completion
 from openai import AsyncOpenAI
 
 from memstream.models.codec import EventLimits
-from memstream.models.events import (
+from memstream.models.events.chat import (
     ChatEvent,
-    Event,
-    MemoryAdded,
     MessageAdded,
     ScratchpadUpdated,
     SessionClosed,
     TaskSet,
 )
+from memstream.models.events.envelope import Event
+from memstream.models.events.memory import MemoryAdded
 from memstream.models.session import SessionState, WindowLimits, apply, working_context
 from memstream.models.settings import Settings
 from memstream.projections.memories import MemoryProjection, SourcePosition
@@ -44,8 +44,9 @@ from memstream.streams.chat.prompt import (
 )
 from memstream.streams.chat.terminal import run_chat
 from memstream.streams.client import AsyncMemoryClient
-from memstream.streams.runtime.keys import FileKeyStore, open_event
-from memstream.streams.runtime.topics import Topics
+from memstream.streams.kafka.topics import Topics
+from memstream.streams.keys.sealing import open_event
+from memstream.streams.keys.store import FileKeyStore
 from memstream.streams.service.sessions import NoSession
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)

@@ -21,11 +21,12 @@ from beliefs import BERLIN, BERLIN_SAID, MOVED_AT, MUNICH, moved_home, project
 from fakes import InMemoryPublisher, memory_added, service_on_fakes, unit_settings
 
 from memstream import AccessRefused, AsyncMemoryClient, MemoryClient, ServiceUnreachable
-from memstream.models.events import MemoryDeleted, SessionClosed
+from memstream.models.events.chat import SessionClosed
+from memstream.models.events.memory import MemoryDeleted
 from memstream.projections.memories import SearchFilters
 from memstream.streams.api.app import create_api
 from memstream.streams.api.auth import ApiKey, KeyFile
-from memstream.streams.runtime.keys import open_event
+from memstream.streams.keys.sealing import open_event
 from memstream.streams.service.app import Service
 from memstream.streams.service.sessions import WorkerUnreachable
 

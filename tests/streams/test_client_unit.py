@@ -16,15 +16,13 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from memstream.models.codec import EventLimits, decode_event
-from memstream.models.events import (
+from memstream.models.events.chat import MessageAdded, SessionClosed, SessionStarted
+from memstream.models.events.memory import (
     MemoriesRetrieved,
     MemoryAdded,
     MemoryDeleted,
     MemoryReinforced,
     MemorySuperseded,
-    MessageAdded,
-    SessionClosed,
-    SessionStarted,
 )
 from memstream.models.settings import Settings
 from memstream.projections.memories import MemoryProjection, SourcePosition
@@ -35,8 +33,9 @@ from memstream.streams.client import (
     history_entry,
     normalise_messages,
 )
-from memstream.streams.runtime.keys import FileKeyStore, open_event
-from memstream.streams.tools.publish import chat_events_for_add
+from memstream.streams.keys.sealing import open_event
+from memstream.streams.keys.store import FileKeyStore
+from memstream.streams.service.chat_events import chat_events_for_add
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
@@ -271,7 +270,7 @@ def test_searches_without_a_broker_log_their_lost_access_events_once_in_one_line
     with MemoryClient(settings, projection=projection) as client:
         for query in ("Oslo", "green tea", "where does Ann live"):
             assert client.search(query, user_id="ann")
-    lost = [r for r in caplog.records if r.name == "memstream.streams.service.memories"
+    lost = [r for r in caplog.records if r.name == "memstream.streams.service.accesses"
             and r.levelno >= logging.WARNING]
     assert len(lost) == 1, [r.getMessage() for r in lost]
     (record,) = lost

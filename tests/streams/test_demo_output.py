@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memstream.streams.tools.demo import score_digits
+from memstream.streams.cli.demo import score_digits
 
 #: Scores as the demo ranks them: 0 to 1, apart by at least 0.0001 when they differ.
 scores = st.lists(

@@ -18,7 +18,7 @@ from tenants import KEYS
 from memstream.streams.api.app import create_api
 from memstream.streams.api.auth import KeyFile
 from memstream.streams.api.server import api_server
-from memstream.streams.runtime.broker import free_port
+from memstream.streams.kafka.broker import free_port
 from memstream.streams.service.app import Service
 
 #: Debian's chromium (apt-get install chromium): Playwright drives it, never a browser of its own.

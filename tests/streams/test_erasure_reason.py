@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from memstream.models.codec import InvalidEvent, decode_event
-from memstream.models.events import UserErased
+from memstream.models.events.chat import UserErased
 from memstream.streams.cli import main
-from memstream.streams.runtime.keys import FileKeyStore
+from memstream.streams.keys.store import FileKeyStore
 
 V1: dict[str, Any] = {
     "event_id": "erase-1",

@@ -16,9 +16,9 @@ from typing import Any, ClassVar
 import pytest
 from llm_server import Reply, ScriptedServer, completion
 
-from memstream.models.events import ConsolidationRequested, TranscriptMessage
+from memstream.models.events.consolidation import ConsolidationRequested, TranscriptMessage
 from memstream.models.extraction import MIN_IMPORTANCE, Extraction, Extractor, OfflineExtractor
-from memstream.streams.runtime.llm_extractor import LLMExtractor
+from memstream.streams.llm.extractor import LLMExtractor
 
 AT = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from memstream.models.settings import Settings
-from memstream.streams.runtime.health import (
+from memstream.streams.worker.health import (
     ComponentReport,
     Components,
     State,
@@ -259,8 +259,8 @@ def test_an_agent_counts_as_restarting_until_it_has_run_a_while_without_failing(
 
 
 def test_the_projector_is_starting_until_it_has_caught_up_once() -> None:
-    from memstream.streams.projector.memories import ProjectorProgress
-    from memstream.streams.runtime.health import caught_up
+    from memstream.streams.projector.loop import ProjectorProgress
+    from memstream.streams.worker.health import caught_up
 
     progress = ProjectorProgress()
     components = Components()

@@ -25,16 +25,10 @@ from hypothesis import strategies as st
 from test_session_store import FakeTable
 
 from memstream.models.codec import EventLimits, InvalidEvent, decode_event, encode_event
-from memstream.models.events import (
-    ConsolidationRequested,
-    Event,
-    MemoryAdded,
-    MessageAdded,
-    SessionClosed,
-    SessionStarted,
-    ToolCalled,
-    TranscriptMessage,
-)
+from memstream.models.events.chat import MessageAdded, SessionClosed, SessionStarted, ToolCalled
+from memstream.models.events.consolidation import ConsolidationRequested, TranscriptMessage
+from memstream.models.events.envelope import Event
+from memstream.models.events.memory import MemoryAdded
 from memstream.models.extraction import OfflineExtractor
 from memstream.models.session import WindowLimits
 from memstream.models.settings import Settings
@@ -49,9 +43,9 @@ from memstream.streams.agents.session_table import (
     seal_session_value,
 )
 from memstream.streams.archive.rows import _table
-from memstream.streams.projector.memories import _Projector
-from memstream.streams.runtime.deadletters import DeadLetter
-from memstream.streams.runtime.keys import FileKeyStore, keystore_from_settings
+from memstream.streams.kafka.deadletters import DeadLetter
+from memstream.streams.keys.store import FileKeyStore, keystore_from_settings
+from memstream.streams.projector.loop import ProjectorLoop
 
 LIMITS = EventLimits.from_settings(Settings())
 #: What the worker derives (spans, memories) is bounded by the record size, not per event.
@@ -202,12 +196,14 @@ def test_every_request_the_decoder_accepts_is_extracted_and_decided_into_events_
 # --- the memory projector ---------------------------------------------------------------------
 
 
-def projector_for(tmp_path: Path) -> tuple[_Projector, InMemoryPublisher]:
+def projector_for(tmp_path: Path) -> tuple[ProjectorLoop, InMemoryPublisher]:
     settings_ = Settings(data_dir=tmp_path / "data", topic_prefix="fz")
     # The projector's publisher: what it sends to the dead-letter topic is kept.
     letters = InMemoryPublisher(keystore_from_settings(settings_))
     projection = MemoryProjection(settings_.lancedb_dir, FakeEmbedder())
-    projector = _Projector(settings_, None, letters, projection, {}, asyncio.Event())  # type: ignore[arg-type]
+    projector = ProjectorLoop(
+        settings_, None, letters, projection, {}, asyncio.Event()  # type: ignore[arg-type]
+    )
     # The store is real; the broker is not needed: the probe asks only the store.
     projector.boundary.probes = projector.boundary.probes[1:]
     return projector, letters

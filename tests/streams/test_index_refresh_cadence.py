@@ -4,7 +4,7 @@ cadence of time and rows written, never for nothing."""
 from __future__ import annotations
 
 from memstream.models.settings import Settings
-from memstream.streams.projector.memories import INDEX_REFRESH_MIN_GAP_S, index_refresh_due
+from memstream.streams.projector.loop import INDEX_REFRESH_MIN_GAP_S, index_refresh_due
 
 SETTINGS = Settings(index_refresh_interval_s=30.0, index_refresh_rows=1_000)
 

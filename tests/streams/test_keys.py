@@ -14,11 +14,13 @@ from chat import conversation
 from test_session_store import FakeTable
 
 from memstream.models.codec import EventLimits, encode_event
-from memstream.models.events import Event, MessageAdded, UserErased
+from memstream.models.events.chat import MessageAdded, UserErased
+from memstream.models.events.envelope import Event
 from memstream.models.session import ClosedSession, SessionState, WindowLimits, session_key
 from memstream.streams.agents.session_table import SessionStore, fold_batch
-from memstream.streams.runtime.deadletters import DeadLetter, SealedDeadLetter
-from memstream.streams.runtime.keys import FileKeyStore, key_prefix, open_event, seal_event
+from memstream.streams.kafka.deadletters import DeadLetter, SealedDeadLetter
+from memstream.streams.keys.sealing import open_event, seal_event
+from memstream.streams.keys.store import FileKeyStore, key_prefix
 
 SECRET = "Quokka-Harbour-5521"
 NOW = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memstream.models.crypto import seal, unseal
-from memstream.models.events import MessageAdded
-from memstream.streams.runtime.keys import FileKeyStore, KeyStore, key_belongs_to, key_prefix
+from memstream.models.events.chat import MessageAdded
+from memstream.streams.keys.store import FileKeyStore, KeyStore, key_belongs_to, key_prefix
 
 
 class InMemoryKeyStore:
@@ -55,7 +55,7 @@ user_ids = st.text(min_size=1, max_size=40).filter(lambda text: "\x00" not in te
 
 
 class KeyStoreContract:
-    """What every :class:`~memstream.streams.runtime.keys.KeyStore` must do."""
+    """What every :class:`~memstream.streams.keys.store.KeyStore` must do."""
 
     @pytest.fixture
     def keys(self, tmp_path: Path) -> Iterator[KeyStore]:

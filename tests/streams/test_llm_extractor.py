@@ -19,12 +19,8 @@ from llm_server import Reply, ScriptedServer, completion
 from prometheus_client import REGISTRY
 
 from memstream.models.beliefs import KnownClaim
-from memstream.models.events import (
-    Claim,
-    ConsolidationRequested,
-    TokenUsage,
-    TranscriptMessage,
-)
+from memstream.models.events.consolidation import ConsolidationRequested, TranscriptMessage
+from memstream.models.events.memory import Claim, TokenUsage
 from memstream.models.extraction import Extractor
 from memstream.models.llm_reply import (
     PROMPT_VERSION,
@@ -33,7 +29,7 @@ from memstream.models.llm_reply import (
     reply_json_schema,
 )
 from memstream.models.settings import Settings
-from memstream.streams.runtime.llm_extractor import ExtractionFailed, LLMExtractor
+from memstream.streams.llm.extractor import ExtractionFailed, LLMExtractor
 
 AT = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 API_KEY = "sk-test-123"

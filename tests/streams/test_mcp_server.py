@@ -33,16 +33,17 @@ from mcp.server import MCPServer
 from mcp.types import CallToolResult
 from tenants import ACME_ALICE_READ, ACME_ALL, BETA_ALL, KEYS
 
-from memstream.models.events import Claim, MemoryDeleted, MessageAdded, SessionClosed
+from memstream.models.events.chat import MessageAdded, SessionClosed
+from memstream.models.events.memory import Claim, MemoryDeleted
 from memstream.models.session import SessionState, WindowMessage, session_key, working_context
 from memstream.models.settings import Settings
 from memstream.projections.memories import SourcePosition
 from memstream.streams.api.app import create_api
 from memstream.streams.api.auth import KeyFile
+from memstream.streams.keys.sealing import open_event
 from memstream.streams.mcp import TOOLS, create_mcp_server
 from memstream.streams.mcp.http import mount_mcp
 from memstream.streams.mcp.results import ELLIPSIS, Limits
-from memstream.streams.runtime.keys import open_event
 from memstream.streams.service.app import Service
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)

@@ -28,15 +28,15 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from memstream.models.codec import EventLimits
-from memstream.models.events import MemoryAdded
+from memstream.models.events.memory import MemoryAdded
 from memstream.models.settings import Settings
 from memstream.projections.memories import SourcePosition
 from memstream.streams.api.app import create_api
 from memstream.streams.api.auth import ApiKey, KeyFile
 from memstream.streams.api.observability import SAFE_REQUEST_ID
-from memstream.streams.runtime.keys import FileKeyStore
-from memstream.streams.runtime.logs import Redactor, configure_logging
-from memstream.streams.runtime.metrics import (
+from memstream.streams.keys.store import FileKeyStore
+from memstream.streams.observability.logs import Redactor, configure_logging
+from memstream.streams.observability.metrics import (
     ConsumerLag,
     MeteredEmbedder,
     exposition,

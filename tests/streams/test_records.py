@@ -8,7 +8,7 @@ from aiokafka.record.default_records import _DefaultRecordBatchBuilderPy
 from aiokafka.record.memory_records import MemoryRecords
 from fuzz import RawHeaderKey
 
-from memstream.streams.runtime.records import _Records, lenient_headers_installed
+from memstream.streams.kafka.records import _Records, lenient_headers_installed
 
 
 def batch_with(header_key: str, codec: int = 0) -> bytes:

@@ -9,7 +9,7 @@ from typing import Any
 from chat import conversation
 
 from memstream.models.codec import EventLimits, encode_event
-from memstream.models.events import SessionClosed
+from memstream.models.events.chat import SessionClosed
 from memstream.models.session import ClosedSession, SessionState, WindowLimits, session_key
 from memstream.streams.agents.session_table import IdleTracker, SessionStore, fold_batch
 

@@ -9,7 +9,7 @@ from aiohttp.test_utils import make_mocked_request
 from multidict import CIMultiDict
 
 from memstream.models.settings import Settings
-from memstream.streams.runtime.web import (
+from memstream.streams.worker.web import (
     UnsafeWebExposure,
     bearer_token_matches,
     check_web_exposure,

@@ -25,7 +25,7 @@ from memstream.models.beliefs import (
     same_attribute,
     same_value,
 )
-from memstream.models.events import Claim
+from memstream.models.events.memory import Claim
 
 T0 = datetime(2026, 3, 1, 9, tzinfo=UTC)
 

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from memstream.models.settings import Settings
-from memstream.streams.runtime.web import check_web_exposure
+from memstream.streams.worker.web import check_web_exposure
 
 ROOT = Path(__file__).resolve().parents[2]
 #: What an interpolation from .env stands for in these checks: a token as memstream wants.

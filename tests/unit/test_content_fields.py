@@ -8,16 +8,10 @@ from typing import Any, ClassVar, Literal, get_args
 import pytest
 from pydantic import AwareDatetime, JsonValue
 
-from memstream.models.events import (
-    AnyEvent,
-    Code,
-    Event,
-    Identifier,
-    RetrievedMemory,
-    Text,
-    TokenUsage,
-    TranscriptMessage,
-)
+from memstream.models.events.catalog import AnyEvent
+from memstream.models.events.consolidation import TranscriptMessage
+from memstream.models.events.envelope import Code, Event, Identifier, Text
+from memstream.models.events.memory import RetrievedMemory, TokenUsage
 
 ENVELOPE = {
     "event_id", "type", "schema_version", "user_id", "agent_id", "session_id", "occurred_at",
@@ -146,7 +140,7 @@ def test_content_fields_must_name_fields_outside_the_envelope() -> None:
 
 
 def test_a_nested_model_gaining_text_makes_its_field_content() -> None:
-    from memstream.models.events import Frozen
+    from memstream.models.events.envelope import Frozen
 
     class Hit(Frozen):
         memory_id: Identifier

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import memstream.models.conversation as conversation_module
 from memstream.models.conversation import annotate_times, resolve_times, turn_context
-from memstream.models.events import TranscriptMessage
+from memstream.models.events.consolidation import TranscriptMessage
 from memstream.models.extraction import extract_candidates
 
 TUESDAY = datetime(2026, 3, 17, 18, 0, tzinfo=UTC)

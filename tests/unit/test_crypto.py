@@ -20,11 +20,21 @@ from memstream.models.crypto import (
     sealed_key_id,
     unseal,
 )
-from memstream.models.events import (
-    Claim,
-    ConsolidationRequested,
+from memstream.models.events.chat import (
     EntityMentioned,
-    Event,
+    MessageAdded,
+    ScratchpadUpdated,
+    SessionClosed,
+    SessionStarted,
+    TaskProgress,
+    TaskSet,
+    ToolCalled,
+    UserErased,
+)
+from memstream.models.events.consolidation import ConsolidationRequested, TranscriptMessage
+from memstream.models.events.envelope import Event
+from memstream.models.events.memory import (
+    Claim,
     ExtractionFailure,
     ExtractionRecorded,
     MemoriesRetrieved,
@@ -36,17 +46,8 @@ from memstream.models.events import (
     MemoryPromoted,
     MemoryReinforced,
     MemorySuperseded,
-    MessageAdded,
     RetrievedMemory,
-    ScratchpadUpdated,
-    SessionClosed,
-    SessionStarted,
-    TaskProgress,
-    TaskSet,
     TokenUsage,
-    ToolCalled,
-    TranscriptMessage,
-    UserErased,
 )
 from memstream.models.vectors import pack_vector
 
@@ -172,7 +173,7 @@ def test_the_examples_cover_every_event_type_with_content() -> None:
     with_content = {
         cls
         for cls in _event_types()
-        if cls.content_fields and cls.__module__ == "memstream.models.events"
+        if cls.content_fields and cls.__module__.startswith("memstream.models.events.")
     }
     assert with_content == {type(event) for event in EXAMPLES}
 

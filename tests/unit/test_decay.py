@@ -16,13 +16,13 @@ import pytest
 from fakes import FakeEmbedder
 
 from memstream.models.codec import EventLimits, decode_event, encode_event
-from memstream.models.events import (
+from memstream.models.events.catalog import json_schemas
+from memstream.models.events.envelope import derived_id
+from memstream.models.events.memory import (
     MemoryAdded,
     MemoryForgotten,
     MemorySuperseded,
     MemoryType,
-    derived_id,
-    json_schemas,
 )
 from memstream.models.forgetting import decay_candidates, forgotten_event, keep_types
 from memstream.models.lifecycle import apply_change
@@ -37,7 +37,7 @@ from memstream.projections.memories import (
 )
 from memstream.streams.agents.decoding import decode_checked
 from memstream.streams.client import history_entry
-from memstream.streams.tools.forgetting import plan_forgetting
+from memstream.streams.operations.forgetting import plan_forgetting
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 DEFAULTS = Settings()

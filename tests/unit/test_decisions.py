@@ -4,7 +4,7 @@ changes another is decided by claims (tests/unit/test_beliefs.py), never by the 
 from __future__ import annotations
 
 from memstream.models.decisions import ExistingMemory, decide
-from memstream.models.events import MemoryCandidate
+from memstream.models.events.memory import MemoryCandidate
 
 
 def candidate(content: str, memory_type: str = "fact") -> MemoryCandidate:

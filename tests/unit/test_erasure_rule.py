@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from memstream.models.codec import encode_event
 from memstream.models.erasure import ErasureLedger, ErasureMark, erasure_of
-from memstream.models.events import MessageAdded, UserErased
+from memstream.models.events.chat import MessageAdded, UserErased
 
 AT = datetime(2026, 3, 1, tzinfo=UTC)
 

@@ -11,15 +11,9 @@ from hypothesis import given
 from pydantic import TypeAdapter, ValidationError
 
 from memstream.models.codec import InvalidEvent, decode_event, encode_event
-from memstream.models.events import (
-    OUTSIDE_UTC,
-    MessageAdded,
-    SessionClosed,
-    ToolCalled,
-    UtcInstant,
-    json_schemas,
-    utc_instant,
-)
+from memstream.models.events.catalog import json_schemas
+from memstream.models.events.chat import MessageAdded, SessionClosed, ToolCalled
+from memstream.models.events.envelope import OUTSIDE_UTC, UtcInstant, utc_instant
 from memstream.models.upcasting import Upcasters
 
 NOW = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)

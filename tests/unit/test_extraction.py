@@ -13,7 +13,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import memstream.models.extraction as extraction_module
-from memstream.models.events import ConsolidationRequested, MemoryCandidate, TranscriptMessage
+from memstream.models.events.consolidation import ConsolidationRequested, TranscriptMessage
+from memstream.models.events.memory import MemoryCandidate
 from memstream.models.extraction import (
     MAX_CONTENT_CHARS,
     MIN_IMPORTANCE,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime, timedelta, timezone
 
-from memstream.models.events import (
+from memstream.models.events.chat import (
     ChatEvent,
     EntityMentioned,
     MessageAdded,
@@ -25,7 +25,10 @@ from memstream.models.session import (
     session_key,
 )
 from memstream.models.settings import Settings
-from memstream.streams.tools.rebuild_sessions import sessions_changelog_topic, sessions_fingerprint
+from memstream.streams.operations.rebuild_sessions import (
+    sessions_changelog_topic,
+    sessions_fingerprint,
+)
 
 LISBON = timezone(timedelta(hours=1))
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=LISBON)

@@ -32,7 +32,7 @@ def test_wheel_installs_only_the_memstream_package_with_its_assets(tmp_path: Pat
     names = zipfile.ZipFile(wheel).namelist()
     top_level = {name.split("/")[0] for name in names if not name.startswith("memstream-")}
     assert top_level == {"memstream"}
-    assert "memstream/models/events.py" in names
+    assert "memstream/models/events/envelope.py" in names
     # `from memstream import MemoryClient`, and typed (PEP 561).
     assert {"memstream/__init__.py", "memstream/py.typed"} <= set(names)
     assert "memstream/projections/assets/tokenizer.json" in names

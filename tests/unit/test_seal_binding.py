@@ -23,7 +23,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from memstream.models.codec import EventLimits, InvalidEvent, decode_event, encode_event
 from memstream.models.crypto import SealError, seal_bytes, unseal
-from memstream.models.events import ContentEncryption, Event, MessageAdded, ScratchpadUpdated
+from memstream.models.events.chat import MessageAdded, ScratchpadUpdated
+from memstream.models.events.envelope import ContentEncryption, Event
 from memstream.models.session import SessionState, dump_session, session_key
 from memstream.models.settings import Settings
 from memstream.models.topics import CHAT_TYPES
@@ -33,13 +34,8 @@ from memstream.streams.agents.session_table import (
     open_session_value,
     seal_session_value,
 )
-from memstream.streams.runtime.keys import (
-    BatchKeys,
-    FileKeyStore,
-    keystore_from_settings,
-    open_event,
-    seal_event,
-)
+from memstream.streams.keys.sealing import open_event, seal_event
+from memstream.streams.keys.store import BatchKeys, FileKeyStore, keystore_from_settings
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 SECRET = "I live at 12 Harbour Lane"
@@ -137,7 +133,7 @@ def test_a_ciphertext_copied_onto_another_event_never_opens(
 
 
 def test_a_relabelled_key_id_never_opens(keys: FileKeyStore, tmp_path: Path) -> None:
-    from memstream.streams.runtime.keys import key_belongs_to
+    from memstream.streams.keys.store import key_belongs_to
 
     sealed = sealed_message(keys)
     assert sealed.encryption is not None

@@ -4,7 +4,7 @@ back.
 
 The event types are read from ``AnyEvent`` (every topic's union), so a new type is covered
 without touching this test. Which fields are plain ids is decided here, on its own (not read
-from ``models/events.py``): a field the model lets through unsealed gets the canary unless it
+from ``models/events/``): a field the model lets through unsealed gets the canary unless it
 is on this test's short list of identifiers, so widening the model's allow-list by mistake
 fails here too.
 """
@@ -24,10 +24,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import AwareDatetime, BaseModel, JsonValue, StringConstraints, TypeAdapter
 
-import memstream.models.events as events_module
 from memstream.models.codec import decode_event, encode_event
-from memstream.models.events import AnyEvent, Event
-from memstream.streams.runtime.keys import FileKeyStore, open_event, seal_event
+from memstream.models.events import chat, consolidation, memory
+from memstream.models.events.catalog import AnyEvent
+from memstream.models.events.envelope import Event
+from memstream.streams.keys.sealing import open_event, seal_event
+from memstream.streams.keys.store import FileKeyStore
 
 #: Put into every text a field can hold; must never reach a topic in the clear.
 CANARY = "Qz7CanaryXw4"
@@ -52,15 +54,16 @@ _TIMES = st.datetimes(
 
 
 def test_every_event_type_of_the_schema_is_generated() -> None:
-    """``AnyEvent`` holds every event class ``models/events.py`` defines (so enumerating its
+    """``AnyEvent`` holds every event class ``models/events/`` defines (so enumerating its
     union members here misses none), and every topic's union is part of it."""
     defined = {
         value
-        for value in vars(events_module).values()
+        for module in (chat, consolidation, memory)
+        for value in vars(module).values()
         if isinstance(value, type) and issubclass(value, Event) and value is not Event
     }
     assert set(EVENT_TYPES) == defined
-    for union in (events_module.ChatEvent, events_module.MemoryEvent):
+    for union in (chat.ChatEvent, memory.MemoryEvent):
         assert set(get_args(get_args(union)[0])) <= set(EVENT_TYPES)
 
 

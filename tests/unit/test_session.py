@@ -7,7 +7,7 @@ from itertools import count
 
 import pytest
 
-from memstream.models.events import (
+from memstream.models.events.chat import (
     ChatEvent,
     EntityMentioned,
     MessageAdded,

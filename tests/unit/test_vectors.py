@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memstream.models.events import MemoryAdded
+from memstream.models.events.memory import MemoryAdded
 from memstream.models.upcasting import UPCASTERS
 from memstream.models.vectors import pack_vector, unpack_vector
 
