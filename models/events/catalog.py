@@ -25,6 +25,7 @@ from memstream.models.events.memory import (
     ExtractionRecorded,
     MemoriesRetrieved,
     MemoryAdded,
+    MemoryChange,
     MemoryDeleted,
     MemoryExpired,
     MemoryForgotten,
@@ -49,13 +50,7 @@ AnyEvent = Annotated[
     | ExtractionRecorded
     | ExtractionFailure
     | MemoryAdded
-    | MemoryReinforced
-    | MemorySuperseded
-    | MemoryOutdated
-    | MemoryDeleted
-    | MemoryPromoted
-    | MemoryExpired
-    | MemoryForgotten
+    | MemoryChange
     | MemoriesRetrieved
     | UserErased,
     Field(discriminator="type"),

@@ -305,16 +305,6 @@ MemoryChange = (
 )
 
 MemoryEvent = Annotated[
-    ExtractionRecorded
-    | ExtractionFailure
-    | MemoryAdded
-    | MemoryReinforced
-    | MemorySuperseded
-    | MemoryOutdated
-    | MemoryDeleted
-    | MemoryPromoted
-    | MemoryExpired
-    | MemoryForgotten
-    | UserErased,
+    ExtractionRecorded | ExtractionFailure | MemoryAdded | MemoryChange | UserErased,
     Field(discriminator="type"),
 ]
