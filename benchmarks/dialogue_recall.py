@@ -77,6 +77,7 @@ from memstream.projections.memories import (
     SearchFilters,
     SourcePosition,
 )
+from memstream.projections.resident import ResidentMemories
 from memstream.projections.retrieval import Retriever
 from memstream.streams.client import MemoryClient
 from memstream.streams.kafka.broker import EmbeddedBroker, free_port
@@ -89,6 +90,8 @@ DEPTHS = (5, 10, 20)
 #: Depth of the answer-in-text rate, the stale and the distractor counts.
 TOP = 10
 LIMIT = max(DEPTHS)
+#: Bytes the resident search may hold: every user of the benchmark.
+RESIDENT_BUDGET = 1 << 30
 BASELINE = "raw turns, LanceDB hybrid (baseline)"
 
 
@@ -400,9 +403,15 @@ def offline_tallies(
     searches = {BASELINE: raw_turn_baseline(workdir / "raw", dialogues, embedder)}
     phases["build"] = time.perf_counter() - mark
     settings = Settings(data_dir=workdir / "data")
-    with MemoryClient(settings, projection=projection) as client:
+    resident = ResidentMemories(projection, budget_bytes=RESIDENT_BUDGET)
+    with (
+        MemoryClient(settings, projection=projection) as client,
+        MemoryClient(settings, projection=resident) as held,
+    ):
         searches["MemoryProjection.search"] = projection_search(projection, turn_of)
         searches["MemoryClient.search"] = client_search(client, turn_of, point_in_time=True)
+        searches["ResidentMemories.search"] = projection_search(resident, turn_of)
+        searches["MemoryClient.search, resident"] = client_search(held, turn_of, point_in_time=True)
         if sweep:
             searches.update(sweep_searches(projection, dialogues, turn_of))
             plain = without_context(workdir, projection, dialogues, embedder)

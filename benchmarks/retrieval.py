@@ -45,6 +45,7 @@ from memory_tables import MEMORIES_PER_USER, NOW, Pool, asks, build_pool, write_
 from memstream.models.settings import Settings
 from memstream.projections.embedder import MiniLMOnnxEmbedder
 from memstream.projections.memories import MemoryProjection
+from memstream.projections.resident import ResidentMemories
 from memstream.projections.retrieval import Retriever
 
 GOAL_P95_MS = 20.0
@@ -94,6 +95,8 @@ class Row:
     embed_ms: list[float]
     #: Retriever.search(limit=SEARCH_LIMIT): what MemoryClient.search answers with.
     client_ms: list[float]
+    #: The same Retriever.search over ResidentMemories (each user loaded before timing).
+    resident_ms: list[float]
 
 
 def measure_size(
@@ -105,6 +108,7 @@ def measure_size(
     embedder: MiniLMOnnxEmbedder,
     *,
     scalar_indexes: bool = False,
+    resident_budget: int = 2 << 30,
 ) -> list[Row]:
     """Build a table of ``size`` memories, index it, and time searches and retrievals.
 
@@ -132,12 +136,14 @@ def measure_size(
     print(f"[{size:,}]   indexes built in {index_s:.1f} s", flush=True)
 
     questions = asks(users, queries, seed)
-    search_ms, retrieve_ms, embed_ms, client_ms = time_queries(projection, embedder, questions)
+    search_ms, retrieve_ms, embed_ms, client_ms, resident_ms = time_queries(
+        projection, embedder, questions, resident_budget
+    )
     disk_mb = directory_size(db_dir) / 1e6
     print(f"[{size:,}]   table {disk_mb:,.0f} MB on disk; df: {disk_free(base)}", flush=True)
     rows = [
         Row(size, users, "", write_s, index_s, disk_mb, search_ms, retrieve_ms, embed_ms,
-            client_ms)
+            client_ms, resident_ms)
     ]
     if scalar_indexes:
         table = lancedb.connect(db_dir).open_table("memories")
@@ -148,12 +154,12 @@ def measure_size(
         scalar_s = time.perf_counter() - started
         print(f"[{size:,}]   scalar indexes built in {scalar_s:.1f} s", flush=True)
         projection = MemoryProjection(db_dir, embedder)
-        search_ms, retrieve_ms, embed_ms, client_ms = time_queries(
-            projection, embedder, questions
+        search_ms, retrieve_ms, embed_ms, client_ms, resident_ms = time_queries(
+            projection, embedder, questions, resident_budget
         )
         rows.append(
             Row(size, users, "+scalar", write_s, index_s + scalar_s, disk_mb, search_ms,
-                retrieve_ms, embed_ms, client_ms)
+                retrieve_ms, embed_ms, client_ms, resident_ms)
         )
     return rows
 
@@ -163,13 +169,25 @@ SEARCH_LIMIT = 10
 
 
 def time_queries(
-    projection: MemoryProjection, embedder: MiniLMOnnxEmbedder, asks: list[tuple[str, str]]
-) -> tuple[list[float], list[float], list[float], list[float]]:
-    """Milliseconds of ``search``, ``retrieve``, the query embedding and the client's search
-    (``Retriever.search``) for each ask."""
+    projection: MemoryProjection,
+    embedder: MiniLMOnnxEmbedder,
+    asks: list[tuple[str, str]],
+    resident_budget: int,
+) -> tuple[list[float], list[float], list[float], list[float], list[float]]:
+    """Milliseconds of ``search``, ``retrieve``, the query embedding, the client's search
+    (``Retriever.search``) and the client's search over resident memories for each ask."""
     queries = len(asks)
     retriever = Retriever(projection, Settings(), clock=lambda: NOW)
     limit = SEARCH_LIMIT
+    # No query cache: every call embeds its query, as the others do.
+    resident = ResidentMemories(projection, budget_bytes=resident_budget, query_cache=0)
+    resident_retriever = Retriever(resident, Settings(), clock=lambda: NOW)
+    started = time.perf_counter()
+    for user_id in sorted({u for u, _ in asks}):  # each user's first touch, timed apart
+        resident.search(user_id, "hello", limit=1)
+    load_s = time.perf_counter() - started
+    print(f"  resident: {resident.loads} users loaded in {load_s:.1f} s, "
+          f"{resident.held_bytes / 1e6:,.0f} MB held", flush=True)
     for user_id, question in asks[:10]:  # warm the caches and the index files
         projection.search(user_id, question, limit=limit)
         retriever.retrieve(user_id, question)
@@ -185,16 +203,19 @@ def time_queries(
         "search": lambda u, q: projection.search(u, q, limit=limit),
         "retrieve": lambda u, q: retriever.retrieve(u, q),
         "client": lambda u, q: retriever.search(u, q, limit=limit),
+        "resident": lambda u, q: resident_retriever.search(u, q, limit=limit),
     }
     samples: dict[str, list[float]] = {name: [] for name in calls}
     names = list(calls)
     for index, (user_id, question) in enumerate(asks):
-        for name in names[index % 3 :] + names[: index % 3]:
+        turn = index % len(names)
+        for name in names[turn:] + names[:turn]:
             started = time.perf_counter()
             calls[name](user_id, question)
             samples[name].append((time.perf_counter() - started) * 1000)
-    search_ms, retrieve_ms, client_ms = samples["search"], samples["retrieve"], samples["client"]
-    return search_ms, retrieve_ms, embed_ms, client_ms
+    return (
+        samples["search"], samples["retrieve"], embed_ms, samples["client"], samples["resident"]
+    )
 
 
 def print_table(rows: list[Row], pool_size: int, queries: int) -> None:
@@ -202,7 +223,7 @@ def print_table(rows: list[Row], pool_size: int, queries: int) -> None:
     header = (
         f"{'memories':>10} {'':<8} {'users':>6} {'build s':>8} {'(index s)':>9} {'disk MB':>8} "
         f"{'search p50':>10} {'p95 ms':>7} {'client p50':>10} {'p95 ms':>7} "
-        f"{'retrieve p50':>12} {'p95 ms':>7}"
+        f"{'retrieve p50':>12} {'p95 ms':>7} {'resident p50':>12} {'p95 ms':>7}"
     )
     print()
     print(header)
@@ -213,7 +234,8 @@ def print_table(rows: list[Row], pool_size: int, queries: int) -> None:
             f"{r.disk_mb:>8,.0f} {percentile(r.search_ms, 50):>10.1f} "
             f"{percentile(r.search_ms, 95):>7.1f} {percentile(r.client_ms, 50):>10.1f} "
             f"{percentile(r.client_ms, 95):>7.1f} {percentile(r.retrieve_ms, 50):>12.1f} "
-            f"{percentile(r.retrieve_ms, 95):>7.1f}"
+            f"{percentile(r.retrieve_ms, 95):>7.1f} {percentile(r.resident_ms, 50):>12.1f} "
+            f"{percentile(r.resident_ms, 95):>7.1f}"
         )
     print()
     embed = [ms for r in rows for ms in r.embed_ms]
@@ -224,7 +246,8 @@ def print_table(rows: list[Row], pool_size: int, queries: int) -> None:
     print(f"- search = MemoryProjection.search(limit={SEARCH_LIMIT}: vector and full-text legs,"
           " each memory scored by cosine and BM25); client = Retriever.search, what"
           " MemoryClient.search answers with (that search, ranked); retrieve ="
-          " Retriever.retrieve (a prompt context: quotas, budget, access event).")
+          " Retriever.retrieve (a prompt context: quotas, budget, access event); resident ="
+          " Retriever.search over ResidentMemories (users in memory, loaded before timing).")
     print("- build = bulk write (pyarrow, 100k-row adds) + refresh_indexes() (FTS, scalar indexes,"
           " optimize; no ANN index).")
     if any(r.variant for r in rows):

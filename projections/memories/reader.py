@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from memstream.models.decisions import normalised
 from memstream.projections.memories.connection import TableConnection
@@ -284,6 +285,15 @@ class MemoryReader(TableConnection):
         )
         records = [MemoryRecord(**_record_fields(row)) for row in rows]
         return sorted(records, key=lambda r: (r.valid_from or r.created_at, r.memory_id))
+
+    def user_rows(self, user_id: str) -> pa.Table:
+        """Every row of the user (every status, every column, the vector too): what
+        :class:`~memstream.projections.resident.ResidentMemories` loads on a first touch."""
+        table = self._open()
+        where = _user_filter(user_id, SearchFilters(include_inactive=True))
+        if table is None or where is None:
+            return pa.table({})
+        return table.search().where(where).limit(None).to_arrow()
 
     def get_many(self, user_id: str, memory_ids: Sequence[str]) -> dict[str, MemoryRecord]:
         """The user's memories among ``memory_ids`` (active or not), by id: one lookup."""
