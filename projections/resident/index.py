@@ -25,13 +25,7 @@ import numpy as np
 
 from memstream.models.events.memory import MemoriesRetrieved, MemoryAdded, MemoryChange
 from memstream.models.vectors import unpack_vector
-from memstream.projections.memories.fold import (
-    first_adds,
-    fold_accesses,
-    fold_changes,
-    new_row,
-    split_adds,
-)
+from memstream.projections.memories.fold import first_adds, new_row, split_adds
 from memstream.projections.memories.hybrid import MAX_SEARCH_LIMIT
 from memstream.projections.memories.records import (
     MemoryHit,
@@ -160,8 +154,7 @@ class ResidentMemories:
             for user_id, user in list(self._users.items()):
                 mine = [(e, p) for e, p in changes if e.user_id == user_id]
                 if mine:
-                    rows = {m: user.rows[s] for m, s in user.slot_of.items()}
-                    user.changed(fold_changes(rows, mine))
+                    user.fold_changes(mine)
             self._enforce_budget()
         return written
 
@@ -172,8 +165,7 @@ class ResidentMemories:
             for user_id, user in self._users.items():
                 mine = [(e, p) for e, p in batch if e.user_id == user_id]
                 if mine:
-                    rows = {m: user.rows[s] for m, s in user.slot_of.items()}
-                    fold_accesses(rows, mine)
+                    user.fold_accesses(mine)
         return counted
 
     def erase_user(self, user_id: str) -> int:

@@ -10,17 +10,20 @@ by memory id, so a user rebuilt from the log answers in the same order.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 
+from memstream.models.events.memory import MemoriesRetrieved, MemoryChange
+from memstream.projections.memories.fold import fold_accesses, fold_changes
 from memstream.projections.memories.hybrid import BM25_SATURATION, VECTOR_SHARE
 from memstream.projections.memories.records import (
     MemoryHit,
     MemoryRecord,
     SearchFilters,
+    SourcePosition,
     _record_fields,
 )
 from memstream.projections.memories.schema import (
@@ -87,10 +90,18 @@ class ResidentUser:
         )
         return True
 
-    def changed(self, memory_ids: Iterable[str]) -> None:
-        """The rows of ``memory_ids`` were changed in place: refresh what filters read."""
-        for memory_id in memory_ids:
+    def fold_changes(self, changes: Sequence[tuple[MemoryChange, SourcePosition]]) -> None:
+        """Fold ``changes`` (this user's, in log order) into the rows they name, as the
+        table does (:func:`~memstream.projections.memories.fold.fold_changes`: re-delivered
+        ones are skipped), and refresh what filters read."""
+        rows = {memory_id: self.rows[slot] for memory_id, slot in self.slot_of.items()}
+        for memory_id in fold_changes(rows, changes):
             self._set_columns(self.slot_of[memory_id])
+
+    def fold_accesses(self, batch: Sequence[tuple[MemoriesRetrieved, SourcePosition]]) -> None:
+        """Count ``batch``'s retrievals of this user's memories, once each (as the table)."""
+        rows = {memory_id: self.rows[slot] for memory_id, slot in self.slot_of.items()}
+        fold_accesses(rows, batch)
 
     def search(
         self, query: str, vector: np.ndarray, limit: int, filters: SearchFilters
