@@ -376,6 +376,11 @@ class Settings(BaseSettings):
     #: all versions under steady searches. 0 writes after every fetch.
     access_flush_interval_s: float = Field(2.0, ge=0)
 
+    #: Memory the process that answers searches may use to hold its active users' memories
+    #: (vectors, words, rows), MiB; the least recently searched go beyond it, and a user
+    #: larger than it is searched in the table. 0: every search reads the LanceDB table.
+    resident_memory_mb: int = Field(512, ge=0)
+
     # --- archive ------------------------------------------------------------------------
     #: The archive sink writes a Parquet file per partition and day once this many records
     #: are buffered, or ``archive_flush_s`` after the first buffered record, whichever first.

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
+import pyarrow as pa
 
 from memstream.models.events.memory import MemoriesRetrieved, MemoryAdded, MemoryChange
 from memstream.models.settings import Settings
@@ -322,6 +323,15 @@ class PartitionedMemories:
     def claim_history(self, user_id: str) -> list[MemoryRecord]:
         """The user's claims of every status (see :meth:`MemoryProjection.claim_history`)."""
         return self.of_user(user_id).claim_history(user_id)
+
+    def follow_live_table(self, user_id: str) -> bool:
+        """Whether the user's partition moved to another live table (a replay swapped one
+        in) since this object last looked: see :meth:`TableConnection.follow_live_table`."""
+        return self.of_user(user_id).follow_live_table()
+
+    def user_rows(self, user_id: str) -> pa.Table:
+        """Every row of the user, vectors too (see :meth:`MemoryProjection.user_rows`)."""
+        return self.of_user(user_id).user_rows(user_id)
 
     def get_many(self, user_id: str, memory_ids: Sequence[str]) -> dict[str, MemoryRecord]:
         """The user's memories among ``memory_ids`` (see :meth:`MemoryProjection.get_many`)."""

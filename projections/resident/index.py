@@ -16,7 +16,7 @@ table, so a user's answers do not depend on how much others wrote.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -25,7 +25,7 @@ import numpy as np
 
 from memstream.models.events.memory import MemoriesRetrieved, MemoryAdded, MemoryChange
 from memstream.models.vectors import unpack_vector
-from memstream.projections.memories.fold import first_adds, new_row, split_adds
+from memstream.projections.memories.fold import new_row, split_adds
 from memstream.projections.memories.hybrid import MAX_SEARCH_LIMIT
 from memstream.projections.memories.records import (
     MemoryHit,
@@ -37,6 +37,8 @@ from memstream.projections.resident.user import ResidentUser
 
 #: Query vectors kept, by text.
 QUERY_CACHE_SIZE = 4_096
+#: Events kept after they are folded (see ``recent``): more than the projector lags by.
+RECENT_EVENTS = 100_000
 
 
 class ResidentMemories:
@@ -52,10 +54,17 @@ class ResidentMemories:
         searched are let go beyond it.
     query_cache
         Query vectors kept, by text (0: every query is embedded).
+    recent
+        Events kept after they are folded, for users loaded from a table that lags them.
     """
 
     def __init__(
-        self, projection: Any, *, budget_bytes: int, query_cache: int = QUERY_CACHE_SIZE
+        self,
+        projection: Any,
+        *,
+        budget_bytes: int,
+        query_cache: int = QUERY_CACHE_SIZE,
+        recent: int = RECENT_EVENTS,
     ) -> None:
         self.projection = projection
         self.budget_bytes = budget_bytes
@@ -65,6 +74,16 @@ class ResidentMemories:
         self._cold: set[str] = set()
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.RLock()
+        #: Recent events folded here (user, is a memory event, event, position): folded
+        #: again into a user loaded from a table that may not have applied them yet.
+        self._recent: deque[tuple[str, bool, Any, SourcePosition]] = deque(maxlen=recent)
+        #: Whether another process writes the table and a follower feeds :meth:`follow`,
+        #: and whether it is caught up; the follower's next offset per partition.
+        self.following = False
+        self.live = False
+        self._followed: dict[tuple[str, int], int] = {}
+        #: Counts users let go, so a load that raced one is not kept.
+        self._resets = 0
         self.loads = 0
         self.evictions = 0
 
@@ -134,63 +153,160 @@ class ResidentMemories:
                 self._queries.popitem(last=False)
         return vector
 
+    def positions(self, user_id: str | None = None) -> dict[tuple[str, int], int]:
+        """The table's positions (see :meth:`MemoryReader.positions`); for a user held here
+        while following the log, no further than what the follower has read, so a wait on
+        it (``add(wait=True)``) ends when these searches see the change too."""
+        table = dict(self.projection.positions(user_id))
+        if user_id is None or not self.following:
+            return table
+        with self._lock:
+            if user_id not in self._users:
+                return table
+            return {key: min(at, self._followed.get(key, at)) for key, at in table.items()}
+
     # Writes ------------------------------------------------------------------------------
 
     def apply(self, batch: Sequence[tuple[MemoryAdded | MemoryChange, SourcePosition]]) -> int:
         """Write ``batch`` to the projection, then fold it into the resident users."""
         written = int(self.projection.apply(batch))
-        added, changes = split_adds(batch)
         with self._lock:
-            model = self.projection.embedder.model_id
-            for event, position in first_adds(added).values():
-                user = self._users.get(event.user_id)
-                if user is None:
-                    continue
-                vector = _carried(event, model, user)
-                if vector is None:
-                    self._drop(event.user_id)  # read again from the table when next searched
-                    continue
-                user.put(new_row(event, position, model), vector)
-            for user_id, user in list(self._users.items()):
-                mine = [(e, p) for e, p in changes if e.user_id == user_id]
-                if mine:
-                    user.fold_changes(mine)
-            self._enforce_budget()
+            self._fold_memories(batch)
         return written
 
     def apply_accesses(self, batch: Sequence[tuple[MemoriesRetrieved, SourcePosition]]) -> int:
         """Count ``batch``'s retrievals in the projection and in the resident users."""
         counted = int(self.projection.apply_accesses(batch))
         with self._lock:
-            for user_id, user in self._users.items():
-                mine = [(e, p) for e, p in batch if e.user_id == user_id]
-                if mine:
-                    user.fold_accesses(mine)
+            self._fold_accesses(batch)
         return counted
 
     def erase_user(self, user_id: str) -> int:
+        self.forget_user(user_id)
+        return int(self.projection.erase_user(user_id))
+
+    # Following the log -------------------------------------------------------------------
+
+    def start_following(self, since: dict[tuple[str, int], int]) -> None:
+        """From now on the resident users are kept current by :meth:`follow` (another
+        process writes the table), from the log positions ``since`` on; until
+        :meth:`set_live` says the follower is caught up, searches read the table."""
+        with self._lock:
+            self.following = True
+            self._followed = dict(since)
+
+    def set_live(self, live: bool) -> None:
+        """Whether the follower is caught up with the log (False: it lost the broker, or is
+        reading a backlog): resident users answer only while it is."""
+        with self._lock:
+            self.live = live
+            if not live:
+                # What happened meanwhile may never reach this process: start again.
+                self._users.clear()
+                self._resets += 1
+
+    def follow(
+        self,
+        memories: Sequence[tuple[MemoryAdded | MemoryChange, SourcePosition]],
+        accesses: Sequence[tuple[MemoriesRetrieved, SourcePosition]],
+        read_to: dict[tuple[str, int], int],
+    ) -> None:
+        """Fold events another process projects (opened, in log order per partition) into
+        the resident users, and keep them a while for users loaded from a table that has
+        not applied them yet; ``read_to`` is the follower's next offset per partition."""
+        with self._lock:
+            for event, position in memories:
+                self._recent.append((event.user_id, True, event, position))
+            for access, position in accesses:
+                self._recent.append((access.user_id, False, access, position))
+            self._fold_memories(memories)
+            self._fold_accesses(accesses)
+            self._followed.update(read_to)
+
+    def forget_user(self, user_id: str) -> None:
+        """Let the user go (erased): nothing of theirs stays in memory."""
         with self._lock:
             self._drop(user_id)
             self._cold.discard(user_id)
-        return int(self.projection.erase_user(user_id))
+            self._recent = deque(
+                (item for item in self._recent if item[0] != user_id), maxlen=self._recent.maxlen
+            )
+
+    def _fold_memories(
+        self, batch: Sequence[tuple[MemoryAdded | MemoryChange, SourcePosition]]
+    ) -> None:
+        added, changes = split_adds(batch)
+        model = self.projection.embedder.model_id
+        for event, position in added:
+            user = self._users.get(event.user_id)
+            if user is None:
+                continue
+            if event.memory_id in user.slot_of:
+                continue  # the first add wins, as in the table
+            vector = _carried(event, model, user)
+            if vector is None or _sealed(event):
+                self._drop(event.user_id)  # read again from the table when next searched
+                continue
+            user.put(new_row(event, position, model), vector)
+        for user_id in {event.user_id for event, _ in changes}:
+            user = self._users.get(user_id)
+            if user is not None:
+                user.fold_changes([(e, p) for e, p in changes if e.user_id == user_id])
+        self._enforce_budget()
+
+    def _fold_accesses(self, batch: Sequence[tuple[MemoriesRetrieved, SourcePosition]]) -> None:
+        for user_id in {event.user_id for event, _ in batch}:
+            user = self._users.get(user_id)
+            if user is not None:
+                user.fold_accesses([(e, p) for e, p in batch if e.user_id == user_id])
 
     # Residency ---------------------------------------------------------------------------
 
     def _resident(self, user_id: str) -> ResidentUser | None:
-        """The user in memory, loaded now if needed; None for a user over the budget."""
+        """The user in memory, loaded now if needed; None for a user over the budget, or
+        while a follower is not caught up."""
+        if self._swapped(user_id):
+            with self._lock:
+                # A replay swapped in another live table: what is held came from the old one.
+                self._users.clear()
+                self._cold.clear()
+                self._resets += 1
         with self._lock:
+            if self.following and not self.live:
+                return None
             user = self._users.get(user_id)
             if user is not None:
                 self._users.move_to_end(user_id)
                 return user
             if user_id in self._cold:
                 return None
-            user = self._load(user_id)
-            if user is None:
+            seen = self._resets
+        # The table is read without the lock: other users' searches go on meanwhile.
+        user = self._load(user_id)
+        with self._lock:
+            if user is None or seen != self._resets:
                 return None
+            held = self._users.get(user_id)
+            if held is not None:  # loaded meanwhile by another search
+                return held
+            # What the follower or this process applied while the table was read, or
+            # before the table had it, folds in again (every fold skips what it has).
+            recent = [item for item in self._recent if item[0] == user_id]
             self._users[user_id] = user
+            for _, is_memory, event, position in recent:
+                if is_memory:
+                    self._fold_memories([(event, position)])
+                else:
+                    self._fold_accesses([(event, position)])
             self._enforce_budget()
             return self._users.get(user_id)
+
+    def _swapped(self, user_id: str) -> bool:
+        """Whether the table the user is read from is another one now (a replay's swap)."""
+        follow = getattr(self.projection, "follow_live_table", None)
+        if follow is None:
+            return False
+        return bool(follow(user_id) if hasattr(self.projection, "of_user") else follow())
 
     def _load(self, user_id: str) -> ResidentUser | None:
         rows = self.projection.user_rows(user_id)
@@ -214,9 +330,11 @@ class ResidentMemories:
             for i in order:
                 user.put(records[i], vectors[i])
                 if user.nbytes > self.budget_bytes:
-                    self._cold.add(user_id)
+                    with self._lock:
+                        self._cold.add(user_id)
                     return None
-        self.loads += 1
+        with self._lock:
+            self.loads += 1
         return user
 
     def _enforce_budget(self) -> None:
@@ -228,6 +346,11 @@ class ResidentMemories:
 
     def _drop(self, user_id: str) -> None:
         self._users.pop(user_id, None)
+        self._resets += 1
+
+
+def _sealed(event: MemoryAdded) -> bool:
+    return event.encryption is not None and "content" in event.encryption.fields
 
 
 def _carried(event: MemoryAdded, model: str, user: ResidentUser) -> np.ndarray | None:

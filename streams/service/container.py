@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     # loads LanceDB or the model.
     from memstream.projections.embedder import Embedder
     from memstream.projections.memories import MemoryIndex, PartitionedMemories
+    from memstream.streams.projector.follower import ResidentFollower
 
 __all__ = ["Container"]
 
@@ -39,9 +40,11 @@ class Container:
         the store the workers use.
     projection
         The memory index readers use (any
-        :class:`~memstream.projections.memories.MemoryIndex`); the live projection in the
-        store of ``settings`` (``memory_store``, or the data directory) by default, opened
-        with the embedder on first use.
+        :class:`~memstream.projections.memories.MemoryIndex`); by default the live
+        projection in the store of ``settings`` (``memory_store``, or the data directory),
+        opened with the embedder on first use, its active users held in memory
+        (``resident_memory_mb``) and kept current by following the log
+        (:meth:`follow_log`).
     publisher
         How events reach the topics; a :class:`KafkaPublisher` that checks what users send
         and the broker's log mark, started on the first write, by default.
@@ -52,6 +55,7 @@ class Container:
     projection: MemoryIndex | None = None
     publisher: EventPublisher | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _follower: ResidentFollower | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.keys is None:
@@ -79,8 +83,24 @@ class Container:
 
         with self._lock:
             if self.projection is None:
-                self.projection = self.memory_table(reader=True)
+                table = self.memory_table(reader=True)
+                self.projection = table
+                if self.settings.resident_memory_mb > 0:
+                    from memstream.projections.resident import ResidentMemories
+                    from memstream.streams.projector.follower import ResidentFollower
+
+                    resident = ResidentMemories(
+                        table, budget_bytes=self.settings.resident_memory_mb << 20
+                    )
+                    self._follower = ResidentFollower(self.settings, self.key_store, resident)
+                    self.projection = resident
             return self.projection
+
+    def follow_log(self) -> None:
+        """Start keeping the resident memories current (in the running loop; once). Until
+        the follower has read to the end of the log, searches read the table."""
+        if self._follower is not None:
+            self._follower.start()
 
     def memory_table(self, table: str | None = None, *, reader: bool = False) -> PartitionedMemories:
         """A memory projection of the settings' store, one LanceDB table per partition: the
@@ -111,6 +131,8 @@ class Container:
             return self.publisher
 
     async def close(self) -> None:
-        """Release what was opened (the producer and its log watch)."""
+        """Release what was opened (the log follower, the producer and its log watch)."""
+        if self._follower is not None:
+            await self._follower.close()
         if self.publisher is not None:
             await self.publisher.close()

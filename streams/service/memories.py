@@ -482,7 +482,9 @@ class MemoryService:
         )
 
     async def _projection(self) -> MemoryIndex:
-        return await asyncio.to_thread(self.container.memory_projection)
+        projection = await asyncio.to_thread(self.container.memory_projection)
+        self.container.follow_log()
+        return projection
 
     async def _send(
         self, topic: str, events: Sequence[Event], *, create_keys: bool = True
