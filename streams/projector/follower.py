@@ -90,7 +90,9 @@ class ResidentFollower:
                 raise
             except Exception as exc:  # noqa: BLE001 - whatever failed, start again from the table
                 self.resident.set_live(False)
-                log.warning("resident memories: following the log failed (%s); reading the table", exc)
+                # Not a warning: searches still answer (from the table), and losing the broker
+                # is reported once, by the publisher, in one line.
+                log.debug("resident memories: following the log failed (%s); reading the table", exc)
                 await asyncio.sleep(RETRY_S)
 
     async def _follow(self) -> None:
