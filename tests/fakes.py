@@ -22,7 +22,6 @@ from memstream.models.events.memory import MemoryAdded, MemoryChange, MemoryRein
 from memstream.models.lifecycle import apply_change
 from memstream.models.settings import Settings
 from memstream.projections.memories import (
-    MAX_SEARCH_LIMIT,
     MEMORY_TYPES,
     VECTOR_SHARE,
     EncryptedContentError,
@@ -33,6 +32,7 @@ from memstream.projections.memories import (
     search_text,
 )
 from memstream.projections.memories.fold import new_row
+from memstream.projections.memories.hybrid import search_filters
 from memstream.streams.kafka.broker import free_port
 from memstream.streams.kafka.publisher import RawRecord, Sent, prepare
 from memstream.streams.keys.store import FileKeyStore, KeyStore
@@ -200,15 +200,7 @@ class InMemoryMemoryIndex:
         filters: SearchFilters | None = None,
     ) -> list[MemoryHit]:
         """The user's memories most relevant to ``query``, best first, at most ``limit``."""
-        if not 1 <= limit <= MAX_SEARCH_LIMIT:
-            raise ValueError(f"limit must be between 1 and {MAX_SEARCH_LIMIT}")
-        if memory_types is not None:
-            if isinstance(memory_types, str):
-                raise TypeError("memory_types must be a sequence of memory types, not a string")
-            filters = dataclasses.replace(
-                filters or SearchFilters(), memory_types=tuple(memory_types)
-            )
-        rows = self._visible(user_id, filters or SearchFilters())
+        rows = self._visible(user_id, search_filters(limit, memory_types, filters))
         if not rows or not query.strip():
             return []
         vector = self.embedder.embed([query])[0]

@@ -3,13 +3,15 @@ are scored by their own relevance and fused (:func:`fuse`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from memstream.projections.memories.records import MemoryHit, _record_fields
+from memstream.projections.memories.records import MemoryHit, SearchFilters, _record_fields
 from memstream.projections.memories.schema import _RECORD_COLUMNS
 
 #: Relevance is ``VECTOR_SHARE * similarity + (1 - VECTOR_SHARE) * words``: the cosine
@@ -22,6 +24,30 @@ from memstream.projections.memories.schema import _RECORD_COLUMNS
 VECTOR_SHARE = 0.5
 BM25_SATURATION = 10.0
 MAX_SEARCH_LIMIT = 1_000
+
+
+def search_filters(
+    limit: int, memory_types: Sequence[str] | None, filters: SearchFilters | None
+) -> SearchFilters:
+    """The filters of a search's arguments, checked as every MemoryIndex checks them: the
+    ``memory_types`` shortcut folded into ``filters``.
+
+    Raises
+    ------
+    ValueError
+        ``limit`` is not between 1 and :data:`MAX_SEARCH_LIMIT`.
+    TypeError
+        ``memory_types`` is one string, not a sequence of them.
+    """
+    if not 1 <= limit <= MAX_SEARCH_LIMIT:
+        raise ValueError(f"limit must be between 1 and {MAX_SEARCH_LIMIT}")
+    if memory_types is None:
+        return filters or SearchFilters()
+    if isinstance(memory_types, str):
+        raise TypeError("memory_types must be a sequence of memory types, not a string")
+    return replace(filters or SearchFilters(), memory_types=tuple(memory_types))
+
+
 #: Runs the full-text leg of searches beside the vector leg.
 _LEG_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="memstream-search")
 

@@ -6,7 +6,6 @@ scans of the tier keeper and of forgetting. Every user-facing read is scoped to 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,9 +17,9 @@ from memstream.projections.memories.connection import TableConnection
 from memstream.projections.memories.filters import _sql_time, _user_filter
 from memstream.projections.memories.hybrid import (
     _LEG_POOL,
-    MAX_SEARCH_LIMIT,
     _search_words,
     fuse,
+    search_filters,
 )
 from memstream.projections.memories.records import (
     MemoryHit,
@@ -131,13 +130,8 @@ class MemoryReader(TableConnection):
         ValueError
             ``limit`` out of range, or an unknown memory type.
         """
-        if not 1 <= limit <= MAX_SEARCH_LIMIT:
-            raise ValueError(f"limit must be between 1 and {MAX_SEARCH_LIMIT}")
-        if memory_types is not None:
-            if isinstance(memory_types, str):
-                raise TypeError("memory_types must be a sequence of memory types, not a string")
-            filters = replace(filters or SearchFilters(), memory_types=tuple(memory_types))
-        where = _user_filter(user_id, filters or SearchFilters())
+        filters = search_filters(limit, memory_types, filters)
+        where = _user_filter(user_id, filters)
         table = self._open()
         if table is None or where is None or not query.strip():
             return []

@@ -18,7 +18,6 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -26,7 +25,7 @@ import numpy as np
 from memstream.models.events.memory import MemoriesRetrieved, MemoryAdded, MemoryChange
 from memstream.models.vectors import unpack_vector
 from memstream.projections.memories.fold import new_row, split_adds
-from memstream.projections.memories.hybrid import MAX_SEARCH_LIMIT
+from memstream.projections.memories.hybrid import search_filters
 from memstream.projections.memories.records import (
     MemoryHit,
     MemoryRecord,
@@ -112,12 +111,7 @@ class ResidentMemories:
         filters: SearchFilters | None = None,
     ) -> list[MemoryHit]:
         """The user's memories most relevant to ``query``, best first (as the table's)."""
-        if not 1 <= limit <= MAX_SEARCH_LIMIT:
-            raise ValueError(f"limit must be between 1 and {MAX_SEARCH_LIMIT}")
-        if memory_types is not None:
-            if isinstance(memory_types, str):
-                raise TypeError("memory_types must be a sequence of memory types, not a string")
-            filters = replace(filters or SearchFilters(), memory_types=tuple(memory_types))
+        filters = search_filters(limit, memory_types, filters)
         if not isinstance(user_id, str):
             raise TypeError("user_id must be a string")
         if not query.strip():
@@ -127,7 +121,7 @@ class ResidentMemories:
             return list(self.projection.search(user_id, query, limit=limit, filters=filters))
         vector = self.query_vector(query)
         with self._lock:
-            return user.search(query, vector, limit, filters or SearchFilters())
+            return user.search(query, vector, limit, filters)
 
     def get(self, user_id: str, memory_id: str) -> MemoryRecord | None:
         return self.get_many(user_id, [memory_id]).get(memory_id)
@@ -293,12 +287,8 @@ class ResidentMemories:
             # before the table had it, folds in again (every fold skips what it has).
             recent = [item for item in self._recent if item[0] == user_id]
             self._users[user_id] = user
-            for _, is_memory, event, position in recent:
-                if is_memory:
-                    self._fold_memories([(event, position)])
-                else:
-                    self._fold_accesses([(event, position)])
-            self._enforce_budget()
+            self._fold_memories([(e, p) for _, is_memory, e, p in recent if is_memory])
+            self._fold_accesses([(e, p) for _, is_memory, e, p in recent if not is_memory])
             return self._users.get(user_id)
 
     def _swapped(self, user_id: str) -> bool:

@@ -18,6 +18,7 @@ import pytest
 
 from memstream.models.settings import Settings
 from memstream.streams.kafka.broker import EmbeddedBroker, free_port
+from memstream.streams.worker.process import WorkerProcess
 
 BrokerKind = Literal["tansu", "kafka"]
 SettingsFactory = Callable[..., Settings]
@@ -87,3 +88,11 @@ def settings_factory(
         return Settings(**values)
 
     return make
+
+
+@pytest.fixture
+def worker_settings(settings_factory: SettingsFactory, tmp_path: Path) -> Iterator[Settings]:
+    """Settings of a running worker (its own topics, data directory and web port)."""
+    settings = settings_factory(web_port=free_port())
+    with WorkerProcess(settings, log_path=tmp_path / "worker.log"):
+        yield settings

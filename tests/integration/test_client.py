@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,8 +11,6 @@ from harness import wait_for, wait_for_async
 from memstream.models.settings import Settings
 from memstream.streams.cli import main
 from memstream.streams.client import AsyncMemoryClient, MemoryClient
-from memstream.streams.kafka.broker import free_port
-from memstream.streams.worker.process import WorkerProcess
 
 BERLIN = [
     {"role": "user", "content": "I live in Berlin and I work at Siemens as a data engineer."},
@@ -22,16 +18,6 @@ BERLIN = [
     {"role": "user", "content": "I prefer type hints everywhere and small functions."},
 ]
 HOSTILE = ["x' OR '1'='1", "ann' --", "%", "*", "ann\\", '"; DROP TABLE memories; --']
-
-
-@pytest.fixture
-def worker_settings(
-    settings_factory: Callable[..., Settings], tmp_path: Path
-) -> Iterator[Settings]:
-    """Settings of a running worker (its own topics, data directory and web port)."""
-    settings = settings_factory(web_port=free_port())
-    with WorkerProcess(settings, log_path=tmp_path / "worker.log"):
-        yield settings
 
 
 def test_add_search_get_history_delete_scoped_to_one_user(worker_settings: Settings) -> None:

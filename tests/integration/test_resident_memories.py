@@ -4,32 +4,17 @@ a changed fact comes first at once, and the answers are those of the table itsel
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
-
-import pytest
 from harness import wait_for_async
 
 from memstream.models.settings import Settings
 from memstream.projections.resident import ResidentMemories
 from memstream.streams.client import AsyncMemoryClient
-from memstream.streams.kafka.broker import free_port
-from memstream.streams.worker.process import WorkerProcess
 
 BERLIN = [
     {"role": "user", "content": "I live in Berlin and I work at Siemens as a data engineer."},
     {"role": "assistant", "content": "Nice. How can I help?"},
 ]
 PORTO = [{"role": "user", "content": "Big news: I moved to Porto last month."}]
-
-
-@pytest.fixture
-def worker_settings(
-    settings_factory: Callable[..., Settings], tmp_path: Path
-) -> Iterator[Settings]:
-    settings = settings_factory(web_port=free_port())
-    with WorkerProcess(settings, log_path=tmp_path / "worker.log"):
-        yield settings
 
 
 async def test_what_an_add_made_is_found_from_memory_at_once_and_a_change_comes_first(
