@@ -8,6 +8,7 @@ log folded in memory, one ``create_table``), so both build the same rows.
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Mapping, Sequence
 from datetime import UTC
 from typing import Any
@@ -218,8 +219,15 @@ def fold_accesses(
 def rows_table(rows: Sequence[Row], vectors: np.ndarray, schema: pa.Schema) -> pa.Table:
     """``rows`` (every column but ``vector``) and their ``vectors`` as one Arrow table of
     ``schema``, built column by column (no per-row conversion)."""
+    names = [field.name for field in schema if field.name != "vector"]
+    # One pass over the rows, each dict read once (itemgetter and zip transpose in C): a
+    # pass per column walked every row's dict again, 2.5-4x slower at 20,000 rows.
+    columns = list(zip(*map(operator.itemgetter(*names), rows), strict=True))
+    if not columns:
+        columns = [()] * len(names)
     arrays = [
-        pa.array([row[f.name] for row in rows], type=f.type) for f in schema if f.name != "vector"
+        pa.array(column, type=schema.field(name).type)
+        for name, column in zip(names, columns, strict=True)
     ]
     flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).ravel(), pa.float32())
     arrays.append(pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1]))

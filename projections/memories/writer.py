@@ -6,6 +6,8 @@ the row counts LanceDB reports."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
 import time
 import warnings
@@ -18,7 +20,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from memstream.models.events.memory import MemoriesRetrieved, MemoryAdded, MemoryChange
-from memstream.models.vectors import unpack_vector
 from memstream.projections.memories.connection import KEY_LOOKUP_CHUNK, TableConnection
 from memstream.projections.memories.errors import (
     EmbeddingModelMismatch,
@@ -154,7 +155,9 @@ class MemoryWriter(TableConnection):
         """:meth:`apply_accesses` of a bulk build."""
         assert self._staged is not None
         named = {m.memory_id for e, _ in batch for m in e.memories}
-        rows = {m: _copied(self._staged[m]) for m in named if m in self._staged}
+        # A counted retrieval sets three scalar columns: a shallow copy keeps the held row
+        # as it was (a row's copy with its lists was a third of folding retrievals).
+        rows = {m: dict(self._staged[m]) for m in named if m in self._staged}
         touched = fold_accesses(rows, batch)
         for memory_id in touched:
             self._staged[memory_id] = rows[memory_id]
@@ -237,10 +240,7 @@ class MemoryWriter(TableConnection):
         same memory with the same content from the same model; embedded otherwise. A carried
         vector that does not fit (malformed, or not the table's size) is embedded again.
         ``vectors_embedded`` counts what was embedded here."""
-        vectors: list[np.ndarray | None] = [self._carried(event) for event in events]
-        if any(v is not None for v in vectors):
-            size = self._vector_size()
-            vectors = [v if v is not None and v.shape[0] == size else None for v in vectors]
+        vectors = self._carried(events)
         donor = self.vector_donor
         wanted = [i for i, vector in enumerate(vectors) if vector is None]
         donor_table = donor._open() if donor is not None and wanted else None
@@ -269,15 +269,45 @@ class MemoryWriter(TableConnection):
             self.vectors_embedded += len(missing)
         return np.stack([v for v in vectors if v is not None]).astype(np.float32, copy=False)
 
-    def _carried(self, event: MemoryAdded) -> np.ndarray | None:
-        """The vector ``event`` carries, if this table's embedder made it and it unpacks."""
-        if event.vector is None or event.embedding_model != self.embedder.model_id:
-            return None
-        try:
-            return np.frombuffer(unpack_vector(event.vector), dtype=np.float32)
-        except ValueError:
-            log.warning("memories: memory %s carries a malformed vector", event.memory_id)
-            return None
+    def _carried(self, events: Sequence[MemoryAdded]) -> list[np.ndarray | None]:
+        """The vector each event carries, if this table's embedder made it, it unpacks
+        (:func:`~memstream.models.vectors.unpack_vector`'s rules) and it has the table's
+        size; None otherwise.
+
+        Unpacked for the whole batch at once: one buffer, one finiteness check. Per event,
+        the check summed 384 Python floats, a third of folding a replay's new memories.
+        """
+        model = self.embedder.model_id
+        packed: list[bytes | None] = []
+        for event in events:
+            raw = None
+            if event.vector is not None and event.embedding_model == model:
+                try:
+                    raw = base64.b64decode(event.vector, validate=True)
+                except (binascii.Error, ValueError):
+                    raw = b""
+                if not raw or len(raw) % 4:
+                    log.warning("memories: memory %s carries a malformed vector", event.memory_id)
+                    raw = None
+            packed.append(raw)
+        vectors: list[np.ndarray | None] = [None] * len(events)
+        if not any(packed):
+            return vectors
+        size = self._vector_size()
+        fitting = [i for i, raw in enumerate(packed) if raw is not None and len(raw) == 4 * size]
+        if not fitting:
+            return vectors
+        matrix = np.frombuffer(b"".join(packed[i] for i in fitting), dtype="<f4")  # type: ignore[misc]
+        matrix = matrix.reshape(len(fitting), size).astype(np.float32, copy=False)
+        finite = np.isfinite(matrix).all(axis=1)
+        for row, index in enumerate(fitting):
+            if finite[row]:
+                vectors[index] = matrix[row]
+            else:
+                log.warning(
+                    "memories: memory %s carries a malformed vector", events[index].memory_id
+                )
+        return vectors
 
     def _vector_size(self) -> int:
         """The length of the table's vectors (the embedder's, before the table exists)."""

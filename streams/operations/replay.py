@@ -216,13 +216,10 @@ async def _rebuild(
             on_batch=on_batch,
         )
         await projector.run(asyncio.Event())
-        # One thread per partition's table: LanceDB writes and builds indexes without the GIL.
+        # One thread per partition's table: LanceDB writes and builds indexes without the GIL,
+        # and a table's indexes need not wait for the other tables' writes.
         tables = [projection.table(p) for p in range(projection.partitions)]
-        if bulk:
-            await asyncio.gather(*(asyncio.to_thread(t.write_staged) for t in tables))
-        await asyncio.gather(
-            *(asyncio.to_thread(_refresh_indexes, t) for t in tables)
-        )
+        await asyncio.gather(*(asyncio.to_thread(_finish_table, t, bulk) for t in tables))
         if progress is not None:
             progress(total, total)
         return projection, total, projector.invalid
@@ -230,7 +227,10 @@ async def _rebuild(
         await consumer.stop()
 
 
-def _refresh_indexes(table: MemoryProjection) -> None:
+def _finish_table(table: MemoryProjection, bulk: bool) -> None:
+    """Write a partition's held rows (a bulk build) and build its table's indexes."""
+    if bulk:
+        table.write_staged()
     if table.exists():
         table.refresh_indexes()
 

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from fakes import FakeEmbedder
 from hypothesis import HealthCheck, given, settings
@@ -26,6 +27,7 @@ from memstream.projections.memories import (
     SourcePosition,
     memory_schema,
 )
+from memstream.projections.memories.fold import new_row, rows_table
 from memstream.streams.operations.replay import memories_fingerprint
 
 MEMORIES = "memstream.memories"
@@ -250,3 +252,30 @@ def test_a_bulk_build_writes_nothing_until_it_is_written(tmp_path: Path) -> None
     assert {m.content for u in USERS for m in projection.list_memories(u)} == {
         event.content for _, (event, _) in log
     }
+
+
+def test_rows_become_the_arrow_table_arrow_itself_builds_from_them() -> None:
+    # Both writers build their tables with rows_table: the equality above cannot see a
+    # column it got wrong, so it is checked against pyarrow's own row-wise conversion.
+    schema = memory_schema(EMBEDDER.dimensions, EMBEDDER.model_id)
+    common: dict[str, Any] = {"user_id": "ann", "session_id": "s", "occurred_at": T0}
+    plain = ev.MemoryAdded(event_id="a-1", memory_id="m-1", memory_type="fact",
+                           content="likes green tea", importance=0.5, extraction_event_id="x", extractor="t/1",
+                           entities=("tea",), **common)
+    claimed = plain.model_copy(update={
+        "event_id": "a-2", "memory_id": "m-2", "content": "lives in Lisbon", "context": "said so",
+        "claim": ev.Claim(subject="User", attribute="home", value="Lisbon", valid_from=T0,
+                          valid_until=T0 + timedelta(days=3)),
+    })
+    rows = [new_row(event, SourcePosition(MEMORIES, 0, offset, timestamp=T0), EMBEDDER.model_id)
+            for offset, event in enumerate((plain, claimed))]
+    rows[1] |= {"status": "superseded", "superseded_by": "m-3", "reinforced_by": ["re-1"],
+                "last_accessed_at": T0, "access_count": 2}
+    vectors = EMBEDDER.embed([row["search_text"] for row in rows])
+    built = rows_table(rows, vectors, schema)
+    expected = pa.Table.from_pylist(
+        [row | {"vector": vector.tolist()} for row, vector in zip(rows, vectors, strict=True)],
+        schema=schema,
+    )
+    assert built.equals(expected)
+    assert rows_table([], vectors[:0], schema).equals(schema.empty_table())

@@ -703,13 +703,30 @@ def test_what_carries_no_fitting_vector_is_embedded_here(tmp_path: Path) -> None
         memory("m-good", "Alice is allergic to peanuts").model_copy(
             update={"vector": good, "embedding_model": embedder.model_id}
         ),
+        # The right size, but a value that is not finite.
+        memory("m-nan", "Alice plays the cello").model_copy(
+            update={
+                "vector": pack_vector([float("nan")] * embedder.dimensions),
+                "embedding_model": embedder.model_id,
+            }
+        ),
+        # Not a whole number of float32 values.
+        memory("m-bytes", "Alice reads Pessoa").model_copy(
+            update={"vector": "AAAAAAA=", "embedding_model": embedder.model_id}
+        ),
     ]
     embedder.calls.clear()
-    assert projection.apply(batch_of(*events)) == 4
-    assert projection.vectors_embedded == 3
+    assert projection.apply(batch_of(*events)) == 6
+    assert projection.vectors_embedded == 5
     assert sorted(text for call in embedder.calls for text in call) == sorted(
-        ["Alice has a grey cat called Pixel", "Alice lives in Lisbon", "Alice works at Acme"]
+        ["Alice has a grey cat called Pixel", "Alice lives in Lisbon", "Alice works at Acme",
+         "Alice plays the cello", "Alice reads Pessoa"]
     )
+    snapshot = table_snapshot(tmp_path / "lancedb")
+    stored = dict(zip(snapshot["memory_id"].to_pylist(), snapshot["vector"].to_pylist(), strict=True))
+    made = embedder.embed(["Alice is allergic to peanuts"])[0]
+    assert np.array_equal(np.asarray(stored["m-good"], dtype=np.float32), made)  # as it came
+    assert all(np.isfinite(vector).all() for vector in stored.values())
     for memory_id, query in [("m-old", "grey cat Pixel"), ("m-size", "works at Acme")]:
         assert projection.search("alice", query, limit=1)[0].memory_id == memory_id
 
