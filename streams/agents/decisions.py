@@ -115,6 +115,13 @@ def _stating(candidates: Sequence[MemoryCandidate], index: int) -> list[int]:
     return found
 
 
+#: What a decision settles before embedding (see ``MemoryDecider._plan``).
+_Plan = tuple[
+    dict[int, ClaimDecision], dict[str, tuple[str, ...]], list[list[MemoryRecord]], list[str],
+    list[int],
+]
+
+
 @dataclass
 class MemoryDecider:
     """Turns an extraction's candidates into memory decisions, recorded as events.
@@ -161,12 +168,49 @@ class MemoryDecider:
     _claims: RecentClaims = field(default_factory=RecentClaims)
     #: Embeddings of attribute keys, for their similarity.
     _attribute_vectors: dict[str, np.ndarray] = field(default_factory=dict)
+    #: Search texts embedded by the last :meth:`prefetch`, by text.
+    _prefetched: dict[str, np.ndarray] = field(default_factory=dict)
+    #: Per user, the plan (:meth:`_plan`) of the user's first extraction of the last
+    #: prefetch, by its event id; and the users decided since that prefetch.
+    _plans: dict[str, tuple[str, _Plan]] = field(default_factory=dict)
+    _decided_since: set[str] = field(default_factory=set)
 
-    def decide(self, recorded: ExtractionRecorded) -> list[Event]:
-        """The memory events for ``recorded``'s candidates, in order."""
+    def prefetch(self, extractions: Sequence[ExtractionRecorded]) -> int:
+        """Embed in one call what deciding ``extractions`` would embed, as the decider stands
+        now: the search texts of their candidates that no text or claim decides (each distinct
+        text once). :meth:`decide` takes these vectors instead of embedding the texts again,
+        until the next prefetch; returns how many texts were embedded.
+
+        A text's vector does not depend on the other texts of a call, so a decision is the
+        same whether its vectors were prefetched or not. A candidate that an earlier
+        extraction of the same user decides by its text after all was embedded for nothing.
+
+        Examples
+        --------
+        >>> decider.prefetch([first, second])  # doctest: +SKIP
+        14
+        >>> events = decider.decide(first) + decider.decide(second)  # doctest: +SKIP
+        """
+        wanted: dict[str, None] = {}
+        self._plans, self._decided_since = {}, set()
+        for recorded in extractions:
+            if not recorded.candidates:
+                continue
+            plan = self._plan(recorded)
+            # The plan of a user's first extraction here holds when it is decided (nothing
+            # of that user decided since): kept, so its LanceDB reads are not made twice.
+            self._plans.setdefault(recorded.user_id, (recorded.event_id, plan))
+            *_, texts, unknown = plan
+            wanted.update(dict.fromkeys(texts[i] for i in unknown))
+        texts = list(wanted)
+        self._prefetched = dict(zip(texts, self.embedder.embed(texts), strict=True)) if texts else {}
+        return len(texts)
+
+    def _plan(self, recorded: ExtractionRecorded) -> _Plan:
+        """What :meth:`decide` settles before embedding (nothing changes meanwhile): the
+        claims' decisions and their statements, each candidate's memories of the same words,
+        the candidates' search texts, and the indexes of the candidates to embed."""
         candidates = recorded.candidates
-        if not candidates:
-            return []
         user, moment = recorded.user_id, recorded.occurred_at
         # Claims first, in order, each against the user's claims as this extraction has
         # left them: they decide by what the candidates assert, never by their vectors.
@@ -191,6 +235,21 @@ class MemoryDecider:
             if (beliefs[i].kind == "new" if i in beliefs
                 else self._same_words(user, c, moment, same[i], [], set()) is None)
         ]
+        return beliefs, stated, same, texts, unknown
+
+    def decide(self, recorded: ExtractionRecorded) -> list[Event]:
+        """The memory events for ``recorded``'s candidates, in order."""
+        candidates = recorded.candidates
+        if not candidates:
+            return []
+        user, moment = recorded.user_id, recorded.occurred_at
+        planned = self._plans.pop(user, None)
+        if planned is not None and planned[0] == recorded.event_id and user not in self._decided_since:
+            beliefs, stated, same, texts, unknown = planned[1]
+        else:
+            beliefs, stated, same, texts, unknown = self._plan(recorded)
+        if self._plans:  # a later plan of this user's (in this prefetch) no longer holds
+            self._decided_since.add(user)
         vectors: dict[int, np.ndarray] = {}
         stored: dict[int, list[tuple[MemoryRecord, np.ndarray]]] = {}
         if unknown:
@@ -413,12 +472,18 @@ class MemoryDecider:
     ) -> None:
         """Embed the candidates at ``indexes`` (one call) and read their nearest stored
         memories (one read of the user's view): into ``vectors`` and ``stored``."""
-        embedded = self.embedder.embed([texts[i] for i in indexes])
+        embedded = self._vectors([texts[i] for i in indexes])
         nearest = self.projection.neighbours_of_each(
             user_id, embedded, limit=2 * self.neighbours, before=moment
         )
         for i, vector, found in zip(indexes, embedded, nearest, strict=True):
             vectors[i], stored[i] = vector, found
+
+    def _vectors(self, texts: list[str]) -> np.ndarray:
+        """The vectors of ``texts``: prefetched ones, and the rest embedded in one call."""
+        missing = [t for t in dict.fromkeys(texts) if t not in self._prefetched]
+        fresh = dict(zip(missing, self.embedder.embed(missing), strict=True)) if missing else {}
+        return np.stack([self._prefetched[t] if t in self._prefetched else fresh[t] for t in texts])
 
     def _same_words(
         self,

@@ -203,3 +203,57 @@ def test_an_episode_is_decided_by_its_words_in_their_context(tmp_path: Path) -> 
     embedder.calls.clear()
     decider.decide(episode("b", 1, "We adopted a puppy called Rex!"))
     assert embedder.calls == [[f"User: {said}\nTom: We adopted a puppy called Rex!"]]
+
+
+def test_decisions_of_a_batch_prefetched_across_users_are_the_ones_made_one_at_a_time(
+    tmp_path: Path, minilm: MiniLMOnnxEmbedder
+) -> None:
+    # The extraction agent embeds a batch's texts in one call across sessions and users
+    # (prefetch), then decides each extraction in order: the events must be those of
+    # deciding them one at a time, embedding as it goes (a text's vector does not depend on
+    # the other texts of a call).
+    def episode(line: str, reply: str) -> MemoryCandidate:
+        return MemoryCandidate(
+            memory_type="episode", content=line, importance=0.3,
+            context=f"User: {line}\nTom: {reply}",
+        )
+
+    def of(user: str, name: str, hours: int, *candidates: MemoryCandidate) -> ExtractionRecorded:
+        base = extraction(name, hours)
+        return base.model_copy(update={
+            "event_id": f"ext-{user}-{name}", "user_id": user, "candidates": candidates,
+        })
+
+    facts = extraction("f", 0, "User lives in Lisbon.", "User works at Acme.").candidates
+    batch = [
+        of("alice", "a", 0, *facts, episode("Anything new?", "A puppy!")),
+        of("bob", "a", 0, episode("Anything new?", "A puppy!"), *facts),
+        # Said again by alice within the batch: reinforced by its words, by the memories
+        # that the first extraction of the batch added.
+        of("alice", "b", 1, facts[1], episode("How was Porto?", "We sold the boat in March.")),
+        of("bob", "b", 2, *extraction("g", 2, "User moved to Porto.").candidates),
+    ]
+    alone = MemoryDecider(MemoryProjection(tmp_path / "alone", minilm), minilm)
+    expected = [alone.decide(recorded) for recorded in batch]
+
+    class Counting:
+        model_id, dimensions = minilm.model_id, minilm.dimensions
+
+        def __init__(self) -> None:
+            self.calls: list[list[str]] = []
+
+        def embed(self, texts: Sequence[str]) -> np.ndarray:
+            self.calls.append(list(texts))
+            return minilm.embed(texts)
+
+    counting = Counting()
+    batched = MemoryDecider(MemoryProjection(tmp_path / "batched", minilm), counting)
+    prefetched = batched.prefetch(batch)
+    assert len(counting.calls[-1]) == prefetched
+    counting.calls.clear()
+    assert [batched.decide(recorded) for recorded in batch] == expected
+    # Every candidate's vector came from that one call: what is embedded now is only the
+    # claims' attribute keys (embedded once each, for their similarity).
+    keys = {c.claim.attribute for r in batch for c in r.candidates if c.claim}
+    assert {text for call in counting.calls for text in call} <= keys
+    assert [e.type for e in expected[2]] == ["memory_reinforced", "memory_added"]
