@@ -168,8 +168,12 @@ class MemoryDecider:
     _claims: RecentClaims = field(default_factory=RecentClaims)
     #: Embeddings of attribute keys, for their similarity.
     _attribute_vectors: dict[str, np.ndarray] = field(default_factory=dict)
-    #: Search texts embedded by the last :meth:`prefetch`, by text.
-    _prefetched: dict[str, np.ndarray] = field(default_factory=dict)
+    #: Search texts' vectors kept (about 1.6 KB each with the MiniLM embedder): a text said
+    #: again in the same words and context is not embedded again.
+    vectors_kept: int = 10_000
+    #: The vectors of the search texts embedded last (by prefetch or a decision), by text,
+    #: oldest first.
+    _vectors_of: dict[str, np.ndarray] = field(default_factory=dict)
     #: Per user, the plan (:meth:`_plan`) of the user's first extraction of the last
     #: prefetch, by its event id; and the users decided since that prefetch.
     _plans: dict[str, tuple[str, _Plan]] = field(default_factory=dict)
@@ -178,8 +182,8 @@ class MemoryDecider:
     def prefetch(self, extractions: Sequence[ExtractionRecorded]) -> int:
         """Embed in one call what deciding ``extractions`` would embed, as the decider stands
         now: the search texts of their candidates that no text or claim decides (each distinct
-        text once). :meth:`decide` takes these vectors instead of embedding the texts again,
-        until the next prefetch; returns how many texts were embedded.
+        text once, none whose vector is kept from before). :meth:`decide` takes these vectors
+        instead of embedding the texts again; returns how many texts were embedded.
 
         A text's vector does not depend on the other texts of a call, so a decision is the
         same whether its vectors were prefetched or not. A candidate that an earlier
@@ -202,9 +206,24 @@ class MemoryDecider:
             self._plans.setdefault(recorded.user_id, (recorded.event_id, plan))
             *_, texts, unknown = plan
             wanted.update(dict.fromkeys(texts[i] for i in unknown))
-        texts = list(wanted)
-        self._prefetched = dict(zip(texts, self.embedder.embed(texts), strict=True)) if texts else {}
-        return len(texts)
+        missing = [t for t in wanted if t not in self._vectors_of]
+        self._vectors_by_text(missing)
+        return len(missing)
+
+    def _vectors_by_text(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """The vectors of ``texts``: those kept, and the rest embedded in one call (and kept,
+        the oldest dropped beyond ``vectors_kept``). A vector is a function of its text
+        alone, so a kept one is the vector embedding would give."""
+        distinct = list(dict.fromkeys(texts))
+        found = {t: self._vectors_of[t] for t in distinct if t in self._vectors_of}
+        missing = [t for t in distinct if t not in found]
+        if missing:
+            fresh = dict(zip(missing, self.embedder.embed(missing), strict=True))
+            found.update(fresh)
+            self._vectors_of.update(fresh)
+            while len(self._vectors_of) > self.vectors_kept:
+                del self._vectors_of[next(iter(self._vectors_of))]
+        return found
 
     def _plan(self, recorded: ExtractionRecorded) -> _Plan:
         """What :meth:`decide` settles before embedding (nothing changes meanwhile): the
@@ -480,10 +499,9 @@ class MemoryDecider:
             vectors[i], stored[i] = vector, found
 
     def _vectors(self, texts: list[str]) -> np.ndarray:
-        """The vectors of ``texts``: prefetched ones, and the rest embedded in one call."""
-        missing = [t for t in dict.fromkeys(texts) if t not in self._prefetched]
-        fresh = dict(zip(missing, self.embedder.embed(missing), strict=True)) if missing else {}
-        return np.stack([self._prefetched[t] if t in self._prefetched else fresh[t] for t in texts])
+        """The vectors of ``texts``, in order (see :meth:`_vectors_by_text`)."""
+        found = self._vectors_by_text(texts)
+        return np.stack([found[t] for t in texts])
 
     def _same_words(
         self,

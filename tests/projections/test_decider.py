@@ -20,7 +20,7 @@ from memstream.models.events.memory import (
     MemoryChange,
 )
 from memstream.projections.embedder import MiniLMOnnxEmbedder
-from memstream.projections.memories import MemoryProjection, SourcePosition
+from memstream.projections.memories import MemoryProjection, SourcePosition, search_text
 from memstream.streams.agents.decisions import MemoryDecider
 
 T0 = datetime(2026, 11, 2, 9, tzinfo=UTC)
@@ -257,3 +257,29 @@ def test_decisions_of_a_batch_prefetched_across_users_are_the_ones_made_one_at_a
     keys = {c.claim.attribute for r in batch for c in r.candidates if c.claim}
     assert {text for call in counting.calls for text in call} <= keys
     assert [e.type for e in expected[2]] == ["memory_reinforced", "memory_added"]
+
+
+def test_a_search_text_seen_before_is_not_embedded_again_and_decides_the_same(tmp_path: Path) -> None:
+    # The same words in the same context (a chit-chat exchange repeated): the decider keeps
+    # the vector of each search text it embedded, which is the vector embedding would give.
+    from fakes import FakeEmbedder
+
+    embedder = FakeEmbedder()
+    candidate = MemoryCandidate(
+        memory_type="episode", content="Same here, honestly.", importance=0.3,
+        context="Tom: Long week.\nUser: Same here, honestly.",
+    )
+    requests = [
+        extraction(name, hours).model_copy(update={"candidates": (candidate,)})
+        for name, hours in (("a", 0), ("b", 1))
+    ]
+    keeping = MemoryDecider(MemoryProjection(tmp_path / "keeping", embedder), embedder)
+    decided = [keeping.decide(r) for r in requests]
+    assert embedder.calls == [[search_text(candidate)]]
+    assert [e.type for e in decided[1]] == ["memory_reinforced"]
+    embedder.calls.clear()
+    keeping_none = MemoryDecider(
+        MemoryProjection(tmp_path / "none", embedder), embedder, vectors_kept=0
+    )
+    assert [keeping_none.decide(r) for r in requests] == decided
+    assert len(embedder.calls) == 2
