@@ -186,8 +186,9 @@ class MemoryDecider:
         instead of embedding the texts again; returns how many texts were embedded.
 
         A text's vector does not depend on the other texts of a call, so a decision is the
-        same whether its vectors were prefetched or not. A candidate that an earlier
-        extraction of the same user decides by its text after all was embedded for nothing.
+        same whether its vectors were prefetched or not. A user's later extractions here are
+        planned when they are decided (after the earlier ones): ahead, only their episodes
+        are embedded; the rest of what they embed, if anything, when they are decided.
 
         Examples
         --------
@@ -200,10 +201,18 @@ class MemoryDecider:
         for recorded in extractions:
             if not recorded.candidates:
                 continue
+            if recorded.user_id in self._plans:
+                # Decided after the user's earlier extraction here, so planned again then:
+                # only its episodes (words in a context, never decided by their text) are
+                # embedded ahead, and no LanceDB read is made for it twice.
+                wanted.update(dict.fromkeys(
+                    search_text(c) for c in recorded.candidates if c.context and c.claim is None
+                ))
+                continue
             plan = self._plan(recorded)
             # The plan of a user's first extraction here holds when it is decided (nothing
             # of that user decided since): kept, so its LanceDB reads are not made twice.
-            self._plans.setdefault(recorded.user_id, (recorded.event_id, plan))
+            self._plans[recorded.user_id] = (recorded.event_id, plan)
             *_, texts, unknown = plan
             wanted.update(dict.fromkeys(texts[i] for i in unknown))
         missing = [t for t in wanted if t not in self._vectors_of]

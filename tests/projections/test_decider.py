@@ -252,10 +252,12 @@ def test_decisions_of_a_batch_prefetched_across_users_are_the_ones_made_one_at_a
     assert len(counting.calls[-1]) == prefetched
     counting.calls.clear()
     assert [batched.decide(recorded) for recorded in batch] == expected
-    # Every candidate's vector came from that one call: what is embedded now is only the
-    # claims' attribute keys (embedded once each, for their similarity).
+    # Every episode's vector came from that one call, and every candidate's of each user's
+    # first extraction here; embedded now: the claims' attribute keys (once each, for their
+    # similarity) and the new claim of bob's second extraction (planned when it is decided).
     keys = {c.claim.attribute for r in batch for c in r.candidates if c.claim}
-    assert {text for call in counting.calls for text in call} <= keys
+    porto = search_text(batch[3].candidates[0])
+    assert {text for call in counting.calls for text in call} <= keys | {porto}
     assert [e.type for e in expected[2]] == ["memory_reinforced", "memory_added"]
 
 
