@@ -32,9 +32,9 @@ the envelope). The worker's embedder calls are metered (``memstream_embedded_tex
 
 The bound: after the pipeline, this process embeds the memories' search texts (read from the
 table) with the same embedder (``embedder_from_settings``) in batches of
-``projection_batch_size``, the projector's largest call. The end-to-end figure is the
-memories per second from the first publish to all searchable, divided by the embedder's
-texts per second there. Goal (2 cores, one worker): at least 0.7. Beside it: the same texts
+``projection_batch_size``, the projector's largest call. The end-to-end figure is the time
+from the first publish to all searchable over the time the embedder alone took for those
+texts. Goal (issue 28; 2 cores, one worker): at most 1.3. Beside it: the same texts
 in the decider's mean call of the run, the memories' contents one extraction per call (as
 the decider embeds its candidates), and the decider's neighbour query
 (``MemoryProjection.neighbours``) on the final table, each timed alone.
@@ -79,7 +79,7 @@ from runner import exit_on_sigterm, log, release
 
 from memstream.models.codec import InvalidEvent, decode_event
 from memstream.models.settings import Settings
-from memstream.projections.embedder import Embedder, embedder_from_settings
+from memstream.projections.embedder import Embedder, embedder_from_settings, embedder_threads
 from memstream.projections.memories import PartitionedMemories
 from memstream.streams.client import MemoryClient
 from memstream.streams.kafka.logreader import read_topic
@@ -88,7 +88,8 @@ from memstream.streams.kafka.topics import Topics
 from memstream.streams.worker.process import WorkerProcess, worker_ready, worker_url
 
 STAGES = ("session fold", "extraction and decisions", "projection", "all searchable")
-GOAL = 0.7
+#: Issue 28: all searchable within this many times the embedder alone on the memories' texts.
+GOAL = 1.3
 
 
 # --- the worker's /metrics ----------------------------------------------------------------
@@ -423,6 +424,8 @@ PROFILE_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("decisions: embedding the candidates", ("MemoryDecider.decide", "MeteredEmbedder.embed")),
     ("decisions: LanceDB neighbour queries", ("MemoryDecider.decide", "MemoryReader.neighbours")),
     ("decisions: other", ("MemoryDecider.decide",)),
+    ("decisions: embedding a batch's candidates", ("MemoryDecider.prefetch", "MeteredEmbedder.embed")),
+    ("decisions: planning a batch's embeddings", ("MemoryDecider.prefetch",)),
     ("extraction (offline extractor)", ("record_extraction",)),
     ("projection: embedding the search texts", ("MemoryWriter.apply", "MeteredEmbedder.embed")),
     ("projection: LanceDB merge_insert", ("MemoryWriter.apply", "MemoryWriter._merge")),
@@ -501,10 +504,14 @@ def print_report(run: Run, settings: Settings, args: argparse.Namespace) -> None
     texts, seconds = next(iter(run.bound.values()))
     bound_rate = texts / seconds
     print(f"{'embedder alone (the bound)':<28} {seconds:8.1f} {'':>8} {bound_rate:11.1f}")
-    ratio = (memories / end) / bound_rate
-    verdict = "met" if ratio >= GOAL else "not met"
-    print(f"\nend to end: {run.turns / end:.1f} turns/s, {memories / end:.1f} memories/s = "
-          f"**{ratio:.2f}x** the embedder's {bound_rate:.0f} texts/s (goal >= {GOAL}x: {verdict})")
+    ratio = end / seconds
+    verdict = "met" if ratio <= GOAL else "not met"
+    print(f"\n{'':<52} {'s':>7} {'goal':>10}")
+    print(f"{f'the embedder alone, the {texts} memories search texts':<52} {seconds:7.1f}")
+    print(f"{'first publish to all searchable':<52} {end:7.1f}")
+    print(f"{'ratio':<52} {ratio:6.2f}x {f'<= {GOAL}x':>10} {verdict}")
+    print(f"\nend to end: {run.turns / end:.1f} turns/s, {memories / end:.1f} memories/s; "
+          f"the embedder alone {bound_rate:.0f} texts/s")
 
     last, first = run.readings["all searchable"], run.scrapes[0]
 
@@ -550,7 +557,9 @@ def print_report(run: Run, settings: Settings, args: argparse.Namespace) -> None
     print("load average (1, 5, 15 min): start " + " / ".join(f"{v:.2f}" for v in run.loads[0])
           + ", end " + " / ".join(f"{v:.2f}" for v in run.loads[-1]))
     print(f"settings: extractor {settings.extractor}, embedder {settings.embedder} "
-          f"({settings.embedder_threads} thread), {settings.partitions} partitions, "
+          f"({embedder_threads(settings)} threads), {settings.partitions} partitions, "
+          f"extraction batch {settings.extraction_batch_size} / "
+          f"{settings.extraction_batch_wait_s} s, "
           f"max_messages {settings.max_messages}, session batch {settings.session_batch_size} / "
           f"{settings.session_batch_wait_s} s, projection batch "
           f"{settings.projection_batch_size} / {settings.projection_batch_wait_s} s, index "

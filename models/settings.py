@@ -283,6 +283,10 @@ class Settings(BaseSettings):
     #: The session agent folds events in batches and writes each session once per batch.
     session_batch_size: int = Field(10_000, ge=1)
     session_batch_wait_s: float = Field(0.5, gt=0)
+    #: The extraction agent takes consolidation requests in batches of up to this many, or
+    #: what came within the wait: their decisions' texts are embedded in one call.
+    extraction_batch_size: int = Field(16, ge=1)
+    extraction_batch_wait_s: float = Field(0.01, gt=0)
     #: Parsed session states kept in memory (the table itself holds compact bytes).
     session_cache_size: int = Field(5_000, ge=0)
     #: Default token budget of the working-memory context (`memstream session show`).
@@ -290,7 +294,8 @@ class Settings(BaseSettings):
 
     # --- embeddings ---------------------------------------------------------------------
     embedder: Literal["minilm-onnx", "openai"] = "minilm-onnx"
-    embedder_threads: int = Field(1, ge=1, le=16)
+    #: onnxruntime threads of the bundled embedder; 0: one per core of the machine.
+    embedder_threads: int = Field(0, ge=0, le=16)
     embedder_base_url: str | None = None
     embedder_api_key: SecretStr = SecretStr("")
     embedder_model: str = "text-embedding-3-small"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.resources
+import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -330,11 +331,25 @@ def embedder_from_settings(settings: Settings) -> Embedder:
     """
     return _cached_embedder(
         settings.embedder,
-        settings.embedder_threads,
+        embedder_threads(settings),
         settings.embedder_base_url,
         settings.embedder_api_key.get_secret_value(),
         settings.embedder_model,
     )
+
+
+def embedder_threads(settings: Settings) -> int:
+    """The onnxruntime threads ``settings`` ask for: ``embedder_threads``, or with 0 one per
+    core of the machine (at most 16). Its threads sleep when idle, so a worker's other
+    stages keep their cores while it waits.
+
+    Examples
+    --------
+    >>> from memstream.models.settings import Settings
+    >>> embedder_threads(Settings(embedder_threads=1))
+    1
+    """
+    return settings.embedder_threads or min(16, os.cpu_count() or 1)
 
 
 # Keyed on the fields that matter, not the whole settings object: a change of broker or

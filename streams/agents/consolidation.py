@@ -19,7 +19,7 @@ from typing import Any
 from memstream.models.beliefs import KnownClaim
 from memstream.models.codec import EventLimits, worker_now
 from memstream.models.events.consolidation import ConsolidationRequested
-from memstream.models.events.envelope import derived_id
+from memstream.models.events.envelope import Event, derived_id
 from memstream.models.events.memory import ExtractionFailure, ExtractionRecorded
 from memstream.models.extraction import Extractor
 from memstream.models.settings import Settings
@@ -176,14 +176,105 @@ class ExtractionAgent:
         self._extraction_seconds = Children(EXTRACTION_SECONDS)
 
     async def extract_requests(self, stream: Any) -> None:
-        """Turn consolidation requests into recorded extractions and memory events."""
-        async for event in stream.events():
-            message = event.message
+        """Turn consolidation requests into recorded extractions and memory events.
+
+        Requests come in batches (``extraction_batch_size``, or what came within
+        ``extraction_batch_wait_s``), acknowledged once the whole batch is published. With
+        an extractor that decides without the user's claims (the offline one), a batch is
+        extracted first, the texts its decisions will embed are embedded in one call across
+        its sessions and users, and its events are published together
+        (:meth:`extract_batch`); a model that is shown the user's claims sees them after
+        the span before it was decided, so its requests go one at a time (:meth:`extract`).
+        """
+        async for events in stream.take_events(
+            self.settings.extraction_batch_size, within=self.settings.extraction_batch_wait_s
+        ):
             await self.watch.wait_intact()
             async with self.order.working():
-                if not await self.order.accept(message):
+                messages = [e.message for e in events if await self.order.accept(e.message)]
+                if self.extractor.name == "offline":
+                    await self.extract_batch(messages)
                     continue
-                await self.boundary.run(message, functools.partial(self.extract, message))
+                for message in messages:
+                    await self.boundary.run(message, functools.partial(self.extract, message))
+
+    async def extract_batch(self, messages: Sequence[Any]) -> None:
+        """Extract, decide and publish a batch of requests, in order: the same events as one
+        request at a time (the vectors embedded together are those each decision would have
+        embedded alone). Each request is extracted and decided inside the record boundary on
+        its own, so a request at fault is dead-lettered and the others go on; the events of
+        the rest are published together, and one by one if that fails for a record's data."""
+        extracted: list[tuple[Any, str | None, ExtractionRecorded]] = []
+        for message in messages:
+            done, found = await self.boundary.run(
+                message, functools.partial(self.extracted, message), count=False
+            )
+            if done and found is None:  # an erased user's, or a failed extraction: handled
+                self.boundary.processed([message])
+            elif found is not None:
+                extracted.append((message, *found))
+        if not extracted:
+            return
+        await self.projection_holds_the_log()
+        decider = self.memory_decider()
+        try:
+            await asyncio.to_thread(decider.prefetch, [recorded for *_, recorded in extracted])
+        except Exception:  # each decision embeds what it needs instead
+            log.warning("extraction: prefetching a batch's vectors failed; deciding one by one",
+                        exc_info=True)
+        decided: dict[int, tuple[list[Event], str | None]] = {}
+        for message, key_id, recorded in extracted:
+            done, decisions = await self.boundary.run(
+                message, functools.partial(asyncio.to_thread, decider.decide, recorded),
+                count=False,
+            )
+            if done and decisions is not None:
+                decided[id(message)] = ([recorded, *decisions], key_id)
+        await self.boundary.run_batch(
+            [message for message, *_ in extracted if id(message) in decided],
+            functools.partial(self.publish_decided, decided),
+        )
+
+    async def publish_decided(
+        self, decided: dict[int, tuple[list[Event], str | None]], messages: Sequence[Any]
+    ) -> None:
+        """Publish the events decided for ``messages`` (by the message's id), in order,
+        each sealed with its span's key; returns once the broker acknowledged them all."""
+        events = [event for m in messages for event in decided[id(m)][0]]
+        key_ids = [decided[id(m)][1] for m in messages for _ in decided[id(m)][0]]
+        await self.publish_memories(events, key_ids)
+
+    async def extracted(
+        self, message: Any
+    ) -> tuple[str | None, ExtractionRecorded] | None:
+        """The key id and recorded extraction of one consolidation request (an extractor
+        that needs no claims: see :meth:`extract_requests`); None once it is handled
+        otherwise (an erased user's, skipped; a failed extraction, recorded and retried)."""
+        opened = decode_opened(
+            message.value,
+            message.key,
+            CONSOLIDATION_TYPES,
+            self.limits,
+            self.keys,
+            now=worker_now(message),
+        )
+        if opened is None:
+            log.info("extraction: a span of an erased user skipped")
+            return None
+        request, key_id = opened
+        assert isinstance(request, ConsolidationRequested)
+        started = time.perf_counter()
+        try:
+            recorded = await asyncio.to_thread(record_extraction, request, self.extractor)
+        except ExtractionFailed as failure:
+            latency_s = time.perf_counter() - started
+            self._extraction_seconds.get(self.extractor.name, "failed").observe(latency_s)
+            await self.extraction_failed(message, request, key_id, failure, latency_s * 1000)
+            return None
+        self._extraction_seconds.get(self.extractor.name, "recorded").observe(
+            recorded.latency_ms / 1000
+        )
+        return key_id, recorded
 
     async def extract(self, message: Any) -> None:
         """Extract one consolidation request and publish what it made: the extraction

@@ -115,6 +115,13 @@ def _stating(candidates: Sequence[MemoryCandidate], index: int) -> list[int]:
     return found
 
 
+#: What a decision settles before embedding (see ``MemoryDecider._plan``).
+_Plan = tuple[
+    dict[int, ClaimDecision], dict[str, tuple[str, ...]], list[list[MemoryRecord]], list[str],
+    list[int],
+]
+
+
 @dataclass
 class MemoryDecider:
     """Turns an extraction's candidates into memory decisions, recorded as events.
@@ -161,12 +168,77 @@ class MemoryDecider:
     _claims: RecentClaims = field(default_factory=RecentClaims)
     #: Embeddings of attribute keys, for their similarity.
     _attribute_vectors: dict[str, np.ndarray] = field(default_factory=dict)
+    #: Search texts' vectors kept (about 1.6 KB each with the MiniLM embedder): a text said
+    #: again in the same words and context is not embedded again.
+    vectors_kept: int = 10_000
+    #: The vectors of the search texts embedded last (by prefetch or a decision), by text,
+    #: oldest first.
+    _vectors_of: dict[str, np.ndarray] = field(default_factory=dict)
+    #: Per user, the plan (:meth:`_plan`) of the user's first extraction of the last
+    #: prefetch, by its event id; and the users decided since that prefetch.
+    _plans: dict[str, tuple[str, _Plan]] = field(default_factory=dict)
+    _decided_since: set[str] = field(default_factory=set)
 
-    def decide(self, recorded: ExtractionRecorded) -> list[Event]:
-        """The memory events for ``recorded``'s candidates, in order."""
+    def prefetch(self, extractions: Sequence[ExtractionRecorded]) -> int:
+        """Embed in one call what deciding ``extractions`` would embed, as the decider stands
+        now: the search texts of their candidates that no text or claim decides (each distinct
+        text once, none whose vector is kept from before). :meth:`decide` takes these vectors
+        instead of embedding the texts again; returns how many texts were embedded.
+
+        A text's vector does not depend on the other texts of a call, so a decision is the
+        same whether its vectors were prefetched or not. A user's later extractions here are
+        planned when they are decided (after the earlier ones): ahead, only their episodes
+        are embedded; the rest of what they embed, if anything, when they are decided.
+
+        Examples
+        --------
+        >>> decider.prefetch([first, second])  # doctest: +SKIP
+        14
+        >>> events = decider.decide(first) + decider.decide(second)  # doctest: +SKIP
+        """
+        wanted: dict[str, None] = {}
+        self._plans, self._decided_since = {}, set()
+        for recorded in extractions:
+            if not recorded.candidates:
+                continue
+            if recorded.user_id in self._plans:
+                # Decided after the user's earlier extraction here, so planned again then:
+                # only its episodes (words in a context, never decided by their text) are
+                # embedded ahead, and no LanceDB read is made for it twice.
+                wanted.update(dict.fromkeys(
+                    search_text(c) for c in recorded.candidates if c.context and c.claim is None
+                ))
+                continue
+            plan = self._plan(recorded)
+            # The plan of a user's first extraction here holds when it is decided (nothing
+            # of that user decided since): kept, so its LanceDB reads are not made twice.
+            self._plans[recorded.user_id] = (recorded.event_id, plan)
+            *_, texts, unknown = plan
+            wanted.update(dict.fromkeys(texts[i] for i in unknown))
+        missing = [t for t in wanted if t not in self._vectors_of]
+        self._vectors_by_text(missing)
+        return len(missing)
+
+    def _vectors_by_text(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """The vectors of ``texts``: those kept, and the rest embedded in one call (and kept,
+        the oldest dropped beyond ``vectors_kept``). A vector is a function of its text
+        alone, so a kept one is the vector embedding would give."""
+        distinct = list(dict.fromkeys(texts))
+        found = {t: self._vectors_of[t] for t in distinct if t in self._vectors_of}
+        missing = [t for t in distinct if t not in found]
+        if missing:
+            fresh = dict(zip(missing, self.embedder.embed(missing), strict=True))
+            found.update(fresh)
+            self._vectors_of.update(fresh)
+            while len(self._vectors_of) > self.vectors_kept:
+                del self._vectors_of[next(iter(self._vectors_of))]
+        return found
+
+    def _plan(self, recorded: ExtractionRecorded) -> _Plan:
+        """What :meth:`decide` settles before embedding (nothing changes meanwhile): the
+        claims' decisions and their statements, each candidate's memories of the same words,
+        the candidates' search texts, and the indexes of the candidates to embed."""
         candidates = recorded.candidates
-        if not candidates:
-            return []
         user, moment = recorded.user_id, recorded.occurred_at
         # Claims first, in order, each against the user's claims as this extraction has
         # left them: they decide by what the candidates assert, never by their vectors.
@@ -191,6 +263,21 @@ class MemoryDecider:
             if (beliefs[i].kind == "new" if i in beliefs
                 else self._same_words(user, c, moment, same[i], [], set()) is None)
         ]
+        return beliefs, stated, same, texts, unknown
+
+    def decide(self, recorded: ExtractionRecorded) -> list[Event]:
+        """The memory events for ``recorded``'s candidates, in order."""
+        candidates = recorded.candidates
+        if not candidates:
+            return []
+        user, moment = recorded.user_id, recorded.occurred_at
+        planned = self._plans.pop(user, None)
+        if planned is not None and planned[0] == recorded.event_id and user not in self._decided_since:
+            beliefs, stated, same, texts, unknown = planned[1]
+        else:
+            beliefs, stated, same, texts, unknown = self._plan(recorded)
+        if self._plans:  # a later plan of this user's (in this prefetch) no longer holds
+            self._decided_since.add(user)
         vectors: dict[int, np.ndarray] = {}
         stored: dict[int, list[tuple[MemoryRecord, np.ndarray]]] = {}
         if unknown:
@@ -413,12 +500,17 @@ class MemoryDecider:
     ) -> None:
         """Embed the candidates at ``indexes`` (one call) and read their nearest stored
         memories (one read of the user's view): into ``vectors`` and ``stored``."""
-        embedded = self.embedder.embed([texts[i] for i in indexes])
+        embedded = self._vectors([texts[i] for i in indexes])
         nearest = self.projection.neighbours_of_each(
             user_id, embedded, limit=2 * self.neighbours, before=moment
         )
         for i, vector, found in zip(indexes, embedded, nearest, strict=True):
             vectors[i], stored[i] = vector, found
+
+    def _vectors(self, texts: list[str]) -> np.ndarray:
+        """The vectors of ``texts``, in order (see :meth:`_vectors_by_text`)."""
+        found = self._vectors_by_text(texts)
+        return np.stack([found[t] for t in texts])
 
     def _same_words(
         self,

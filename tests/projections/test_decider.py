@@ -20,7 +20,7 @@ from memstream.models.events.memory import (
     MemoryChange,
 )
 from memstream.projections.embedder import MiniLMOnnxEmbedder
-from memstream.projections.memories import MemoryProjection, SourcePosition
+from memstream.projections.memories import MemoryProjection, SourcePosition, search_text
 from memstream.streams.agents.decisions import MemoryDecider
 
 T0 = datetime(2026, 11, 2, 9, tzinfo=UTC)
@@ -203,3 +203,85 @@ def test_an_episode_is_decided_by_its_words_in_their_context(tmp_path: Path) -> 
     embedder.calls.clear()
     decider.decide(episode("b", 1, "We adopted a puppy called Rex!"))
     assert embedder.calls == [[f"User: {said}\nTom: We adopted a puppy called Rex!"]]
+
+
+def test_decisions_of_a_batch_prefetched_across_users_are_the_ones_made_one_at_a_time(
+    tmp_path: Path, minilm: MiniLMOnnxEmbedder
+) -> None:
+    # The extraction agent embeds a batch's texts in one call across sessions and users
+    # (prefetch), then decides each extraction in order: the events must be those of
+    # deciding them one at a time, embedding as it goes (a text's vector does not depend on
+    # the other texts of a call).
+    def episode(line: str, reply: str) -> MemoryCandidate:
+        return MemoryCandidate(
+            memory_type="episode", content=line, importance=0.3,
+            context=f"User: {line}\nTom: {reply}",
+        )
+
+    def of(user: str, name: str, hours: int, *candidates: MemoryCandidate) -> ExtractionRecorded:
+        base = extraction(name, hours)
+        return base.model_copy(update={
+            "event_id": f"ext-{user}-{name}", "user_id": user, "candidates": candidates,
+        })
+
+    facts = extraction("f", 0, "User lives in Lisbon.", "User works at Acme.").candidates
+    batch = [
+        of("alice", "a", 0, *facts, episode("Anything new?", "A puppy!")),
+        of("bob", "a", 0, episode("Anything new?", "A puppy!"), *facts),
+        # Said again by alice within the batch: reinforced by its words, by the memories
+        # that the first extraction of the batch added.
+        of("alice", "b", 1, facts[1], episode("How was Porto?", "We sold the boat in March.")),
+        of("bob", "b", 2, *extraction("g", 2, "User moved to Porto.").candidates),
+    ]
+    alone = MemoryDecider(MemoryProjection(tmp_path / "alone", minilm), minilm)
+    expected = [alone.decide(recorded) for recorded in batch]
+
+    class Counting:
+        model_id, dimensions = minilm.model_id, minilm.dimensions
+
+        def __init__(self) -> None:
+            self.calls: list[list[str]] = []
+
+        def embed(self, texts: Sequence[str]) -> np.ndarray:
+            self.calls.append(list(texts))
+            return minilm.embed(texts)
+
+    counting = Counting()
+    batched = MemoryDecider(MemoryProjection(tmp_path / "batched", minilm), counting)
+    prefetched = batched.prefetch(batch)
+    assert len(counting.calls[-1]) == prefetched
+    counting.calls.clear()
+    assert [batched.decide(recorded) for recorded in batch] == expected
+    # Every episode's vector came from that one call, and every candidate's of each user's
+    # first extraction here; embedded now: the claims' attribute keys (once each, for their
+    # similarity) and the new claim of bob's second extraction (planned when it is decided).
+    keys = {c.claim.attribute for r in batch for c in r.candidates if c.claim}
+    porto = search_text(batch[3].candidates[0])
+    assert {text for call in counting.calls for text in call} <= keys | {porto}
+    assert [e.type for e in expected[2]] == ["memory_reinforced", "memory_added"]
+
+
+def test_a_search_text_seen_before_is_not_embedded_again_and_decides_the_same(tmp_path: Path) -> None:
+    # The same words in the same context (a chit-chat exchange repeated): the decider keeps
+    # the vector of each search text it embedded, which is the vector embedding would give.
+    from fakes import FakeEmbedder
+
+    embedder = FakeEmbedder()
+    candidate = MemoryCandidate(
+        memory_type="episode", content="Same here, honestly.", importance=0.3,
+        context="Tom: Long week.\nUser: Same here, honestly.",
+    )
+    requests = [
+        extraction(name, hours).model_copy(update={"candidates": (candidate,)})
+        for name, hours in (("a", 0), ("b", 1))
+    ]
+    keeping = MemoryDecider(MemoryProjection(tmp_path / "keeping", embedder), embedder)
+    decided = [keeping.decide(r) for r in requests]
+    assert embedder.calls == [[search_text(candidate)]]
+    assert [e.type for e in decided[1]] == ["memory_reinforced"]
+    embedder.calls.clear()
+    keeping_none = MemoryDecider(
+        MemoryProjection(tmp_path / "none", embedder), embedder, vectors_kept=0
+    )
+    assert [keeping_none.decide(r) for r in requests] == decided
+    assert len(embedder.calls) == 2

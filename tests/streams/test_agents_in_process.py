@@ -299,11 +299,14 @@ class ExtractionRig:
     letters: Letters
 
 
-def extraction_rig(tmp_path: Path, extractor: Any = None) -> ExtractionRig:
-    settings = settings_for(tmp_path, llm_retry_delay_s=0, llm_attempts_per_span=2)
+def extraction_rig(
+    tmp_path: Path, extractor: Any = None, decider_class: type[MemoryDecider] = MemoryDecider,
+    **overrides: Any,
+) -> ExtractionRig:
+    settings = settings_for(tmp_path, llm_retry_delay_s=0, llm_attempts_per_span=2, **overrides)
     keys = keystore_from_settings(settings)
     embedder = FakeEmbedder()
-    decider = MemoryDecider(MemoryProjection(settings.lancedb_dir, embedder), embedder)
+    decider = decider_class(MemoryProjection(settings.lancedb_dir, embedder), embedder)
     memories, consolidation, letters = RecordingTopic(), RecordingTopic(), Letters()
     sink = DeadLetterSink(letters.send, keys)
     agent = ExtractionAgent(
@@ -449,3 +452,48 @@ async def test_a_failed_extraction_is_counted_as_failed_and_as_a_dead_letter(
         await eventually(lambda: len(failing.consolidation.records) == 1)  # the retry
     assert sample(failed[0], **failed[1]) == failed_before + 1
     assert sample(letters[0], **letters[1]) == letters_before + 1
+
+
+class FailsForKim(MemoryDecider):
+    """A decider that cannot take one user's candidates (as a candidate it chokes on)."""
+
+    def decide(self, recorded: ExtractionRecorded) -> list[Event]:
+        if recorded.user_id == "kim":
+            raise LookupError("a candidate the decider cannot take")
+        return super().decide(recorded)
+
+
+async def test_a_request_of_a_batch_that_cannot_be_decided_is_dead_lettered_and_the_others_publish_what_they_would_alone(
+    sessions: SessionRig, chat_in: Any, tmp_path: Path
+) -> None:
+    users = ("jon", "kim", "lea")
+    for user in users:
+        await put_chat(chat_in, sessions, conversation(user, "s1", TURNS, start=START))
+    await eventually(lambda: len(sessions.consolidation.records) == len(users))
+    records = sessions.consolidation.records
+
+    async def extract(rig: ExtractionRig) -> list[Event]:
+        declared = faust_app().agent(name="extraction")(rig.agent.extract_requests)
+        async with declared.test_context(channel=declared.app.channel(schema=RAW)) as agent:
+            for key, value in records:
+                await agent.put(key=key, value=value)
+            await eventually(lambda: rig.letters.sent or len(rig.memories.records) > 0)
+            await eventually(lambda: {e.user_id for e in rig.memories.opened(rig.keys)} >= {"jon", "lea"})
+        return rig.memories.opened(rig.keys)
+
+    # All three in one batch (embedded together), kim's decision failing.
+    batched = extraction_rig(tmp_path, decider_class=FailsForKim, extraction_batch_size=3,
+                             extraction_batch_wait_s=5.0)
+    together = await extract(batched)
+    # One at a time, every decision made.
+    alone = await extract(extraction_rig(tmp_path, extraction_batch_size=1))
+
+    [letter] = batched.letters.sent
+    assert (letter.agent, letter.source_offset) == ("extraction", 1)
+    assert {e.user_id for e in together} == {"jon", "lea"}
+    # The same events (the extractor's latency aside: it is measured).
+    def timeless(events: list[Event]) -> list[dict[str, Any]]:
+        return [e.model_dump(exclude={"latency_ms"}) for e in events]
+
+    assert timeless(together) == timeless([e for e in alone if e.user_id != "kim"])
+    assert {e.user_id for e in alone} == set(users)

@@ -186,11 +186,17 @@ def test_every_request_the_decoder_accepts_is_extracted_and_decided_into_events_
     assert opened is not None
     recorded = record_extraction(opened.event, OfflineExtractor())  # type: ignore[arg-type]
     embedder = FakeEmbedder()
-    decider = MemoryDecider(MemoryProjection(tmp_path_factory.mktemp("lancedb"), embedder), embedder)
-    for event in [recorded, *decider.decide(recorded)]:
+    projection = MemoryProjection(tmp_path_factory.mktemp("lancedb"), embedder)
+    decider = MemoryDecider(projection, embedder)
+    decisions = decider.decide(recorded)
+    for event in [recorded, *decisions]:
         encoded = encode_event(event)
         assert len(encoded) <= Settings().max_record_bytes
         assert decode_event(encoded, max_bytes=10**8) == event
+    # Decided in a batch (its texts embedded beforehand, as the extraction agent does): the same.
+    batched = MemoryDecider(projection, embedder)
+    batched.prefetch([recorded])
+    assert batched.decide(recorded) == decisions
 
 
 # --- the memory projector ---------------------------------------------------------------------
