@@ -71,23 +71,34 @@ class WordIndex:
     """BM25 over the texts of one user, by slot (0, 1, 2, ... in the order added).
 
     A slot's text is set once (a memory's text never changes); :meth:`scores` scores every
-    slot against a query at once.
+    slot against a query at once, :meth:`matches` only the slots a query term is in (what a
+    search over tens of thousands of texts reads).
     """
 
     def __init__(self) -> None:
         #: term -> (slots, counts) of the texts that hold it.
         self._postings: dict[str, tuple[list[int], list[int]]] = {}
-        self._lengths: list[int] = []
+        self._lengths = np.zeros(16, dtype=np.float64)
+        self._count = 0
+        #: Sum of the lengths: an exact integer, so the average is the mean of the lengths.
+        self._total_length = 0
         self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     @property
     def size(self) -> int:
-        return len(self._lengths)
+        return self._count
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the postings and lengths hold (estimated: two list entries per term of a
+        text, the terms themselves counted once), besides the query terms' cached arrays."""
+        entries = sum(len(slots) for slots, _ in self._postings.values())
+        return 2 * 8 * entries + 200 * len(self._postings) + self._lengths.nbytes
 
     def add(self, slot: int, text: str) -> None:
         """Index ``text`` as ``slot``, the next free one."""
-        if slot != len(self._lengths):
-            raise ValueError(f"slot {slot} is not the next one ({len(self._lengths)})")
+        if slot != self._count:
+            raise ValueError(f"slot {slot} is not the next one ({self._count})")
         counts: dict[str, int] = {}
         for term in tokens(text):
             counts[term] = counts.get(term, 0) + 1
@@ -96,25 +107,43 @@ class WordIndex:
             slots.append(slot)
             tfs.append(count)
             self._arrays.pop(term, None)
-        self._lengths.append(sum(counts.values()))
+        if slot == len(self._lengths):
+            self._lengths = np.concatenate([self._lengths, np.zeros_like(self._lengths)])
+        length = sum(counts.values())
+        self._lengths[slot] = length
+        self._total_length += length
+        self._count += 1
 
     def scores(self, query: str, size: int) -> np.ndarray:
         """Each slot's BM25 score for ``query`` (0 where no term matches), ``size`` long."""
         total = np.zeros(size, dtype=np.float64)
-        count = len(self._lengths)
-        if count == 0:
-            return total
-        lengths = np.asarray(self._lengths, dtype=np.float64)
-        average = max(float(lengths.mean()), 1e-9)
-        for term in dict.fromkeys(tokens(query)):
-            found = self._posting(term)
-            if found is None:
-                continue
-            slots, tfs = found
-            idf = np.log(1.0 + (count - len(slots) + 0.5) / (len(slots) + 0.5))
-            norm = K1 * (1.0 - B + B * lengths[slots] / average)
-            total[slots] += idf * tfs * (K1 + 1.0) / (tfs + norm)
+        slots, scores = self.matches(query)
+        total[slots] = scores
         return total
+
+    def matches(self, query: str) -> tuple[np.ndarray, np.ndarray]:
+        """The slots ``query`` has a term in (ascending) and their BM25 scores (all > 0)."""
+        count = self._count
+        found = [p for p in map(self._posting, dict.fromkeys(tokens(query))) if p is not None]
+        if count == 0 or not found:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        average = max(self._total_length / count, 1e-9)
+        if len(found) == 1:
+            slots, tfs = found[0]
+            return slots, self._term_scores(slots, tfs, count, average)
+        # Each slot's terms summed in query order, as a dense sum over every slot would.
+        matched = np.unique(np.concatenate([slots for slots, _ in found]))
+        total = np.zeros(matched.size, dtype=np.float64)
+        for slots, tfs in found:
+            total[np.searchsorted(matched, slots)] += self._term_scores(slots, tfs, count, average)
+        return matched, total
+
+    def _term_scores(
+        self, slots: np.ndarray, tfs: np.ndarray, count: int, average: float
+    ) -> np.ndarray:
+        idf = np.log(1.0 + (count - len(slots) + 0.5) / (len(slots) + 0.5))
+        norm = K1 * (1.0 - B + B * self._lengths[slots] / average)
+        return np.asarray(idf * tfs * (K1 + 1.0) / (tfs + norm), dtype=np.float64)
 
     def _posting(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
         cached = self._arrays.get(term)
