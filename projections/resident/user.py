@@ -10,6 +10,7 @@ by memory id, so a user rebuilt from the log answers in the same order.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -36,8 +37,29 @@ from memstream.projections.resident.words import WordIndex
 Row = dict[str, Any]
 #: An absent end time, as microseconds: later than any.
 _NEVER = np.iinfo(np.int64).max
-#: What a row costs besides its vector and text (the dict, its values, the columns).
-ROW_OVERHEAD_BYTES = 2_500
+#: The columns a held row keeps: what records show, what filters and the folds read and
+#: write (:func:`~memstream.projections.memories.fold.fold_changes`, ``fold_accesses``).
+#: Under 43 keys, so the dict's table stays at 64 slots (832 bytes, not 1,584).
+KEPT_COLUMNS = (
+    *_RECORD_COLUMNS,
+    *(
+        c for c in (
+            "user_key", "session_key", "changed_offset", "reinforced_by", "last_reinforced_at",
+            "access_offset",
+        ) if c not in _RECORD_COLUMNS
+    ),
+)
+#: Values many rows share (a user's key, sessions, types, statuses...): held once each.
+_SHARED_COLUMNS = frozenset({
+    "user_key", "session_key", "session_id", "memory_type", "status", "tier", "source_topic",
+    "extractor", "claim_subject", "claim_attribute", "claim_polarity", "claim_cardinality",
+})
+#: What a held row costs besides its vector, its strings' characters and its words, measured
+#: (``benchmarks/retrieval.py`` prints it beside the process's resident memory): the dict,
+#: its numbers, times and tuples, the string objects' headers, the filter columns.
+ROW_OVERHEAD_BYTES = 1_700
+#: Bytes of each word a text is indexed by (two posting entries and their share of lists).
+WORD_BYTES = 40
 
 
 def _micros(moment: datetime | None) -> int:
@@ -64,7 +86,7 @@ class ResidentUser:
         self._importance = np.zeros(16, dtype=np.float64)
         self._created = np.zeros(16, dtype=np.int64)
         self._ended = np.zeros(16, dtype=np.int64)
-        self.nbytes = 0
+        self._row_bytes = 0
         #: Each slot's rank by memory id, valid for the first ``_ranked`` slots.
         self._rank = np.zeros(0, dtype=np.int64)
         self._ranked = 0
@@ -84,17 +106,30 @@ class ResidentUser:
         slot = len(self.rows)
         if slot == len(self._norms):
             self._grow()
-        self.rows.append(row)
-        self.slot_of[row["memory_id"]] = slot
+        held = _compact(row)
+        self.rows.append(held)
+        self.slot_of[held["memory_id"]] = slot
         self._vectors[slot] = vector
         self._norms[slot] = float(np.linalg.norm(vector))
-        self.words.add(slot, row["search_text"])
+        words = self.words.add(slot, row["search_text"])
         self._set_columns(slot)
-        self.nbytes += (
-            vector.nbytes + len(row["search_text"]) + len(row["content"]) + len(row["context"] or "")
-            + ROW_OVERHEAD_BYTES
+        self._row_bytes += (
+            ROW_OVERHEAD_BYTES + WORD_BYTES * words + len(held["memory_id"])
+            + len(held["content"]) + len(held["context"] or "") + len(held["event_id"])
+            + sum(len(s) + 50 for s in held["source_event_ids"])
+            + sum(len(s) + 50 for s in held["entities"])
         )
         return True
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes this user holds, as measured: its rows (:data:`ROW_OVERHEAD_BYTES` each
+        besides their strings and words) and its arrays, grown capacity included."""
+        arrays = (
+            self._vectors, self._norms, self._status, self._type, self._session,
+            self._importance, self._created, self._ended, self._rank,
+        )
+        return self._row_bytes + sum(a.nbytes for a in arrays) + self.words.cached_bytes
 
     def fold_changes(self, changes: Sequence[tuple[MemoryChange, SourcePosition]]) -> None:
         """Fold ``changes`` (this user's, in log order) into the rows they name, as the
@@ -232,8 +267,12 @@ class ResidentUser:
         self._ended[slot] = _micros(row["ended_at"])
 
     def _grow(self) -> None:
-        capacity = len(self._norms) * 2
-        self._vectors = np.resize(self._vectors, (capacity, self._vectors.shape[1]))
+        # By a quarter: spare capacity at most a fifth of what is held (np.resize would keep
+        # a larger array under a view of it).
+        capacity = len(self._norms) * 5 // 4
+        vectors = np.zeros((capacity, self._vectors.shape[1]), dtype=np.float32)
+        vectors[: len(self._vectors)] = self._vectors
+        self._vectors = vectors
         for name in ("_norms", "_status", "_type", "_session", "_importance", "_created", "_ended"):
             old = getattr(self, name)
             new = np.zeros(capacity, dtype=old.dtype)
@@ -250,6 +289,20 @@ def _best(values: np.ndarray, ranks: np.ndarray, limit: int) -> np.ndarray:
     else:
         chosen = np.arange(values.size)
     return chosen[np.lexsort((ranks[chosen], -values[chosen]))][:limit]
+
+
+def _compact(row: Row) -> Row:
+    """The kept columns of ``row``: shared values interned, lists as tuples (the folds
+    replace them whole, never append)."""
+    held: Row = {}
+    for column in KEPT_COLUMNS:
+        value = row.get(column)
+        if isinstance(value, list):
+            value = tuple(sys.intern(v) if column in _SHARED_COLUMNS else v for v in value)
+        elif type(value) is str and column in _SHARED_COLUMNS:
+            value = sys.intern(value)
+        held[column] = value
+    return held
 
 
 class _RowsById(Mapping[str, Row]):

@@ -82,21 +82,17 @@ class WordIndex:
         self._count = 0
         #: Sum of the lengths: an exact integer, so the average is the mean of the lengths.
         self._total_length = 0
+        #: Postings of the terms queried, as arrays (dropped when a text adds to them).
         self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        #: Bytes those arrays hold.
+        self.cached_bytes = 0
 
     @property
     def size(self) -> int:
         return self._count
 
-    @property
-    def nbytes(self) -> int:
-        """Bytes the postings and lengths hold (estimated: two list entries per term of a
-        text, the terms themselves counted once), besides the query terms' cached arrays."""
-        entries = sum(len(slots) for slots, _ in self._postings.values())
-        return 2 * 8 * entries + 200 * len(self._postings) + self._lengths.nbytes
-
-    def add(self, slot: int, text: str) -> None:
-        """Index ``text`` as ``slot``, the next free one."""
+    def add(self, slot: int, text: str) -> int:
+        """Index ``text`` as ``slot``, the next free one; return its distinct terms."""
         if slot != self._count:
             raise ValueError(f"slot {slot} is not the next one ({self._count})")
         counts: dict[str, int] = {}
@@ -106,13 +102,16 @@ class WordIndex:
             slots, tfs = self._postings.setdefault(term, ([], []))
             slots.append(slot)
             tfs.append(count)
-            self._arrays.pop(term, None)
+            dropped = self._arrays.pop(term, None)
+            if dropped is not None:
+                self.cached_bytes -= dropped[0].nbytes + dropped[1].nbytes
         if slot == len(self._lengths):
             self._lengths = np.concatenate([self._lengths, np.zeros_like(self._lengths)])
         length = sum(counts.values())
         self._lengths[slot] = length
         self._total_length += length
         self._count += 1
+        return len(counts)
 
     def scores(self, query: str, size: int) -> np.ndarray:
         """Each slot's BM25 score for ``query`` (0 where no term matches), ``size`` long."""
@@ -153,4 +152,5 @@ class WordIndex:
                 return None
             cached = (np.asarray(listed[0], dtype=np.int64), np.asarray(listed[1], np.float64))
             self._arrays[term] = cached
+            self.cached_bytes += cached[0].nbytes + cached[1].nbytes
         return cached
