@@ -11,8 +11,10 @@ Examples
 >>> tokens("I moved to Porto, São Paulo's rival!")
 ['move', 'porto', 'sao', 'paulo', 'rival']
 >>> index = WordIndex()
->>> index.add(0, "I live in Lisbon")
->>> index.add(1, "My budget is 2,000 euros")
+>>> index.add(0, "I live in Lisbon")  # its distinct terms
+2
+>>> index.add(1, "My budget is 2,000 euros")  # budget, 2, 000, euro
+4
 >>> scores = index.scores("where do I live?", 2)
 >>> bool(scores[0] > 0 == scores[1])
 True
