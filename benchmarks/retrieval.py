@@ -54,13 +54,22 @@ import lancedb
 import numpy as np
 from lancedb.index import Bitmap, BTree
 from lancedb.rerankers import RRFReranker
-from memory_tables import MEMORIES_PER_USER, NOW, Pool, asks, build_pool, user_id, write_table
+from memory_tables import (
+    MEMORIES_PER_USER,
+    NOW,
+    Pool,
+    asks,
+    build_pool,
+    bulk_rows,
+    user_id,
+    write_table,
+)
 
 from memstream.models.settings import Settings
 from memstream.projections.embedder import MiniLMOnnxEmbedder
 from memstream.projections.memories import MemoryProjection
 from memstream.projections.memories.schema import user_key
-from memstream.projections.resident import ResidentMemories
+from memstream.projections.resident import ResidentMemories, ResidentUser
 from memstream.projections.retrieval import Retriever
 
 GOAL_P95_MS = 20.0
@@ -279,6 +288,41 @@ def load_resident(
     return resident, memory
 
 
+def rss_per_memory(pool: Pool, size: int, per_user: int, model_id: str) -> None:
+    """Load ``size`` memories into :class:`ResidentUser` objects straight from Arrow rows
+    (no table, nothing else allocated meanwhile) and print the RSS they added per memory
+    beside what they count (``nbytes``, which the budget adds up)."""
+    rng = np.random.default_rng(1)
+    step = max(1, 10_000 // per_user)  # users per Arrow batch: 10,000 rows at a time
+    for table in bulk_rows(pool, model_id, 0, step * per_user, rng, per_user=per_user):
+        table.to_pylist()  # once before measuring: the allocators hold what a batch needs
+    del table
+    gc.collect()
+    before = rss_bytes()
+    held = []
+    for first in range(0, size // per_user, step):
+        for table in bulk_rows(pool, model_id, first, step * per_user, rng, per_user=per_user):
+            vectors = np.asarray(
+                table.column("vector").combine_chunks().flatten(), dtype=np.float32
+            ).reshape(table.num_rows, -1)
+            records = table.drop_columns(["vector"]).to_pylist()
+            for start in range(0, table.num_rows, per_user):
+                user = ResidentUser(vectors.shape[1])
+                for row, vector in zip(
+                    records[start : start + per_user], vectors[start : start + per_user],
+                    strict=True,
+                ):
+                    user.put(row, vector)
+                held.append(user)
+            del table, vectors, records
+    gc.collect()
+    grown = rss_bytes() - before
+    counted = sum(user.nbytes for user in held)
+    print(f"{size:,} memories, {per_user:,} per user: RSS +{grown / 1e6:,.0f} MB = "
+          f"{grown / size:,.0f} bytes per memory; nbytes {counted / size:,.0f} per memory "
+          f"({counted / grown:.2f}x the RSS)")
+
+
 #: The client's search asks for this many memories (a typical ``limit``).
 SEARCH_LIMIT = 10
 
@@ -417,6 +461,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="memories per user (100: 1M memories over 10,000 users)")
     parser.add_argument("--budget-share", type=float, default=BUDGET_SHARE,
                         help="the eviction run's budget, as a share of every user held")
+    parser.add_argument("--rss-only", action="store_true",
+                        help="only load each size into resident users from Arrow rows (no "
+                             "table) and print the RSS per memory beside nbytes")
     parser.add_argument("--dir", type=Path, default=None, help="parent of the temporary data")
     parser.add_argument("--keep", action="store_true", help="keep the tables")
     parser.add_argument("--scalar-indexes", action="store_true",
@@ -436,6 +483,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pool: {len(pool.texts):,} texts embedded in {time.perf_counter() - started:.1f} s",
               flush=True)
         embedder = MiniLMOnnxEmbedder(threads=1)  # what a worker gives the query path
+        if args.rss_only:
+            for size in sizes:
+                rss_per_memory(pool, size, args.per_user, embedder.model_id)
+            return 0
         for size in sizes:
             try:
                 rows += measure_size(
