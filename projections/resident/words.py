@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from array import array
 from functools import lru_cache
 
 import numpy as np
@@ -78,8 +79,10 @@ class WordIndex:
     """
 
     def __init__(self) -> None:
-        #: term -> (slots, counts) of the texts that hold it.
-        self._postings: dict[str, tuple[list[int], list[int]]] = {}
+        #: term -> (slots, counts) of the texts that hold it: arrays, not lists, so a full
+        #: garbage collection does not visit every entry (and an entry is 4 bytes, not an
+        #: 8-byte pointer).
+        self._postings: dict[str, tuple[array[int], array[int]]] = {}
         self._lengths = np.zeros(16, dtype=np.float64)
         self._count = 0
         #: Sum of the lengths: an exact integer, so the average is the mean of the lengths.
@@ -101,7 +104,7 @@ class WordIndex:
         for term in tokens(text):
             counts[term] = counts.get(term, 0) + 1
         for term, count in counts.items():
-            slots, tfs = self._postings.setdefault(term, ([], []))
+            slots, tfs = self._postings.setdefault(term, (array("i"), array("i")))
             slots.append(slot)
             tfs.append(count)
             dropped = self._arrays.pop(term, None)
@@ -152,7 +155,10 @@ class WordIndex:
             listed = self._postings.get(term)
             if listed is None:
                 return None
-            cached = (np.asarray(listed[0], dtype=np.int64), np.asarray(listed[1], np.float64))
+            cached = (
+                np.frombuffer(listed[0], dtype=np.int32).astype(np.int64),
+                np.frombuffer(listed[1], dtype=np.int32).astype(np.float64),
+            )
             self._arrays[term] = cached
             self.cached_bytes += cached[0].nbytes + cached[1].nbytes
         return cached
