@@ -10,7 +10,8 @@ by memory id, so a user rebuilt from the log answers in the same order.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sys
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,8 +37,29 @@ from memstream.projections.resident.words import WordIndex
 Row = dict[str, Any]
 #: An absent end time, as microseconds: later than any.
 _NEVER = np.iinfo(np.int64).max
-#: What a row costs besides its vector and text (the dict, its values, the columns).
-ROW_OVERHEAD_BYTES = 2_500
+#: The columns a held row keeps: what records show, what filters and the folds read and
+#: write (:func:`~memstream.projections.memories.fold.fold_changes`, ``fold_accesses``).
+#: Under 43 keys, so the dict's table stays at 64 slots (832 bytes, not 1,584).
+KEPT_COLUMNS = (
+    *_RECORD_COLUMNS,
+    *(
+        c for c in (
+            "user_key", "session_key", "changed_offset", "reinforced_by", "last_reinforced_at",
+            "access_offset",
+        ) if c not in _RECORD_COLUMNS
+    ),
+)
+#: Values many rows share (a user's key, sessions, types, statuses...): held once each.
+_SHARED_COLUMNS = frozenset({
+    "user_key", "session_key", "session_id", "memory_type", "status", "tier", "source_topic",
+    "extractor", "claim_subject", "claim_attribute", "claim_polarity", "claim_cardinality",
+})
+#: What a held row costs besides its vector, its strings' characters and its words, measured
+#: (``benchmarks/retrieval.py`` prints it beside the process's resident memory): the dict,
+#: its numbers, times and tuples, the string objects' headers, the filter columns.
+ROW_OVERHEAD_BYTES = 1_700
+#: Bytes of each word a text is indexed by (two posting entries and their share of lists).
+WORD_BYTES = 40
 
 
 def _micros(moment: datetime | None) -> int:
@@ -55,13 +77,19 @@ class ResidentUser:
         self._vectors = np.zeros((16, dimensions), dtype=np.float32)
         self._norms = np.zeros(16, dtype=np.float32)
         self.words = WordIndex()
-        self._status = np.empty(16, dtype=object)
-        self._type = np.empty(16, dtype=object)
-        self._session = np.empty(16, dtype=object)
+        # Status, type and session as small integers (their codes in ``_codes``): filters
+        # compare integers, not strings.
+        self._codes: dict[str, int] = {}
+        self._status = np.zeros(16, dtype=np.int32)
+        self._type = np.zeros(16, dtype=np.int32)
+        self._session = np.zeros(16, dtype=np.int32)
         self._importance = np.zeros(16, dtype=np.float64)
         self._created = np.zeros(16, dtype=np.int64)
         self._ended = np.zeros(16, dtype=np.int64)
-        self.nbytes = 0
+        self._row_bytes = 0
+        #: Each slot's rank by memory id, valid for the first ``_ranked`` slots.
+        self._rank = np.zeros(0, dtype=np.int64)
+        self._ranked = 0
 
     @property
     def size(self) -> int:
@@ -78,30 +106,41 @@ class ResidentUser:
         slot = len(self.rows)
         if slot == len(self._norms):
             self._grow()
-        self.rows.append(row)
-        self.slot_of[row["memory_id"]] = slot
+        held = _compact(row)
+        self.rows.append(held)
+        self.slot_of[held["memory_id"]] = slot
         self._vectors[slot] = vector
         self._norms[slot] = float(np.linalg.norm(vector))
-        self.words.add(slot, row["search_text"])
+        words = self.words.add(slot, row["search_text"])
         self._set_columns(slot)
-        self.nbytes += (
-            vector.nbytes + len(row["search_text"]) + len(row["content"]) + len(row["context"] or "")
-            + ROW_OVERHEAD_BYTES
+        self._row_bytes += (
+            ROW_OVERHEAD_BYTES + WORD_BYTES * words + len(held["memory_id"])
+            + len(held["content"]) + len(held["context"] or "") + len(held["event_id"])
+            + sum(len(s) + 50 for s in held["source_event_ids"])
+            + sum(len(s) + 50 for s in held["entities"])
         )
         return True
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes this user holds, as measured: its rows (:data:`ROW_OVERHEAD_BYTES` each
+        besides their strings and words) and its arrays, grown capacity included."""
+        arrays = (
+            self._vectors, self._norms, self._status, self._type, self._session,
+            self._importance, self._created, self._ended, self._rank,
+        )
+        return self._row_bytes + sum(a.nbytes for a in arrays) + self.words.cached_bytes
 
     def fold_changes(self, changes: Sequence[tuple[MemoryChange, SourcePosition]]) -> None:
         """Fold ``changes`` (this user's, in log order) into the rows they name, as the
         table does (:func:`~memstream.projections.memories.fold.fold_changes`: re-delivered
         ones are skipped), and refresh what filters read."""
-        rows = {memory_id: self.rows[slot] for memory_id, slot in self.slot_of.items()}
-        for memory_id in fold_changes(rows, changes):
+        for memory_id in fold_changes(_RowsById(self), changes):
             self._set_columns(self.slot_of[memory_id])
 
     def fold_accesses(self, batch: Sequence[tuple[MemoriesRetrieved, SourcePosition]]) -> None:
         """Count ``batch``'s retrievals of this user's memories, once each (as the table)."""
-        rows = {memory_id: self.rows[slot] for memory_id, slot in self.slot_of.items()}
-        fold_accesses(rows, batch)
+        fold_accesses(_RowsById(self), batch)
 
     def search(
         self, query: str, vector: np.ndarray, limit: int, filters: SearchFilters
@@ -115,22 +154,29 @@ class ResidentUser:
         slots = np.flatnonzero(allowed)
         if slots.size == 0:
             return []
+        ranks = self._id_ranks()[slots]
         query_norm = float(np.linalg.norm(vector))
-        cosines = self._vectors[slots] @ vector / np.maximum(self._norms[slots] * query_norm, 1e-12)
+        # Every row's dot product (a view of the matrix, no copy), then the allowed ones.
+        cosines = (self._vectors[:count] @ vector)[slots] / np.maximum(
+            self._norms[slots] * query_norm, 1e-12
+        )
         similarity = np.clip(cosines, 0.0, 1.0)
-        bm25 = self.words.scores(query, count)[slots]
-        ids = np.asarray([self.rows[s]["memory_id"] for s in slots], dtype=object)
-        by_id = np.argsort(ids, kind="stable")
+        bm25 = np.zeros(slots.size, dtype=np.float64)
+        matched, matched_scores = self.words.matches(query)
+        within = np.searchsorted(slots, matched)
+        kept = within < slots.size
+        kept[kept] = slots[within[kept]] == matched[kept]
+        bm25[within[kept]] = matched_scores[kept]
         # Each leg's best `limit`, ties by memory id, as the two legs of the table's search.
-        nearest = by_id[np.argsort(-similarity[by_id], kind="stable")][:limit]
-        matching = by_id[np.argsort(-bm25[by_id], kind="stable")]
-        matching = matching[bm25[matching] > 0][:limit]
+        nearest = _best(similarity, ranks, limit)
+        candidates = within[kept]
+        matching = candidates[_best(bm25[candidates], ranks[candidates], limit)]
         found = np.union1d(nearest, matching)
         words = np.where(
             np.isin(found, matching), bm25[found] / (bm25[found] + BM25_SATURATION), 0.0
         )
         scores = VECTOR_SHARE * similarity[found] + (1 - VECTOR_SHARE) * words
-        order = sorted(range(found.size), key=lambda i: (-scores[i], ids[found[i]]))[:limit]
+        order = np.lexsort((ranks[found], -scores))[:limit]
         return [
             MemoryHit(
                 **self.record_fields(int(slots[found[i]])),
@@ -159,14 +205,15 @@ class ResidentUser:
         match."""
         count = len(self.rows)
         status = self._status[:count]
+        active, deleted = self._known("active"), self._known("deleted")
         created = self._created[:count]
         if filters.as_of is not None:
             at = _micros(filters.as_of)
             allowed = created <= at
             if not filters.include_inactive:
-                allowed &= (status != "deleted") & (self._ended[:count] > at)
+                allowed &= (status != deleted) & (self._ended[:count] > at)
         elif not filters.include_inactive:
-            allowed = status == "active"
+            allowed = status == active
         else:
             allowed = np.ones(count, dtype=bool)
         if filters.memory_types is not None:
@@ -177,33 +224,98 @@ class ResidentUser:
                 )
             if not filters.memory_types:
                 return None
-            allowed &= np.isin(self._type[:count], list(filters.memory_types))
+            allowed &= np.isin(self._type[:count], [self._known(t) for t in filters.memory_types])
         if filters.min_importance is not None:
             allowed &= self._importance[:count] >= float(filters.min_importance)
         if filters.session_id is not None:
-            allowed &= self._session[:count] == session_filter_key(filters.session_id)
+            allowed &= self._session[:count] == self._known(session_filter_key(filters.session_id))
         if filters.since is not None:
             allowed &= created >= _micros(filters.since)
         if filters.until is not None:
             allowed &= created < _micros(filters.until)
         return np.asarray(allowed, dtype=bool)
 
+    def _id_ranks(self) -> np.ndarray:
+        """Each slot's place among the held memory ids in sorted order: ties fall by it.
+        Ranked again (one sort) on the first search after memories were added."""
+        count = len(self.rows)
+        if self._ranked != count:
+            ids = np.asarray([row["memory_id"] for row in self.rows], dtype=object)
+            self._rank = np.empty(count, dtype=np.int64)
+            self._rank[np.argsort(ids, kind="stable")] = np.arange(count)
+            self._ranked = count
+        return self._rank
+
+    def _code(self, value: str) -> int:
+        """The code of ``value`` in this user's filter columns (a new one if first seen)."""
+        code = self._codes.get(value)
+        if code is None:
+            code = self._codes[value] = len(self._codes)
+        return code
+
+    def _known(self, value: str) -> int:
+        """The code of ``value``; -1 (no row's) when no row held it."""
+        return self._codes.get(value, -1)
+
     def _set_columns(self, slot: int) -> None:
         row = self.rows[slot]
-        self._status[slot] = row["status"]
-        self._type[slot] = row["memory_type"]
-        self._session[slot] = row["session_key"]
+        self._status[slot] = self._code(row["status"])
+        self._type[slot] = self._code(row["memory_type"])
+        self._session[slot] = self._code(row["session_key"])
         self._importance[slot] = row["importance"]
         self._created[slot] = _micros(row["created_at"])
         self._ended[slot] = _micros(row["ended_at"])
 
     def _grow(self) -> None:
-        capacity = len(self._norms) * 2
-        self._vectors = np.resize(self._vectors, (capacity, self._vectors.shape[1]))
+        # By a quarter: spare capacity at most a fifth of what is held (np.resize would keep
+        # a larger array under a view of it).
+        capacity = len(self._norms) * 5 // 4
+        vectors = np.zeros((capacity, self._vectors.shape[1]), dtype=np.float32)
+        vectors[: len(self._vectors)] = self._vectors
+        self._vectors = vectors
         for name in ("_norms", "_status", "_type", "_session", "_importance", "_created", "_ended"):
             old = getattr(self, name)
-            new = np.empty(capacity, dtype=old.dtype) if old.dtype == object else np.zeros(
-                capacity, dtype=old.dtype
-            )
+            new = np.zeros(capacity, dtype=old.dtype)
             new[: len(old)] = old
             setattr(self, name, new)
+
+
+def _best(values: np.ndarray, ranks: np.ndarray, limit: int) -> np.ndarray:
+    """Positions of the ``limit`` highest ``values``, highest first, ties by lower rank:
+    the order a full sort would give, after selecting every value tied with the last kept."""
+    if values.size > limit:
+        cut = np.partition(values, values.size - limit)[values.size - limit]
+        chosen = np.flatnonzero(values >= cut)
+    else:
+        chosen = np.arange(values.size)
+    return chosen[np.lexsort((ranks[chosen], -values[chosen]))][:limit]
+
+
+def _compact(row: Row) -> Row:
+    """The kept columns of ``row``: shared values interned, lists as tuples (the folds
+    replace them whole, never append)."""
+    held: Row = {}
+    for column in KEPT_COLUMNS:
+        value = row.get(column)
+        if isinstance(value, list):
+            value = tuple(sys.intern(v) if column in _SHARED_COLUMNS else v for v in value)
+        elif type(value) is str and column in _SHARED_COLUMNS:
+            value = sys.intern(value)
+        held[column] = value
+    return held
+
+
+class _RowsById(Mapping[str, Row]):
+    """A user's rows by memory id, read through ``slot_of`` (no copy of the index)."""
+
+    def __init__(self, user: ResidentUser) -> None:
+        self._user = user
+
+    def __getitem__(self, memory_id: str) -> Row:
+        return self._user.rows[self._user.slot_of[memory_id]]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._user.slot_of)
+
+    def __len__(self) -> int:
+        return len(self._user.slot_of)

@@ -11,8 +11,10 @@ Examples
 >>> tokens("I moved to Porto, São Paulo's rival!")
 ['move', 'porto', 'sao', 'paulo', 'rival']
 >>> index = WordIndex()
->>> index.add(0, "I live in Lisbon")
->>> index.add(1, "My budget is 2,000 euros")
+>>> index.add(0, "I live in Lisbon")  # its distinct terms
+2
+>>> index.add(1, "My budget is 2,000 euros")  # budget, 2, 000, euro
+4
 >>> scores = index.scores("where do I live?", 2)
 >>> bool(scores[0] > 0 == scores[1])
 True
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from array import array
 from functools import lru_cache
 
 import numpy as np
@@ -71,50 +74,80 @@ class WordIndex:
     """BM25 over the texts of one user, by slot (0, 1, 2, ... in the order added).
 
     A slot's text is set once (a memory's text never changes); :meth:`scores` scores every
-    slot against a query at once.
+    slot against a query at once, :meth:`matches` only the slots a query term is in (what a
+    search over tens of thousands of texts reads).
     """
 
     def __init__(self) -> None:
-        #: term -> (slots, counts) of the texts that hold it.
-        self._postings: dict[str, tuple[list[int], list[int]]] = {}
-        self._lengths: list[int] = []
+        #: term -> (slots, counts) of the texts that hold it: arrays, not lists, so a full
+        #: garbage collection does not visit every entry (and an entry is 4 bytes, not an
+        #: 8-byte pointer).
+        self._postings: dict[str, tuple[array[int], array[int]]] = {}
+        self._lengths = np.zeros(16, dtype=np.float64)
+        self._count = 0
+        #: Sum of the lengths: an exact integer, so the average is the mean of the lengths.
+        self._total_length = 0
+        #: Postings of the terms queried, as arrays (dropped when a text adds to them).
         self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        #: Bytes those arrays hold.
+        self.cached_bytes = 0
 
     @property
     def size(self) -> int:
-        return len(self._lengths)
+        return self._count
 
-    def add(self, slot: int, text: str) -> None:
-        """Index ``text`` as ``slot``, the next free one."""
-        if slot != len(self._lengths):
-            raise ValueError(f"slot {slot} is not the next one ({len(self._lengths)})")
+    def add(self, slot: int, text: str) -> int:
+        """Index ``text`` as ``slot``, the next free one; return its distinct terms."""
+        if slot != self._count:
+            raise ValueError(f"slot {slot} is not the next one ({self._count})")
         counts: dict[str, int] = {}
         for term in tokens(text):
             counts[term] = counts.get(term, 0) + 1
         for term, count in counts.items():
-            slots, tfs = self._postings.setdefault(term, ([], []))
+            slots, tfs = self._postings.setdefault(term, (array("i"), array("i")))
             slots.append(slot)
             tfs.append(count)
-            self._arrays.pop(term, None)
-        self._lengths.append(sum(counts.values()))
+            dropped = self._arrays.pop(term, None)
+            if dropped is not None:
+                self.cached_bytes -= dropped[0].nbytes + dropped[1].nbytes
+        if slot == len(self._lengths):
+            self._lengths = np.concatenate([self._lengths, np.zeros_like(self._lengths)])
+        length = sum(counts.values())
+        self._lengths[slot] = length
+        self._total_length += length
+        self._count += 1
+        return len(counts)
 
     def scores(self, query: str, size: int) -> np.ndarray:
         """Each slot's BM25 score for ``query`` (0 where no term matches), ``size`` long."""
         total = np.zeros(size, dtype=np.float64)
-        count = len(self._lengths)
-        if count == 0:
-            return total
-        lengths = np.asarray(self._lengths, dtype=np.float64)
-        average = max(float(lengths.mean()), 1e-9)
-        for term in dict.fromkeys(tokens(query)):
-            found = self._posting(term)
-            if found is None:
-                continue
-            slots, tfs = found
-            idf = np.log(1.0 + (count - len(slots) + 0.5) / (len(slots) + 0.5))
-            norm = K1 * (1.0 - B + B * lengths[slots] / average)
-            total[slots] += idf * tfs * (K1 + 1.0) / (tfs + norm)
+        slots, scores = self.matches(query)
+        total[slots] = scores
         return total
+
+    def matches(self, query: str) -> tuple[np.ndarray, np.ndarray]:
+        """The slots ``query`` has a term in (ascending) and their BM25 scores (all > 0)."""
+        count = self._count
+        found = [p for p in map(self._posting, dict.fromkeys(tokens(query))) if p is not None]
+        if count == 0 or not found:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        average = max(self._total_length / count, 1e-9)
+        if len(found) == 1:
+            slots, tfs = found[0]
+            return slots, self._term_scores(slots, tfs, count, average)
+        # Each slot's terms summed in query order, as a dense sum over every slot would.
+        matched = np.unique(np.concatenate([slots for slots, _ in found]))
+        total = np.zeros(matched.size, dtype=np.float64)
+        for slots, tfs in found:
+            total[np.searchsorted(matched, slots)] += self._term_scores(slots, tfs, count, average)
+        return matched, total
+
+    def _term_scores(
+        self, slots: np.ndarray, tfs: np.ndarray, count: int, average: float
+    ) -> np.ndarray:
+        idf = np.log(1.0 + (count - len(slots) + 0.5) / (len(slots) + 0.5))
+        norm = K1 * (1.0 - B + B * self._lengths[slots] / average)
+        return np.asarray(idf * tfs * (K1 + 1.0) / (tfs + norm), dtype=np.float64)
 
     def _posting(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
         cached = self._arrays.get(term)
@@ -122,6 +155,10 @@ class WordIndex:
             listed = self._postings.get(term)
             if listed is None:
                 return None
-            cached = (np.asarray(listed[0], dtype=np.int64), np.asarray(listed[1], np.float64))
+            cached = (
+                np.frombuffer(listed[0], dtype=np.int32).astype(np.int64),
+                np.frombuffer(listed[1], dtype=np.int32).astype(np.float64),
+            )
             self._arrays[term] = cached
+            self.cached_bytes += cached[0].nbytes + cached[1].nbytes
         return cached

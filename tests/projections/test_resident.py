@@ -8,13 +8,23 @@ from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
+import numpy as np
 import pytest
 from dialogue_recall import conversations
 from dialogues import Dialogue, generate
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from quality import build_extracted
-from test_memory_index_contract import ALICE, BOB, T0, MemoryIndexContract, batch, change
+from test_memory_index_contract import (
+    ALICE,
+    BOB,
+    T0,
+    MemoryIndexContract,
+    at,
+    batch,
+    change,
+    memory,
+)
 
 from memstream.models.events.memory import MemoryAdded
 from memstream.projections.embedder import MiniLMOnnxEmbedder
@@ -24,7 +34,8 @@ from memstream.projections.memories import (
     MemoryProjection,
     SearchFilters,
 )
-from memstream.projections.resident import ResidentMemories, tokens
+from memstream.projections.memories.fold import new_row
+from memstream.projections.resident import ResidentMemories, ResidentUser, tokens
 
 LIMIT = 10
 BIG = 1 << 30
@@ -212,3 +223,21 @@ def test_the_words_are_the_tables_words() -> None:
     # words go after stemming, so "because" stays (as LanceDB's index keeps it).
     assert tokens("Moving to São Paulo, the city!") == ["move", "sao", "paulo", "citi"]
     assert tokens("Where does it go? Because I moved") == ["doe", "go", "becaus", "move"]
+
+
+def test_equal_scores_fall_by_memory_id_whatever_order_the_memories_came_in() -> None:
+    user = ResidentUser(4)
+    ids = ["m-07", "m-02", "m-10", "m-01", "m-05", "m-03"]
+    for offset, memory_id in enumerate(ids):  # one text, one vector: every score equal
+        row = new_row(memory(memory_id, "Alice lives in Porto"), at(offset), "model")
+        assert user.put(row, np.ones(4, dtype=np.float32))
+    assert not user.put(new_row(memory("m-01", "again"), at(9), "model"), np.ones(4))
+    by_words = user.search("Porto", np.ones(4, dtype=np.float32), 4, SearchFilters())
+    by_meaning = user.search("nothing", np.ones(4, dtype=np.float32), 3, SearchFilters())
+    assert [hit.memory_id for hit in by_words] == ["m-01", "m-02", "m-03", "m-05"]
+    assert [hit.memory_id for hit in by_meaning] == ["m-01", "m-02", "m-03"]
+    late = new_row(memory("m-00", "Alice lives in Porto"), at(7), "model")
+    user.put(late, np.ones(4, dtype=np.float32))  # ranked again on the next search
+    assert [h.memory_id for h in user.search("Porto", np.ones(4), 2, SearchFilters())] == [
+        "m-00", "m-01",
+    ]
