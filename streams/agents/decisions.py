@@ -15,7 +15,6 @@ from memstream.models.beliefs import (
     ClaimDecision,
     KnownClaim,
     decide_claim,
-    mentions,
 )
 from memstream.models.decisions import Decision, ExistingMemory, decide, normalised
 from memstream.models.events.envelope import Event, derived_id
@@ -31,51 +30,12 @@ from memstream.models.events.memory import (
 from memstream.models.vectors import pack_vector
 from memstream.projections.embedder import Embedder
 from memstream.projections.memories import MemoryRecord, MemoryStore, search_text
+from memstream.streams.agents.recent_claims import RecentClaims, candidates_stating, holds
 
 #: Default importance at or above which a memory goes straight to long-term (seed 2).
 LONG_TERM_IMPORTANCE = 0.8
 #: Attribute keys whose embeddings the decider keeps (a few KB each).
 ATTRIBUTE_VECTORS_KEPT = 10_000
-#: Memory types that state a claim of the same extraction when they quote its turn.
-STATING_TYPES = frozenset({"episode", "summary", "correction"})
-
-
-class RecentClaims:
-    """The claims a decider announced recently, per user, with when and where they were
-    stated: what the projection may not hold yet. Bounded over all users (the users
-    longest without a new claim go first)."""
-
-    def __init__(self, kept: int = 20_000) -> None:
-        self.kept = kept
-        self._by_user: dict[str, dict[str, tuple[Claim, datetime, tuple[str, ...]]]] = {}
-        self._total = 0
-
-    def of(self, user_id: str) -> dict[str, tuple[Claim, datetime, tuple[str, ...]]]:
-        """The user's recent claims: memory id -> (claim, event time, stated in)."""
-        return self._by_user.get(user_id, {})
-
-    def note(
-        self, user_id: str, memory_id: str, claim: Claim, moment: datetime,
-        stated_in: tuple[str, ...],
-    ) -> None:
-        """Remember a claim this decider added."""
-        claims = self._by_user.pop(user_id, {})
-        self._total += memory_id not in claims
-        claims[memory_id] = (claim, moment, stated_in)
-        self._by_user[user_id] = claims
-        while self._total > self.kept and len(self._by_user) > 1:
-            self._total -= len(self._by_user.pop(next(iter(self._by_user))))
-
-    def stated_again(self, user_id: str, memory_id: str, stated_in: tuple[str, ...]) -> None:
-        """Remember more memories stating a recent claim (a reinforcement's)."""
-        known = self._by_user.get(user_id, {}).get(memory_id)
-        if known is not None:
-            claim, moment, before = known
-            self._by_user[user_id][memory_id] = (
-                claim, moment, tuple(dict.fromkeys((*before, *stated_in)))
-            )
-
-
 def _memory_id(recorded: ExtractionRecorded, index: int) -> str:
     """The id of the memory candidate ``index`` of ``recorded`` adds."""
     return derived_id(recorded.event_id, "memory-id", str(index))
@@ -86,33 +46,6 @@ def _resolved(claim: Claim, decision: ClaimDecision) -> Claim:
     if claim.attribute == decision.attribute:
         return claim
     return claim.model_copy(update={"attribute": decision.attribute})
-
-
-def _holds(claim: Claim, moment: datetime) -> bool:
-    """Whether ``claim`` has not run out on its own by ``moment`` ("this week")."""
-    return claim.valid_until is None or claim.valid_until > moment
-
-
-def _stating(candidates: Sequence[MemoryCandidate], index: int) -> list[int]:
-    """The other candidates of an extraction that state candidate ``index``'s claim: the
-    episode of its turn, and the summaries and corrections that quote the turn with the
-    claim's value."""
-    claim = candidates[index].claim
-    turn = candidates[index].source_event_ids[:1]
-    if claim is None or not turn:
-        return []
-    found = []
-    for other, candidate in enumerate(candidates):
-        if other == index or candidate.claim is not None:
-            continue
-        if candidate.memory_type not in STATING_TYPES:
-            continue
-        if candidate.memory_type == "episode":
-            if candidate.source_event_ids[:1] == turn:
-                found.append(other)
-        elif turn[0] in candidate.source_event_ids and mentions(candidate.content, claim.value):
-            found.append(other)
-    return found
 
 
 #: What a decision settles before embedding (see ``MemoryDecider._plan``).
@@ -341,7 +274,7 @@ class MemoryDecider:
             claim = candidate.claim
             if claim is None:
                 continue
-            current = [k for k in book.current() if _holds(k.claim, claim.valid_from)]
+            current = [k for k in book.current() if holds(k.claim, claim.valid_from)]
             decision = decide_claim(claim, current, self._attribute_similarity)
             decisions[index] = decision
             if decision.kind != "new":
@@ -356,7 +289,7 @@ class MemoryDecider:
         """The user's claims at ``moment`` (recorded before it, not ended before it, not run
         out by it): what an extraction of that time is decided against."""
         book, _ = self._book(user_id, moment)
-        return [k for k in book.current() if _holds(k.claim, moment)]
+        return [k for k in book.current() if holds(k.claim, moment)]
 
     def _book(
         self, user_id: str, moment: datetime
@@ -393,7 +326,7 @@ class MemoryDecider:
             index: tuple(
                 dict.fromkeys(
                     made[other]
-                    for other in _stating(candidates, index)
+                    for other in candidates_stating(candidates, index)
                     if other in made and other not in beliefs
                 )
             )
