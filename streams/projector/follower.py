@@ -16,7 +16,6 @@ table's positions, after a pause.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Any
 
@@ -33,6 +32,7 @@ from memstream.streams.agents.decoding import decode_opened
 from memstream.streams.kafka.logreader import topic_partitions
 from memstream.streams.keys.store import BatchKeys, KeyStore
 from memstream.streams.projector.loop import _broker_time
+from memstream.streams.projector.stopping import stop_task
 
 __all__ = ["ResidentFollower"]
 
@@ -76,10 +76,8 @@ class ResidentFollower:
 
     async def close(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+            task, self._task = self._task, None
+            await stop_task(task)
         self.resident.set_live(False)
 
     async def _run(self) -> None:

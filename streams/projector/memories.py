@@ -50,6 +50,7 @@ from memstream.streams.observability.metrics import PROJECTOR_PARTITIONS, Metere
 from memstream.streams.projector.loop import ProjectorLoop, ProjectorProgress
 from memstream.streams.projector.ownership import Ownership, WriterLock, partition_lock
 from memstream.streams.projector.starts import assigned_partitions, start_positions
+from memstream.streams.projector.stopping import stop_task
 from memstream.streams.projector.tiers import run_tier_keeper, scan_interval
 
 log = logging.getLogger(__name__)
@@ -115,9 +116,7 @@ async def run_memory_projector(
                     keys=keys,
                 )
             finally:
-                watcher.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await watcher
+                await stop_task(watcher)
         finally:
             _show_partitions(frozenset())
             for lock in locks:
@@ -272,8 +271,6 @@ async def _project_table(
         await projector.run(stop)
     finally:
         if keeper is not None:
-            keeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await keeper
+            await stop_task(keeper)
         await consumer.stop()
         await producer.close()
