@@ -363,12 +363,24 @@ class ServiceBench:
         self, service: Service, http: Http, questions: Sequence[tuple[str, str]]
     ) -> None:
         """The server and the in-process service find the same memories (and warm both up:
-        the first calls load the model, open the table and start the publisher)."""
-        for user_id, question in questions:
-            over_http = [hit["memory_id"] for hit in http.search(user_id, question, LIMIT)]
-            local = await service.memories.search(question, user_id=user_id, limit=LIMIT)
-            if over_http != [hit["memory_id"] for hit in local] or not local:
-                raise RuntimeError(f"HTTP and in-process answers differ for {question!r}")
+        the first calls load the model, open the table and start the publisher). Each
+        answers from the table until its follower of the log has caught up, then from the
+        users it holds in memory, whose BM25 counts one user's words only: the two agree
+        once both are caught up, which takes a few seconds after they start."""
+        deadline = time.monotonic() + 60
+        while True:
+            differ = None
+            for user_id, question in questions:
+                over_http = [hit["memory_id"] for hit in http.search(user_id, question, LIMIT)]
+                local = await service.memories.search(question, user_id=user_id, limit=LIMIT)
+                if over_http != [hit["memory_id"] for hit in local] or not local:
+                    differ = question
+                    break
+            if differ is None:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"HTTP and in-process answers differ for {differ!r}")
+            await asyncio.sleep(0.5)
 
     async def time_in_turns(
         self,

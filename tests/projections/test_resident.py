@@ -241,3 +241,29 @@ def test_equal_scores_fall_by_memory_id_whatever_order_the_memories_came_in() ->
     assert [h.memory_id for h in user.search("Porto", np.ones(4), 2, SearchFilters())] == [
         "m-00", "m-01",
     ]
+
+
+def test_a_search_multiplies_on_one_blas_thread_and_leaves_the_process_its_threads(
+    table: MemoryProjection, dialogues: list[Dialogue], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # More BLAS threads than one for one user's product cost ten times the CPU on 2 cores,
+    # spinning while the server's other searches wait for a core.
+    from threadpoolctl import threadpool_info
+
+    def blas_threads() -> set[int]:
+        return {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+
+    before = blas_threads()
+    seen: list[set[int]] = []
+    search = ResidentUser.search
+
+    def watched(self: ResidentUser, *args: object, **kwargs: object) -> list[MemoryHit]:
+        seen.append(blas_threads())
+        return search(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ResidentUser, "search", watched)
+    resident = ResidentMemories(table, budget_bytes=BIG)
+    user_id, question, _ = questions(dialogues)[0]
+    assert resident.search(user_id, question, limit=LIMIT)
+    assert seen == [{1}] or not before  # numpy without a BLAS it can limit: nothing to see
+    assert blas_threads() == before
