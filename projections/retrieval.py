@@ -73,6 +73,9 @@ from memstream.projections.prompt_context import (
     valid_unicode,
 )
 
+#: The share of a context's token budget a user's profile may take at a session's start: the
+#: rest is the turn's own memories'.
+PROFILE_SHARE = 0.5
 #: Recent turns (newest first) that join the query after the current message.
 QUERY_RECENT_TURNS = 2
 #: Characters kept of the current message and of each recent turn. The message comes first
@@ -469,18 +472,19 @@ class Retriever:
         budget: int,
         profile: Sequence[tuple[str, str]] = (),
     ) -> tuple[set[str], str]:
-        """Admit the profile's lines in order while they fit half of ``budget``, then
+        """Admit the profile's lines in order while they fit :data:`PROFILE_SHARE` of
+        ``budget``, then
         memories best first while the rendered text fits ``budget``.
 
         The whole text is re-rendered and counted for each admission, so the budget holds for
         any token counter (headers and separators included), not for an estimate of parts. A
         line or memory that does not fit is skipped and smaller ones after it still get their
-        turn. Half the budget for the profile leaves the turn's own memories room.
+        turn. The profile's share leaves the turn's own memories room.
         """
         lines: list[str] = []
         shown: set[str] = set()
         for memory_id, line in profile:
-            if self.count_tokens(render_profile([*lines, line])) <= budget // 2:
+            if self.count_tokens(render_profile([*lines, line])) <= int(budget * PROFILE_SHARE):
                 lines.append(line)
                 shown.add(memory_id)
         head = render_profile(lines)

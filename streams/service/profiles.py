@@ -42,17 +42,21 @@ def profile(
     if subject is not None:
         records = [r for r in records if subject_key(r.claim_subject or "") == subject_key(subject)]
     stating = projection.get_many(user_id, [m for r in records for m in r.stated_in])
+    # One subject however it was spelt ("Maya", "maya"), named as its first claim spells it
+    # (claim_history is in a fixed order: when the claim began, then memory id).
+    names: dict[str, str] = {}
     by_subject: dict[str, dict[str, list[MemoryRecord]]] = {}
     for record in records:
-        who = record.claim_subject or ""
-        by_subject.setdefault(who, {}).setdefault(record.memory_type, []).append(record)
+        key = subject_key(record.claim_subject or "")
+        names.setdefault(key, record.claim_subject or "")
+        by_subject.setdefault(key, {}).setdefault(record.memory_type, []).append(record)
     subjects: list[ProfileSubjectDict] = []
-    for who in sorted(by_subject, key=_subject_order):
+    for key in sorted(by_subject, key=lambda k: (k != "user", k, names[k])):
         kinds: list[ProfileKindDict] = []
-        for kind in sorted(by_subject[who], key=_kind_order):
-            claims = sorted(by_subject[who][kind], key=_entry_order)
+        for kind in sorted(by_subject[key], key=_kind_order):
+            claims = sorted(by_subject[key][kind], key=_entry_order)
             kinds.append({"kind": kind, "entries": [_entry(r, stating) for r in claims]})
-        subjects.append({"subject": who, "kinds": kinds})
+        subjects.append({"subject": names[key], "kinds": kinds})
     return {
         "subject": subject,
         "as_of": as_of.astimezone(UTC).isoformat() if as_of is not None else None,
@@ -96,10 +100,6 @@ def profile_lines(found: ProfileDict) -> list[tuple[str, str]]:
                 line = f"{what}: {value} (since {entry['valid_from'][:10]})"
                 lines.append((entry["memory_id"], " ".join(line.split())))
     return lines
-
-
-def _subject_order(subject: str) -> tuple[int, str, str]:
-    return (0 if subject_key(subject) == "user" else 1, subject_key(subject), subject)
 
 
 def _kind_order(kind: str) -> tuple[int, str]:

@@ -4,7 +4,8 @@ at the head of ``context()`` at a session's start.
 
 Lee said "I live in Berlin" on 1 March, and "I moved to Porto" on 2 April (the Berlin fact is
 superseded, as the decider does); Lee also prefers window seats, Lee's sister lives in Lisbon
-and Maya, who speaks in Lee's sessions, works at Acme. Kim lives in Oslo.
+and Maya, who speaks in Lee's sessions, works at Acme (and, spelt "maya", has a dog). Kim
+lives in Oslo.
 """
 
 from __future__ import annotations
@@ -70,6 +71,9 @@ def the_log() -> list[MemoryAdded | MemoryChange]:
                     "home", "Lisbon", SAID_AT),
         claim_added("lee-maya", "lee", "Maya works at Acme", "Maya", "employer", "Acme",
                     SAID_AT),
+        # The same speaker, spelt another way in another session.
+        claim_added("lee-maya-dog", "lee", "maya has a dog", "maya", "pet", "a dog",
+                    SAID_AT + timedelta(days=1)),
         claim_added("kim-oslo", "kim", "User lives in Oslo", "User", "home", "Oslo", SAID_AT),
         claim_added("lee-porto", "lee", "User moved to Porto", "User", "home", "Porto",
                     MOVED_AT),
@@ -120,6 +124,7 @@ async def test_a_changed_home_shows_the_new_value_and_as_of_the_old(service: Ser
         ("User", "fact", "home", "Porto"),
         ("User", "preference", "preferred seat", "window"),
         ("Maya", "fact", "employer", "Acme"),
+        ("Maya", "fact", "pet", "a dog"),
         ("User's sister", "fact", "home", "Lisbon"),
     ]
     porto = now["subjects"][0]["kinds"][0]["entries"][0]
