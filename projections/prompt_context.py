@@ -37,6 +37,10 @@ SECTION_HEADERS: Mapping[str, str] = {
 }
 
 
+#: The header of a context's first section at a session's start: what holds about the user.
+PROFILE_HEADER = "Profile"
+
+
 @dataclass(frozen=True)
 class RankedMemory:
     """A memory as ranked for a context: the search hit, its score and why.
@@ -238,6 +242,21 @@ def render_context(items: Sequence[RankedMemory]) -> str:
         "\n".join([f"## {section_header(memory_type)}", *lines])
         for memory_type, lines in sections.items()
     )
+
+
+def render_profile(lines: Sequence[str]) -> str:
+    """Prompt text for a user's profile lines (what holds about them): one section, first in
+    a context; empty when there are none.
+
+    Examples
+    --------
+    >>> print(render_profile(["User's home: Porto (since 2026-04-02)"]))
+    ## Profile
+    - User's home: Porto (since 2026-04-02)
+    """
+    if not lines:
+        return ""
+    return "\n".join([f"## {PROFILE_HEADER}", *(f"- {one_line(line)}" for line in lines)])
 
 
 def section_header(memory_type: str) -> str:

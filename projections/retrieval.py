@@ -69,9 +69,13 @@ from memstream.projections.prompt_context import (
     one_line,
     rank,
     render_context,
+    render_profile,
     valid_unicode,
 )
 
+#: The share of a context's token budget a user's profile may take at a session's start: the
+#: rest is the turn's own memories'.
+PROFILE_SHARE = 0.5
 #: Recent turns (newest first) that join the query after the current message.
 QUERY_RECENT_TURNS = 2
 #: Characters kept of the current message and of each recent turn. The message comes first
@@ -183,6 +187,7 @@ class Retriever:
         token_budget: int | None = None,
         quotas: Mapping[str, int] | None = None,
         session_id: str | None = None,
+        profile: Sequence[tuple[str, str]] = (),
     ) -> Retrieval:
         """The memory context for ``message`` from ``user_id``'s memories.
 
@@ -208,6 +213,11 @@ class Retriever:
         session_id
             The session the retrieval serves, recorded in the access event; defaults to
             ``filters.session_id``, then to ``"-"`` (no session).
+        profile
+            What holds about the user, as (memory id, line) pairs in the profile's order
+            (a session's start: :mod:`memstream.streams.service.profiles`): its lines come
+            first in ``context``, in order while they fit half the budget, and a memory
+            whose claim is one of them is not repeated (it counts as in the context).
 
         Returns
         -------
@@ -238,7 +248,7 @@ class Retriever:
         hits = self.projection.search(user_id, query, limit=limit, filters=search_filters)
         ranked = self.current_first(user_id, rank(hits, self.weights, now), now, search_filters)
         chosen = fill_quotas(ranked, {t: n for t, n in slots.items() if t in allowed})
-        placed, context = self._fit(chosen, budget)
+        placed, context = self._fit(chosen, budget, profile)
         items = tuple(replace(item, in_context=item.memory.memory_id in placed) for item in chosen)
         in_context = [item for item in items if item.in_context]
         if session_id is None and filters is not None:
@@ -456,21 +466,40 @@ class Retriever:
         )
         return narrowed, allowed
 
-    def _fit(self, chosen: Sequence[RankedMemory], budget: int) -> tuple[set[str], str]:
-        """Admit memories best first while the rendered text fits ``budget``.
+    def _fit(
+        self,
+        chosen: Sequence[RankedMemory],
+        budget: int,
+        profile: Sequence[tuple[str, str]] = (),
+    ) -> tuple[set[str], str]:
+        """Admit the profile's lines in order while they fit :data:`PROFILE_SHARE` of
+        ``budget``, then
+        memories best first while the rendered text fits ``budget``.
 
         The whole text is re-rendered and counted for each admission, so the budget holds for
         any token counter (headers and separators included), not for an estimate of parts. A
-        memory that does not fit is skipped and smaller ones after it still get their turn.
+        line or memory that does not fit is skipped and smaller ones after it still get their
+        turn. The profile's share leaves the turn's own memories room.
         """
+        lines: list[str] = []
+        shown: set[str] = set()
+        for memory_id, line in profile:
+            if self.count_tokens(render_profile([*lines, line])) <= int(budget * PROFILE_SHARE):
+                lines.append(line)
+                shown.add(memory_id)
+        head = render_profile(lines)
         admitted: list[RankedMemory] = []
-        text = ""
+        text = head
         for item in chosen:
-            trial = render_context([*admitted, item])
+            if item.memory.memory_id in shown:
+                continue  # its claim is a line of the profile already
+            trial = "\n\n".join(part for part in (head, render_context([*admitted, item])) if part)
             if self.count_tokens(trial) <= budget:
                 admitted.append(item)
                 text = trial
-        return {item.memory.memory_id for item in admitted}, text
+        placed = {item.memory.memory_id for item in admitted}
+        placed |= {item.memory.memory_id for item in chosen if item.memory.memory_id in shown}
+        return placed, text
 
 
 #: The fields of a record, carried over when a record becomes a hit.

@@ -1,6 +1,6 @@
 """The memory routes of the HTTP API: add, search, a turn's context, list, get, an attribute's
-timeline, history (with the chat events a memory came from), delete, delete all, and erase
-a user.
+timeline, a user's profile, history (with the chat events a memory came from), delete, delete
+all, and erase a user.
 
 Each route checks the caller's key against the user it names (:func:`scoped_user`), calls
 :class:`~memstream.streams.service.memories.MemoryService` with the namespaced id, and
@@ -36,6 +36,8 @@ from memstream.streams.api.schemas import (
     EraseResponse,
     HistoryResponse,
     MemoryListResponse,
+    ProfileRequest,
+    ProfileResponse,
     SearchRequest,
     SearchResponse,
     TimelineRequest,
@@ -150,6 +152,26 @@ async def timeline(body: TimelineRequest, key: Caller, service: ServiceDep) -> T
     except (ValueError, TypeError) as exc:
         raise unprocessable(exc, user_id, body.user_id) from None
     return TimelineResponse(user_id=body.user_id, **found)
+
+
+@router.post("/memories/profile", responses=ERRORS)
+async def profile(body: ProfileRequest, key: Caller, service: ServiceDep) -> ProfileResponse:
+    """What holds about the user, compact: the claims (facts, preferences, corrections) that
+    hold now, or at ``as_of``, by subject (``User`` first, then the others by name), then by
+    kind and attribute.
+
+    Each entry has the attribute, the value, its ``polarity`` (False: no longer so), the
+    statement, since when it holds (``valid_from``, event time), its ``memory_id`` and the
+    turns that stated it (``turns``, chat event ids). ``subject`` keeps one subject's. A user
+    without claims has no subjects."""
+    user_id = scoped_user(key, body.user_id)
+    try:
+        found = await service.memories.profile(
+            user_id=user_id, subject=body.subject, as_of=body.as_of
+        )
+    except (ValueError, TypeError) as exc:
+        raise unprocessable(exc, user_id, body.user_id) from None
+    return ProfileResponse(user_id=body.user_id, **found)
 
 
 @router.get("/memories", responses=ERRORS)

@@ -21,6 +21,7 @@ from memstream.streams.service.results import (
     MadeMemoryDict,
     MemoryDict,
     MemoryHitDict,
+    ProfileSubjectDict,
     SourceEventDict,
     TimelineEntryDict,
 )
@@ -42,6 +43,8 @@ __all__ = [
     "MemoryListResponse",
     "MessageIn",
     "Problem",
+    "ProfileRequest",
+    "ProfileResponse",
     "Readiness",
     "ReportInfo",
     "ReportResponse",
@@ -213,6 +216,33 @@ class TimelineResponse(BaseModel):
     subject: str | None
     attribute: str | None
     entries: list[TimelineEntryDict]
+
+
+class ProfileRequest(_Request):
+    """A user's profile: what holds about them now, or at ``as_of``; ``subject`` keeps one
+    subject's (a speaker's name, "User's sister")."""
+
+    user_id: UserId
+    subject: Annotated[
+        str | None,
+        Field(
+            min_length=1, max_length=200,
+            description="Whose claims only: 'User', a speaker's name; else every subject's.",
+        ),
+    ] = None
+    as_of: UtcInstant | None = None
+
+
+class ProfileResponse(BaseModel):
+    """The claims that hold (now, or at ``as_of``) by subject, ``User`` first, then the
+    others by name; each subject's by kind (fact, preference, correction), each claim with
+    its attribute, value, polarity, ``valid_from``, memory id and the turns that stated
+    it."""
+
+    user_id: str
+    subject: str | None
+    as_of: str | None
+    subjects: list[ProfileSubjectDict]
 
 
 class HistoryResponse(BaseModel):

@@ -30,6 +30,7 @@ from memstream.streams.cli.memories import (
     cmd_memories_get,
     cmd_memories_history,
     cmd_memories_list,
+    cmd_profile,
     cmd_search,
     cmd_session_show,
     cmd_timeline,
@@ -194,6 +195,16 @@ def build_parser() -> argparse.ArgumentParser:
     timeline.add_argument("--json", action="store_true")
     timeline.set_defaults(run=cmd_timeline)
     add_tenant_option(timeline)
+
+    profile = commands.add_parser("profile", help=cmd_profile.__doc__)
+    profile.add_argument("--user", required=True)
+    profile.add_argument("--subject", help="whose only: 'User', a speaker's name")
+    profile.add_argument(
+        "--as-of", type=_timestamp, help="what held at this time (ISO 8601; UTC if no zone)"
+    )
+    profile.add_argument("--json", action="store_true")
+    profile.set_defaults(run=cmd_profile)
+    add_tenant_option(profile)
 
     replay = commands.add_parser("replay", help=cmd_replay.__doc__)
     replay.add_argument(

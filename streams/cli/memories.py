@@ -1,5 +1,5 @@
-"""``memstream search``, ``timeline``, ``memories list|get|history|delete`` and ``session
-show``: one user's memory, through the service.
+"""``memstream search``, ``timeline``, ``profile``, ``memories list|get|history|delete`` and
+``session show``: one user's memory, through the service.
 
 A memory whose statement no longer holds (a fact the user changed, an episode that said the
 old value) is marked on its line: ``[stale since 2026-04-02, replaced by <id>]`` in a search,
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from memstream.streams.service.container import Container
-    from memstream.streams.service.results import TimelineDict
+    from memstream.streams.service.results import ProfileDict, TimelineDict
 
 
 def _day(iso: str) -> str:
@@ -258,6 +258,62 @@ def cmd_timeline(args: argparse.Namespace, container: Container) -> int:
         print(json.dumps(found, indent=2))
         return 0
     print("\n".join(timeline_lines(found)))
+    return 0
+
+
+def profile_lines(found: ProfileDict) -> list[str]:
+    """``memstream profile``'s lines: a heading, then each subject, its kinds, and one line
+    per claim: the attribute, the value, since when, the memory.
+
+    Examples
+    --------
+    >>> porto = {"attribute": "home", "value": "Porto", "polarity": True,
+    ...     "statement": "User lives in Porto", "valid_from": "2026-04-02T09:00:00+00:00",
+    ...     "memory_id": "m-2", "turns": ["e-2"]}
+    >>> found = {"subject": None, "as_of": None, "subjects": [
+    ...     {"subject": "User", "kinds": [{"kind": "fact", "entries": [porto]}]}]}
+    >>> for line in profile_lines(found):
+    ...     print(line)
+    what holds now:
+    User
+      fact
+        home: Porto (since 2026-04-02) · m-2
+    """
+    when = f"as of {found['as_of']}" if found["as_of"] else "now"
+    if not found["subjects"]:
+        whose = f" about {found['subject']!r}" if found["subject"] else ""
+        return [f"nothing holds{whose} {when}: no facts or preferences yet"]
+    lines = [f"what holds {when}:"]
+    for who in found["subjects"]:
+        lines.append(who["subject"])
+        for kind in who["kinds"]:
+            lines.append(f"  {kind['kind']}")
+            for entry in kind["entries"]:
+                value = entry["value"] if entry["polarity"] else f"not {entry['value']}"
+                attribute = entry["attribute"] or "-"
+                lines.append(
+                    f"    {attribute}: {value} (since {_day(entry['valid_from'])})"
+                    f" · {entry['memory_id']}"
+                )
+    return lines
+
+
+def cmd_profile(args: argparse.Namespace, container: Container) -> int:
+    """Show what holds about a user now (or as of a past time): their facts and preferences
+    by subject and kind, one line each."""
+    from memstream.streams.client import MemoryClient
+    from memstream.streams.service.app import Service
+
+    with MemoryClient(service=Service(container)) as client:
+        try:
+            found = client.profile(user_id=args.user, subject=args.subject, as_of=args.as_of)
+        except (ValueError, TypeError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    if args.json:
+        print(json.dumps(found, indent=2))
+        return 0
+    print("\n".join(profile_lines(found)))
     return 0
 
 

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         HistoryEntry,
         MemoryDict,
         MemoryHitDict,
+        ProfileDict,
         TimelineDict,
     )
 
@@ -45,7 +46,7 @@ __all__ = ["AsyncMemoryClient"]
 
 class AsyncMemoryClient:
     """mem0-like memory operations for asyncio code: add, search, context, get, get_all,
-    timeline, history, delete, delete_all, erase, session_context, close_session, report.
+    timeline, profile, history, delete, delete_all, erase, session_context, close_session, report.
 
     Every call names one user (``user_id`` is a required keyword) and only ever returns that
     user's data. Writes are events on the topics (the workers consolidate and project them);
@@ -196,6 +197,15 @@ class AsyncMemoryClient:
         whose (a speaker's name), else the user's own. Nothing matching gives no entries
         (``attribute`` None); ``ValueError`` for an empty ``about``."""
         return await self.backend.timeline(about, user_id=user_id, subject=subject)
+
+    async def profile(
+        self, *, user_id: str, subject: str | None = None, as_of: datetime | None = None
+    ) -> ProfileDict:
+        """What holds about the user, compact: their current claims (facts, preferences,
+        corrections) by subject (``User`` first, then the others by name), then by kind and
+        attribute, each with its value, since when, its memory and the turns that stated it.
+        ``subject`` keeps one subject's; ``as_of`` reads what held at a past moment."""
+        return await self.backend.profile(user_id=user_id, subject=subject, as_of=as_of)
 
     async def history(self, memory_id: str, *, user_id: str) -> list[HistoryEntry]:
         """The life of one of the user's memories from the log, in log order."""

@@ -53,6 +53,7 @@ from memstream.streams.service.results import (
     HistoryEntry,
     MemoryDict,
     MemoryHitDict,
+    ProfileDict,
     TimelineDict,
 )
 
@@ -194,6 +195,12 @@ class LocalMemory:
     ) -> TimelineDict:
         """See :meth:`MemoryService.timeline <memstream.streams.service.memories.MemoryService.timeline>`."""
         return await self.service.memories.timeline(about, user_id=user_id, subject=subject)
+
+    async def profile(
+        self, *, user_id: str, subject: str | None = None, as_of: datetime | None = None
+    ) -> ProfileDict:
+        """See :meth:`MemoryService.profile <memstream.streams.service.memories.MemoryService.profile>`."""
+        return await self.service.memories.profile(user_id=user_id, subject=subject, as_of=as_of)
 
     async def history(self, memory_id: str, *, user_id: str) -> list[HistoryEntry]:
         """The life of one of the user's memories from the memories topic, in log order."""

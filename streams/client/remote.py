@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         HistoryEntry,
         MemoryDict,
         MemoryHitDict,
+        ProfileDict,
         TimelineDict,
     )
 
@@ -259,6 +260,22 @@ class RemoteMemory:
         answer = response.json()
         answer.pop("user_id", None)
         found: TimelineDict = answer
+        return found
+
+    async def profile(
+        self, *, user_id: str, subject: str | None = None, as_of: datetime | None = None
+    ) -> ProfileDict:
+        """``POST /v1/memories/profile``."""
+        body: dict[str, Any] = {"user_id": user_id}
+        if subject is not None:
+            body["subject"] = subject
+        if as_of is not None:
+            body["as_of"] = _time(as_of)
+        response = await self._call("POST", "/memories/profile", json=body)
+        _found(response)
+        answer = response.json()
+        answer.pop("user_id", None)
+        found: ProfileDict = answer
         return found
 
     async def history(self, memory_id: str, *, user_id: str) -> list[HistoryEntry]:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         HistoryEntry,
         MemoryDict,
         MemoryHitDict,
+        ProfileDict,
         TimelineDict,
     )
 
@@ -158,6 +159,13 @@ class MemoryClient:
         """One attribute of the user over time, oldest value first (see
         :meth:`AsyncMemoryClient.timeline`)."""
         return self._run(self._client.timeline(about, user_id=user_id, subject=subject))
+
+    def profile(
+        self, *, user_id: str, subject: str | None = None, as_of: datetime | None = None
+    ) -> ProfileDict:
+        """What holds about the user, by subject and kind (see
+        :meth:`AsyncMemoryClient.profile`)."""
+        return self._run(self._client.profile(user_id=user_id, subject=subject, as_of=as_of))
 
     def history(self, memory_id: str, *, user_id: str) -> list[HistoryEntry]:
         """The life of one of the user's memories, in log order (see the async client)."""

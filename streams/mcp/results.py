@@ -20,6 +20,7 @@ from memstream.streams.service.results import (
     HistoryEntry,
     MemoryDict,
     MemoryHitDict,
+    ProfileDict,
     TimelineDict,
 )
 
@@ -33,6 +34,8 @@ __all__ = [
     "MemoryAnswer",
     "MemoryContextAnswer",
     "PlacedMemory",
+    "ProfileAnswer",
+    "ProfileClaim",
     "SearchAnswer",
     "SessionContextAnswer",
     "TimelineAnswer",
@@ -41,6 +44,7 @@ __all__ = [
     "history_answer",
     "memory_answer",
     "memory_context_answer",
+    "profile_answer",
     "search_answer",
     "session_context_answer",
     "timeline_answer",
@@ -363,6 +367,66 @@ def history_answer(
     ]
     kept = cuts.fit(steps, limits.result_chars)
     return HistoryAnswer(user_id=user_id, memory_id=memory_id, steps=kept, note=cuts.note(limits))
+
+
+# --- what holds about the user ----------------------------------------------------------------
+
+
+class ProfileClaim(_Answer):
+    """One claim that holds about a subject: its kind (fact, preference, correction), the
+    attribute and value (``polarity`` False: no longer so), since when, the statement, its
+    memory and the turns (event ids) that stated it."""
+
+    subject: str
+    kind: str
+    attribute: str
+    value: str
+    polarity: bool
+    valid_from: str
+    statement: str
+    memory_id: str
+    turns: list[str]
+
+
+class ProfileAnswer(_Answer):
+    """What holds about the user (now, or at ``as_of``), ``User``'s claims first, then the
+    other subjects' by name, each subject's by kind and attribute."""
+
+    user_id: str
+    subject: str | None
+    as_of: str | None
+    claims: list[ProfileClaim]
+    note: str | None
+
+
+def profile_answer(user_id: str, found: ProfileDict, limits: Limits) -> ProfileAnswer:
+    """A profile as an answer within ``limits``: in the profile's order (the user's own
+    claims first), the claims that fit, each text cut."""
+    cuts = _Cuts(what="claims", hints=["ask for one subject to see the rest"])
+    claims = []
+    for who in found["subjects"]:
+        for kind in who["kinds"]:
+            for entry in kind["entries"]:
+                claims.append(
+                    ProfileClaim(
+                        subject=who["subject"],
+                        kind=kind["kind"],
+                        attribute=entry["attribute"],
+                        value=cuts.cut(entry["value"], limits.memory_chars),
+                        polarity=entry["polarity"],
+                        valid_from=entry["valid_from"],
+                        statement=cuts.cut(entry["statement"], limits.memory_chars),
+                        memory_id=entry["memory_id"],
+                        turns=entry["turns"][:_TURNS],
+                    )
+                )
+    kept = cuts.fit(claims, limits.result_chars)
+    note = cuts.note(limits)
+    if not claims:
+        note = "Nothing holds about the user yet: no fact or preference was recorded."
+    return ProfileAnswer(
+        user_id=user_id, subject=found["subject"], as_of=found["as_of"], claims=kept, note=note
+    )
 
 
 # --- an attribute over time ------------------------------------------------------------------

@@ -41,6 +41,7 @@ from memstream.streams.mcp.results import (
     Limits,
     MemoryAnswer,
     MemoryContextAnswer,
+    ProfileAnswer,
     SearchAnswer,
     SessionContextAnswer,
     TimelineAnswer,
@@ -48,6 +49,7 @@ from memstream.streams.mcp.results import (
     history_answer,
     memory_answer,
     memory_context_answer,
+    profile_answer,
     search_answer,
     session_context_answer,
     timeline_answer,
@@ -76,6 +78,7 @@ and episodes from it. They are searchable a few seconds later, not at once.
 - get_memory, memory_history and delete_memory take a memory id from a search.
 - A memory marked stale no longer holds (the user changed it): trust the one that replaced \
 it (superseded_by). memory_timeline shows how one thing changed over time ("my budget").
+- memory_profile: what holds about the user now, compact; load it at a session's start.
 - user_id can be left out when the server has a default user."""
 
 UserId = Annotated[
@@ -372,6 +375,35 @@ def create_mcp_server(
             raise who.refusal(exc) from None
         return timeline_answer(who.user_id, found, limits)
 
+    async def memory_profile(
+        ctx: Context,
+        subject: Annotated[
+            str | None,
+            Field(
+                min_length=1,
+                max_length=200,
+                description="Only this subject's: 'User', a speaker's name, or someone the "
+                "user talks about (\"User's sister\"). Left out: every subject's.",
+            ),
+        ] = None,
+        as_of: Annotated[
+            UtcInstant | None,
+            Field(description="What held at this time (ISO 8601 with a zone); left out: now."),
+        ] = None,
+        user_id: UserId = None,
+    ) -> ProfileAnswer:
+        """What holds about the user now (or at as_of), compact: their current facts and
+        preferences, the user's own (subject "User") first, then other people's by name,
+        each with its kind, attribute, value, valid_from, the statement, its memory id and
+        the turns that said it. A changed fact shows its new value only; memory_timeline
+        shows its past. Load it at the start of a conversation."""
+        who = caller(ctx, user_id)
+        try:
+            found = await memories.profile(user_id=who.namespaced, subject=subject, as_of=as_of)
+        except (ValueError, TypeError) as exc:
+            raise who.refusal(exc) from None
+        return profile_answer(who.user_id, found, limits)
+
     async def session_context(
         ctx: Context,
         session_id: Annotated[
@@ -474,6 +506,7 @@ def create_mcp_server(
         ),
         (memory_history, "A memory's history", read),
         (memory_timeline, "How one thing changed over time", read),
+        (memory_profile, "What holds about the user", read),
         (session_context, "An open session's working memory", read),
         (memory_context, "Long-term memory for this turn", read),
     ]
@@ -496,6 +529,7 @@ TOOLS = (
     "delete_memory",
     "memory_history",
     "memory_timeline",
+    "memory_profile",
     "session_context",
     "memory_context",
 )

@@ -28,6 +28,8 @@ from memstream.streams.operations.erasure import ErasureReceipt
 from memstream.streams.service.accesses import AccessSender
 from memstream.streams.service.chat_events import Message, chat_events_for_add
 from memstream.streams.service.container import Container
+from memstream.streams.service.profiles import profile as read_profile
+from memstream.streams.service.profiles import profile_lines
 from memstream.streams.service.results import (
     AddResult,
     ContextResult,
@@ -35,6 +37,7 @@ from memstream.streams.service.results import (
     MadeMemoryDict,
     MemoryDict,
     MemoryHitDict,
+    ProfileDict,
     SourceEventDict,
     TimelineDict,
     history_entry,
@@ -295,6 +298,10 @@ class MemoryService:
         (``memory_context_tokens`` by default). The memories placed in the text are counted as
         used: their access event goes out in the background, naming ``session_id``.
 
+        At a session's start (no ``recent_turns`` that say something) the text opens with the
+        user's profile (:meth:`profile`, at ``filters.as_of`` if given): what holds about them,
+        one line per claim, within half the budget.
+
         Raises
         ------
         ValueError
@@ -308,6 +315,12 @@ class MemoryService:
             # The query is the message with the last turn: one of them must say something.
             check_query("message", message)
         projection = await self._projection()
+        starting = not any(isinstance(turn, str) and turn.strip() for turn in recent_turns)
+        lines: list[tuple[str, str]] = []
+        if starting:
+            as_of = filters.as_of if filters is not None else None
+            found = await asyncio.to_thread(read_profile, projection, user_id, None, as_of)
+            lines = profile_lines(found)
         retrieval = await asyncio.to_thread(
             Retriever(projection, self.settings).retrieve,
             user_id,
@@ -317,6 +330,7 @@ class MemoryService:
             token_budget=token_budget,
             quotas=quotas,
             session_id=session_id,
+            profile=lines,
         )
         if retrieval.access_event is not None:
             self.accesses.publish(retrieval.access_event)
@@ -426,6 +440,36 @@ class MemoryService:
             check_id("subject", subject)
         projection = await self._projection()
         return await asyncio.to_thread(timeline, projection, user_id, about, subject)
+
+    async def profile(
+        self, *, user_id: str, subject: str | None = None, as_of: datetime | None = None
+    ) -> ProfileDict:
+        """What holds about the user: their current claims (facts, preferences, corrections)
+        by subject (``User`` first, then the others by name), then by kind and attribute,
+        each with its value, since when it holds and the turns that stated it.
+
+        ``subject`` keeps one subject's (a speaker's name, "User's sister"); ``as_of`` reads
+        what held at that moment (the rule of :meth:`search`'s ``as_of``). A user without
+        claims has an empty profile.
+
+        Raises
+        ------
+        ValueError
+            ``subject`` empty or over 200 characters; ``as_of`` without a time zone or
+            outside the years 1 to 9999 in UTC.
+        """
+        check_id("user_id", user_id)
+        if subject is not None:
+            check_id("subject", subject)
+            if not subject.strip() or len(subject) > 200:
+                raise ValueError("subject must name whose profile, e.g. 'User' or 'Maya'")
+        if as_of is not None:
+            try:
+                utc_instant(as_of)
+            except ValueError as exc:
+                raise ValueError(f"as_of {exc}") from None
+        projection = await self._projection()
+        return await asyncio.to_thread(read_profile, projection, user_id, subject, as_of)
 
     async def history(self, memory_id: str, *, user_id: str) -> list[HistoryEntry]:
         """The life of one of the user's memories from the memories topic, in log order.

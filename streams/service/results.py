@@ -38,6 +38,10 @@ __all__ = [
     "MadeMemoryDict",
     "MemoryDict",
     "MemoryHitDict",
+    "ProfileDict",
+    "ProfileEntryDict",
+    "ProfileKindDict",
+    "ProfileSubjectDict",
     "ScoreExplanation",
     "SourceEventDict",
     "TimelineDict",
@@ -161,6 +165,44 @@ class TimelineDict(TypedDict):
     subject: str | None
     attribute: str | None
     entries: list[TimelineEntryDict]
+
+
+class ProfileEntryDict(TypedDict):
+    """One claim a profile holds: its attribute and value (``polarity`` False: no longer
+    so), the statement, since when it holds (event time), its memory and the turns that
+    stated it (event ids)."""
+
+    attribute: str
+    value: str
+    polarity: bool
+    statement: str
+    valid_from: str
+    memory_id: str
+    turns: list[str]
+
+
+class ProfileKindDict(TypedDict):
+    """A subject's claims of one kind (memory type: fact, preference, correction), by
+    attribute."""
+
+    kind: str
+    entries: list[ProfileEntryDict]
+
+
+class ProfileSubjectDict(TypedDict):
+    """What holds about one subject (``User``, a named speaker, ``User's sister``)."""
+
+    subject: str
+    kinds: list[ProfileKindDict]
+
+
+class ProfileDict(TypedDict):
+    """A user's profile: the claims that hold (now, or at ``as_of``) by subject, ``User``
+    first, then the others by name; ``subject`` is the one asked for, if any."""
+
+    subject: str | None
+    as_of: str | None
+    subjects: list[ProfileSubjectDict]
 
 
 class ContextResult(TypedDict):

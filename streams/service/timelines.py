@@ -19,7 +19,7 @@ from memstream.models.beliefs import attribute_gloss, attribute_key, same_attrib
 from memstream.projections.memories import MemoryIndex, MemoryRecord, SearchFilters
 from memstream.streams.service.results import TimelineDict, TimelineEntryDict
 
-__all__ = ["timeline"]
+__all__ = ["claim_turns", "timeline"]
 
 #: Words of a request that name no attribute ("what is my budget over time?").
 _ASKING = re.compile(
@@ -106,14 +106,7 @@ def _entry(record: MemoryRecord, stating: dict[str, MemoryRecord]) -> TimelineEn
     claim = record.claim
     assert claim is not None
     until = record.valid_until or (record.ended_at if record.status != "active" else None)
-    # The claim's own turn, then the turns of the episodes that said it again (an episode
-    # cites its turn first; a summary cites many, none of them its own).
-    turns = list(record.source_event_ids[:1])
-    for memory_id in record.stated_in:
-        found = stating.get(memory_id)
-        if found is not None and found.memory_type == "episode" and found.source_event_ids:
-            turns.append(found.source_event_ids[0])
-    turns = list(dict.fromkeys(turns))
+    turns = claim_turns(record, stating)
     return {
         "memory_id": record.memory_id,
         "value": claim.value,
@@ -126,3 +119,15 @@ def _entry(record: MemoryRecord, stating: dict[str, MemoryRecord]) -> TimelineEn
         "turns": turns,
         "stated_in": list(record.stated_in),
     }
+
+
+def claim_turns(record: MemoryRecord, stating: dict[str, MemoryRecord]) -> list[str]:
+    """The turns (event ids) that stated ``record``'s claim: its own turn, then the turns of
+    the episodes among ``stating`` that said it again, each once in that order."""
+    # An episode cites its turn first; a summary cites many, none of them its own.
+    turns = list(record.source_event_ids[:1])
+    for memory_id in record.stated_in:
+        found = stating.get(memory_id)
+        if found is not None and found.memory_type == "episode" and found.source_event_ids:
+            turns.append(found.source_event_ids[0])
+    return list(dict.fromkeys(turns))

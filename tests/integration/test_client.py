@@ -1,8 +1,10 @@
-"""The client and the ``memstream memories`` commands on the real broker, with a worker."""
+"""The client and the ``memstream memories`` commands on the real broker, with a worker; a
+user's profile after a move, and at the head of the first turn's context."""
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -210,3 +212,31 @@ def test_search_filters_on_the_command_line(
     assert search("--since", "2999-01-01") == []
     with pytest.raises(SystemExit):
         main(["search", "--user", "ann", "x", "--since", "yesterday"])
+
+
+def test_the_profile_follows_a_move_and_opens_the_first_turns_context(
+    worker_settings: Settings,
+) -> None:
+    # Through the real worker (the offline extractor and the decider): a month apart.
+    berlin_at = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+    porto_at = datetime(2026, 4, 2, 9, 0, tzinfo=UTC)
+    with MemoryClient(worker_settings) as memory:
+        for text, at in (("I live in Berlin.", berlin_at), ("I moved to Porto.", porto_at)):
+            made = memory.add(text, user_id="lee", occurred_at=at, wait=True, timeout_s=60)
+            assert made["status"] == "searchable", made
+        homes = [
+            (entry["value"], entry["valid_from"][:10])
+            for who in memory.profile(user_id="lee")["subjects"] if who["subject"] == "User"
+            for kind in who["kinds"] for entry in kind["entries"] if entry["attribute"] == "home"
+        ]
+        assert homes == [("Porto", "2026-04-02")]
+        before = memory.profile(user_id="lee", as_of=datetime(2026, 3, 15, tzinfo=UTC))
+        assert [e["value"] for who in before["subjects"] for k in who["kinds"]
+                for e in k["entries"] if e["attribute"] == "home"] == ["Berlin"]
+        assert memory.profile(user_id="nobody-else")["subjects"] == []
+
+        first = memory.context("Can you book me a flight home?", user_id="lee")
+        profile_part = first["context"].split("\n\n")[0]
+        assert profile_part.startswith("## Profile\n")
+        assert "User's home: Porto (since 2026-04-02)" in profile_part
+        assert "Berlin" not in profile_part

@@ -92,5 +92,9 @@ def test_the_block_runs_as_written(block: Block, place: Place) -> None:
         f"{block.name} exited {done.returncode} after {time.monotonic() - started:.0f} s\n"
         f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
     )
-    if "MemoryClient()" in code:  # the in-process client's example prints what it found
-        assert "[fact] User lives in Oslo" in done.stdout, done.stdout
+    if "MemoryClient()" in code:  # the in-process client's examples print what they found
+        if "memory.profile(" in code:  # the profile's: the move, and where pia lived before
+            said = ["now User fact home Porto", "2026-03-10T00:00:00+00:00 User fact home Berlin"]
+            assert done.stdout.splitlines() == said, done.stdout
+        else:
+            assert "[fact] User lives in Oslo" in done.stdout, done.stdout

@@ -5,7 +5,7 @@ chromium driven by Playwright, over ``memstream serve`` beside a real worker on 
 A user enters the key, picks a user, sees the memories by type, opens one and reads its
 history and the message it came from, searches and reads every part of a score, sees which
 hits no longer hold (ann moved from Berlin to Munich) and opens what replaced them, follows
-where ann lives over time, opens a report and sees its chart; HTML in a memory shows as
+where ann lives over time, reads her profile (Munich now, Berlin before the move), opens a report and sees its chart; HTML in a memory shows as
 text; a wrong key, and a key for other users, say what went wrong. Each step is saved as a screenshot (1280x900) under the test's
 temporary directory, and copied to ``MEMSTREAM_SCREENSHOTS_DIR`` when that is set.
 """
@@ -275,6 +275,35 @@ def test_the_timeline_follows_where_the_user_lives(inspector: Inspector) -> None
     inspector.assert_no_problems(page)
 
 
+def test_the_profile_says_where_the_user_lives_now_and_before_the_move(
+    inspector: Inspector,
+) -> None:
+    page = inspector.page()
+    inspector.open_user(page, inspector.key)
+    page.get_by_role("tab", name="Profile").click()
+    expect(page.locator("#profile-status")).to_contain_text("hold now.")
+    subjects = page.locator("#profile-subjects > .profile-subject")
+    expect(subjects.first.locator("h3")).to_have_text("User")
+    home = subjects.first.locator(".claim", has=page.locator(".claim-attribute", has_text="home"))
+    expect(home.locator(".claim-value")).to_have_text(["Munich"])
+    expect(home.locator(".meta").first).to_have_text(f"since {inspector.said_munich}")
+    expect(page.locator("#profile-subjects .claim-value", has_text="Berlin")).to_have_count(0)
+    inspector.screenshot(page, "04d-profile")
+    # A claim opens its memory.
+    home.locator(".claim-value").click()
+    expect(page.locator("#memory-detail .detail-text")).to_have_text("User lives in Munich")
+
+    # A day and a half ago (in any zone of the browser's clock: between the two sessions),
+    # ann still lived in Berlin.
+    page.get_by_role("tab", name="Profile").click()
+    before = datetime.now(UTC) - timedelta(hours=36)
+    page.get_by_label("As of").fill(before.strftime("%Y-%m-%dT%H:%M:%S"))
+    page.get_by_role("button", name="Refresh", exact=True).click()
+    expect(page.locator("#profile-status")).to_contain_text("hold as of")
+    expect(home.locator(".claim-value")).to_have_text(["Berlin"])
+    inspector.assert_no_problems(page)
+
+
 def test_a_report_shows_its_rows_and_its_chart(inspector: Inspector) -> None:
     page = inspector.page()
     inspector.open_user(page, inspector.key)
@@ -323,7 +352,8 @@ HOSTILE_TEXT = st.lists(
 ).map("".join).filter(bool)
 
 #: Renders one text in every place the page shows API text (memory, history, source message,
-#: search hit, stale hit, a timeline's value, report cell), with the page's own modules; says
+#: search hit, stale hit, a timeline's value, a profile's claim, report cell), with the page's
+#: own modules; says
 #: which elements each made.
 RENDER = """async (text) => {
   const load = (name) => import(new URL(name, document.baseURI).href);
@@ -344,9 +374,16 @@ RENDER = """async (text) => {
   const value = {memory_id: text, value: text, polarity: false, statement: text, valid_from: at,
     valid_until: at, status: "superseded", superseded_by: text, turns: [text]};
   const answer = {about: text, subject: text, attribute: text, entries: [value]};
+  const held = {attribute: text, value: text, polarity: false, statement: text, valid_from: at,
+    memory_id: text, turns: [text]};
+  const profile = {subject: text, as_of: at,
+    subjects: [{subject: text, kinds: [{kind: text, entries: [held]}]}]};
   const nodes = [m.memoryCard(memory), m.memoryDetail(memory, history), s.searchHit(hit),
     s.searchHit(stale), m.timelineValue(value), r.rowsTable(text, [text], [{[text]: text}]),
-    Object.assign(document.createElement("p"), {textContent: m.timelineSummary(answer)})];
+    Object.assign(document.createElement("p"), {textContent: m.timelineSummary(answer)}),
+    ...m.profileSubjects(profile),
+    Object.assign(document.createElement("p"),
+      {textContent: m.profileSummary({...profile, subjects: []})})];
   return nodes.map((node) => ({
     tags: [...node.querySelectorAll("*")].map((e) => e.tagName),
     text: node.textContent,

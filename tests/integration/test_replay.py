@@ -45,6 +45,7 @@ from memstream.streams.operations.replay import (
     verify_memories,
 )
 from memstream.streams.service.chat_events import publish_events
+from memstream.streams.service.profiles import profile
 from memstream.streams.worker.process import WorkerProcess
 
 SettingsFactory = Callable[..., Settings]
@@ -163,6 +164,12 @@ def test_a_rebuilt_memory_projection_is_identical_to_the_live_one(
         read_topic(settings, Topics.from_settings(settings).consolidation))]
     assert any(c.reason == "evicted" for c in consolidations)  # type: ignore[attr-defined]
 
+    # Each user's profile (what holds now, and at the time of the later sessions) before
+    # the replay, to compare with the rebuilt table's.
+    moments = [None, datetime(2026, 11, 9, 9, tzinfo=UTC)]
+    profiles = [profile(projection, u, as_of=at) for u in users for at in moments]
+    assert any(found["subjects"] for found in profiles)
+
     live, rebuilt = asyncio.run(verify_memories(settings))
     assert live == rebuilt and live.rows == len(memories)
     # The fingerprint sees a real difference: one more access changes it.
@@ -176,6 +183,10 @@ def test_a_rebuilt_memory_projection_is_identical_to_the_live_one(
     swapped = live_name(settings.lancedb_dir, "memories", "memories")
     assert swapped.startswith("memories-")
     assert memories_fingerprint(PartitionedMemories.from_settings(settings, embedder_from_settings(settings), swapped)) == live
+    rebuilt_table = PartitionedMemories.from_settings(
+        settings, embedder_from_settings(settings), swapped
+    )
+    assert [profile(rebuilt_table, u, as_of=at) for u in users for at in moments] == profiles
     # Readers follow the pointer: the same answers from the new table.
     assert {m.memory_id for m in everything(projection, users)} == {m.memory_id for m in memories}
 

@@ -102,6 +102,7 @@ def requests_for(user: str, memory_id: str) -> list[tuple[str, str, dict[str, An
         ("DELETE", "/v1/memories", query),
         ("POST", "/v1/memories/context", {"json": {"message": "where?", "user_id": user}}),
         ("POST", "/v1/memories/timeline", {"json": {"about": "where do I live", "user_id": user}}),
+        ("POST", "/v1/memories/profile", {"json": {"user_id": user}}),
         ("GET", f"/v1/memories/{path_of(memory_id)}/history", {"params": {
             "user_id": user, "sources": "true"}}),
         # No worker runs here: the session's context is 503 (or 404 from a worker).
@@ -312,6 +313,12 @@ async def test_bad_input_is_422_and_not_quoted_back(client: httpx.AsyncClient) -
         ("/v1/memories/timeline", {"user_id": "alice"}),
         ("/v1/memories/timeline", {"about": "home", "user_id": "alice", "subject": "x" * 201}),
         ("/v1/memories/timeline", {"about": "home", "user_id": "alice", "since": "2026"}),
+        ("/v1/memories/profile", {}),
+        ("/v1/memories/profile", {"user_id": "alice", "subject": ""}),
+        ("/v1/memories/profile", {"user_id": "alice", "subject": "x" * 201}),
+        ("/v1/memories/profile", {"user_id": "alice", "as_of": "2026-11-02T10:00"}),
+        ("/v1/memories/profile", {"user_id": "alice", "as_of": "yesterday"}),
+        ("/v1/memories/profile", {"user_id": "alice", "about": "home"}),
     ]
     for path, body in bad:
         response = await client.post(path, json=body, headers=auth(ACME_ALL))
@@ -424,7 +431,7 @@ async def test_openapi_and_docs_are_served(client: httpx.AsyncClient) -> None:
     assert document["openapi"].startswith("3.1")
     assert {
         "/v1/memories", "/v1/memories/search", "/v1/memories/context", "/v1/memories/timeline",
-        "/v1/memories/{memory_id}",
+        "/v1/memories/profile", "/v1/memories/{memory_id}",
         "/v1/memories/{memory_id}/history", "/v1/sessions/{session_id}/context",
         "/v1/sessions/{session_id}/close", "/v1/erasures", "/v1/reports", "/v1/reports/{name}",
         "/v1/users", "/v1/health", "/v1/ready",
@@ -440,6 +447,7 @@ async def test_openapi_and_docs_are_served(client: httpx.AsyncClient) -> None:
     )
     assert {"claim", "valid_until"} <= set(schemas["MemoryDict"]["properties"])
     assert "user_id" in schemas["TimelineResponse"]["properties"]
+    assert {"user_id", "subjects", "as_of"} <= set(schemas["ProfileResponse"]["properties"])
 
 
 async def test_the_inspector_page_needs_no_key_and_runs_only_its_own_scripts(
@@ -590,6 +598,40 @@ async def test_a_changed_fact_is_marked_in_every_answer_and_has_a_timeline(
     refused = await client.post(
         "/v1/memories/timeline", json={"about": "home", "user_id": "bob"},
         headers=auth(ACME_ALICE_READ),
+    )
+    assert refused.status_code == 403 and "Munich" not in refused.text
+
+    # The profile: Munich now, Berlin as of the day before the move; the caller's own only.
+    profile = await client.post(
+        "/v1/memories/profile", json={"user_id": "alice"}, headers=auth(ACME_ALL)
+    )
+    assert profile.status_code == 200, profile.text
+    assert profile.json() == {
+        "user_id": "alice", "subject": None, "as_of": None, "subjects": [
+            {"subject": "User", "kinds": [{"kind": "fact", "entries": [{
+                "attribute": "home", "value": "Munich", "polarity": True,
+                "statement": "User lives in Munich", "valid_from": moved, "memory_id": MUNICH,
+                "turns": [f"m-{MUNICH}"],
+            }]}]},
+        ],
+    }
+    before = await client.post(
+        "/v1/memories/profile",
+        json={"user_id": "alice", "subject": "User", "as_of": "2026-04-01T11:00:00+02:00"},
+        headers=auth(ACME_ALL),
+    )
+    assert before.status_code == 200, before.text
+    assert before.json()["as_of"] == "2026-04-01T09:00:00+00:00"
+    (berlin,) = before.json()["subjects"][0]["kinds"][0]["entries"]
+    assert (berlin["value"], berlin["turns"]) == ("Berlin", [f"m-{BERLIN}", f"m-{BERLIN_SAID}"])
+    assert "acme:" not in profile.text + before.text
+    for key, user in ((BETA_ALL, "alice"), (ACME_ALL, "bob")):
+        theirs = await client.post(
+            "/v1/memories/profile", json={"user_id": user}, headers=auth(key)
+        )
+        assert theirs.json() == {"user_id": user, "subject": None, "as_of": None, "subjects": []}
+    refused = await client.post(
+        "/v1/memories/profile", json={"user_id": "bob"}, headers=auth(ACME_ALICE_READ)
     )
     assert refused.status_code == 403 and "Munich" not in refused.text
 

@@ -1,5 +1,5 @@
-"""The ``memstream`` command on a changed fact, without a broker: ``timeline``, and the marks
-``search`` and ``memories list|get`` put on what no longer holds.
+"""The ``memstream`` command on a changed fact, without a broker: ``timeline``, ``profile``,
+and the marks ``search`` and ``memories list|get`` put on what no longer holds.
 
 Each command is parsed by the real parser and run on a container over the fakes (the user's
 home changed from Berlin to Munich: :mod:`beliefs`), as ``main`` runs it on the real one.
@@ -96,3 +96,41 @@ def test_a_listing_shows_until_when_what_a_memory_states_held(
     shown = capsys.readouterr().out
     assert f"status   superseded by {MUNICH}, until 2026-04-02" in shown
     assert "claim    User · home = Berlin · since 2026-03-01" in shown
+
+
+def test_a_profile_prints_what_holds_now_and_as_of_a_past_time(
+    container: Container, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(container, "profile", "--user", "ann") == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "what holds now:",
+        "User",
+        "  fact",
+        f"    home: Munich (since 2026-04-02) · {MUNICH}",
+    ]
+    assert run(container, "profile", "--user", "ann", "--as-of", "2026-04-01") == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "what holds as of 2026-04-01T00:00:00+00:00:",
+        "User",
+        "  fact",
+        f"    home: Berlin (since 2026-03-01) · {BERLIN}",
+    ]
+    assert run(container, "profile", "--user", "ann", "--subject", "user", "--json") == 0
+    found = json.loads(capsys.readouterr().out)
+    (home,) = found["subjects"][0]["kinds"][0]["entries"]
+    assert (home["value"], home["turns"]) == ("Munich", [f"m-{MUNICH}"])
+
+
+def test_a_profile_of_nothing_says_so_and_bad_input_is_one_line(
+    container: Container, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(container, "profile", "--user", "bo") == 0
+    assert capsys.readouterr().out == "nothing holds now: no facts or preferences yet\n"
+    assert run(container, "profile", "--user", "ann", "--subject", "Maya") == 0
+    assert capsys.readouterr().out == "nothing holds about 'Maya' now: no facts or preferences yet\n"
+    for subject in ("", "   ", "x" * 201):
+        assert run(container, "profile", "--user", "ann", "--subject", subject) == 2
+        said = capsys.readouterr()
+        assert said.out == "" and said.err == (
+            "error: subject must name whose profile, e.g. 'User' or 'Maya'\n"
+        )

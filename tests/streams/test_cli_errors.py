@@ -158,3 +158,20 @@ def test_a_search_without_a_broker_answers_and_says_in_one_line_it_was_not_count
     assert "Ann lives in Oslo" in out
     assert status == 1  # answered, but not counted as use
     assert_one_line(err, "1 access event(s) not published", "cannot reach the broker")
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["profile", "--user", "ann", "--as-of", "yesterday"], ["--as-of", "not an ISO 8601 time"]),
+        (["profile", "--user", "ann", "--subject", ""], ["error: subject", "'User'"]),
+        (["profile", "--subject", "User"], ["--user"]),
+    ],
+    ids=["as-of", "subject", "no user"],
+)
+def test_a_profile_asked_wrong_is_one_line(
+    no_broker: Path, argv: list[str], words: list[str]
+) -> None:
+    status, out, err = run(argv)
+    assert status == 2 and out == ""
+    assert_one_line(err, *words)

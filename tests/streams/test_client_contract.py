@@ -120,6 +120,12 @@ async def beliefs(client: AsyncMemoryClient, cy: str, ann: str) -> dict[str, Any
         "subject's": await client.timeline("home", user_id=cy, subject="User"),
         "nobody's": await client.timeline("home", user_id=cy, subject="Cy's sister"),
         "no claims": await client.timeline("where do I live", user_id=ann),
+        "profile": await client.profile(user_id=cy),
+        "profile before": await client.profile(
+            user_id=cy, as_of=datetime(2026, 4, 1, 9, 0, tzinfo=UTC)
+        ),
+        "profile of User": await client.profile(user_id=cy, subject="user"),
+        "no profile": await client.profile(user_id=ann),
         "search": await client.search("where does the user live", user_id=cy, limit=5),
         "outdated": await client.get(BERLIN_SAID, user_id=cy),
         "all": await client.get_all(user_id=cy, include_inactive=True),
@@ -145,6 +151,22 @@ async def test_both_clients_follow_a_changed_fact_alike(pair: Pair) -> None:
     assert local["no claims"] == {
         "about": "where do I live", "subject": None, "attribute": None, "entries": []
     }
+    # The profile holds Munich now, Berlin the day before the move, each with its turns.
+    assert local["profile"] == {"subject": None, "as_of": None, "subjects": [
+        {"subject": "User", "kinds": [{"kind": "fact", "entries": [{
+            "attribute": "home", "value": "Munich", "polarity": True,
+            "statement": "User lives in Munich", "valid_from": moved, "memory_id": MUNICH,
+            "turns": [f"m-{MUNICH}"],
+        }]}]},
+    ]}
+    before = local["profile before"]
+    assert before["as_of"] == "2026-04-01T09:00:00+00:00"
+    assert [e["value"] for e in before["subjects"][0]["kinds"][0]["entries"]] == ["Berlin"]
+    assert before["subjects"][0]["kinds"][0]["entries"][0]["turns"] == [
+        f"m-{BERLIN}", f"m-{BERLIN_SAID}"
+    ]
+    assert local["profile of User"]["subjects"] == local["profile"]["subjects"]
+    assert local["no profile"]["subjects"] == []
     # The episode that said Berlin is found, marked, below what replaced it.
     hits = {hit["memory_id"]: hit for hit in local["search"]}
     order = [hit["memory_id"] for hit in local["search"]]
@@ -205,6 +227,11 @@ async def test_both_clients_fail_alike(pair: Pair, kind: str) -> None:
     for about in ("", "   ", "x" * 1001):
         with pytest.raises(ValueError):
             await client.timeline(about, user_id=ann)
+    for subject in ("", "x" * 201):
+        with pytest.raises(ValueError):
+            await client.profile(user_id=ann, subject=subject)
+    with pytest.raises(ValueError):
+        await client.profile(user_id=ann, as_of=datetime(2026, 4, 1))
     # No worker runs here.
     with pytest.raises(WorkerUnreachable):
         await client.session_context("trip", user_id=ann)
@@ -242,6 +269,8 @@ def test_the_sync_client_speaks_http_too(world: tuple[Service, InMemoryPublisher
         assert [hit["memory_id"] for hit in hits] == ["ann-1"]
         moved = memory.timeline("where do I live", user_id="cy")
         assert [entry["value"] for entry in moved["entries"]] == ["Berlin", "Munich"]
+        (home,) = memory.profile(user_id="cy")["subjects"][0]["kinds"][0]["entries"]
+        assert home["value"] == "Munich"
         assert memory.settings is None
         since = datetime(2026, 1, 1, tzinfo=UTC)
         assert memory.report("growth", user_id="ann", since=since)["report"] == "growth"

@@ -173,6 +173,7 @@ async def test_the_tools_are_listed_with_schemas_and_descriptions_an_llm_can_use
 ) -> None:
     async with Client(world.server(ACME_ALL), mode=mode) as client:
         assert "memory_context" in (client.instructions or "")
+        assert "memory_profile" in (client.instructions or "")
         listed = {tool.name: tool for tool in (await client.list_tools()).tools}
     assert set(listed) == set(TOOLS)
     required = {
@@ -182,6 +183,7 @@ async def test_the_tools_are_listed_with_schemas_and_descriptions_an_llm_can_use
         "delete_memory": {"memory_id"},
         "memory_history": {"memory_id"},
         "memory_timeline": {"about"},
+        "memory_profile": set(),
         "session_context": {"session_id"},
         "memory_context": {"message"},
     }
@@ -210,6 +212,10 @@ async def test_the_tools_are_listed_with_schemas_and_descriptions_an_llm_can_use
     timeline = listed["memory_timeline"]
     assert timeline.input_schema["properties"]["about"]["maxLength"] == 1000
     assert "values" in timeline.output_schema["properties"]  # type: ignore[index]
+    profile = listed["memory_profile"]
+    assert "date-time" in str(profile.input_schema["properties"]["as_of"])
+    assert profile.input_schema["properties"]["subject"]["anyOf"][0]["maxLength"] == 200
+    assert "claims" in profile.output_schema["properties"]  # type: ignore[index]
 
 
 # --- every tool, for the caller's own user ----------------------------------------------------
@@ -386,6 +392,39 @@ async def test_a_changed_fact_is_marked_and_its_timeline_is_the_callers_own(
             await call(acme, "memory_timeline", {"about": about, "user_id": "alice"})
         )
         assert "about" in message and "acme:" not in message and len(message) < 2000
+
+
+async def test_the_profile_holds_the_new_value_and_is_the_callers_own(world: World) -> None:
+    await project(world.index, world.publisher, "t.memories", moved_home("acme:alice"))
+    acme, moved = world.server(ACME_ALL), MOVED_AT.isoformat()
+    now = answer(await call(acme, "memory_profile", {"user_id": "alice"}))
+    assert now == {
+        "user_id": "alice", "subject": None, "as_of": None, "note": None, "claims": [{
+            "subject": "User", "kind": "fact", "attribute": "home", "value": "Munich",
+            "polarity": True, "valid_from": moved, "statement": "User lives in Munich",
+            "memory_id": MUNICH, "turns": [f"m-{MUNICH}"],
+        }],
+    }
+    before = answer(await call(
+        acme, "memory_profile",
+        {"user_id": "alice", "subject": "User", "as_of": "2026-04-01T09:00:00Z"},
+    ))
+    assert [(c["value"], c["turns"]) for c in before["claims"]] == [
+        ("Berlin", [f"m-{BERLIN}", f"m-{BERLIN_SAID}"])
+    ]
+    # The key's one user by default; another tenant's alice and a user without claims have
+    # nothing, and the answer says so.
+    mine = answer(await call(world.server(ACME_ALICE_READ), "memory_profile", {}))
+    assert [c["value"] for c in mine["claims"]] == ["Munich"]
+    for server, user in ((world.server(BETA_ALL), "alice"), (acme, "bob")):
+        none = answer(await call(server, "memory_profile", {"user_id": user}))
+        assert none["claims"] == [] and "Nothing holds" in none["note"]
+    assert "may not act for that user" in error(
+        await call(world.server(ACME_ALICE_READ), "memory_profile", {"user_id": "bob"})
+    )
+    for arguments in ({"subject": ""}, {"subject": "x" * 201}, {"as_of": "2026-04-01T09:00"}):
+        message = error(await call(acme, "memory_profile", {"user_id": "alice", **arguments}))
+        assert "acme:" not in message and len(message) < 2000
 
 
 async def test_memory_context_is_the_callers_long_term_memory_for_the_turn(world: World) -> None:
@@ -704,6 +743,9 @@ _ARGUMENTS = {
     "memory_history": st.fixed_dictionaries({"memory_id": hostile_text}),
     "memory_timeline": st.fixed_dictionaries({"about": hostile_text}, optional={
         "subject": st.one_of(st.none(), hostile_text)
+    }),
+    "memory_profile": st.fixed_dictionaries({}, optional={
+        "subject": st.one_of(st.none(), hostile_text), "as_of": _time,
     }),
     "session_context": st.fixed_dictionaries(
         {"session_id": hostile_text}, optional={"token_budget": st.integers(1, 5000)}

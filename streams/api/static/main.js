@@ -1,12 +1,12 @@
 // The memory inspector: the key, the tenant's users, and one user's memories, searches,
-// timelines and reports. Fetches from /v1 (api.js) and puts the answers in the page
+// timelines, profile and reports. Fetches from /v1 (api.js) and puts the answers in the page
 // (memories.js, search.js, reports.js); errors show in one alert that says what to do.
 
 import { ApiError, apiKey, call, explain, readiness, segment } from "./api.js";
 import { el, fill, when } from "./dom.js";
 import {
   STATUSES, TIERS, TYPES, countBy, filtered, filterOptions, memoryDetail, memoryGroups, summary,
-  timelineSummary, timelineValue,
+  profileSubjects, profileSummary, timelineSummary, timelineValue,
 } from "./memories.js";
 import { chartFigure, reportOptions, rowsTable } from "./reports.js";
 import { searchHit } from "./search.js";
@@ -119,6 +119,8 @@ async function openUser(userId) {
   $("search-status").textContent = "";
   fill($("timeline-values"));
   $("timeline-status").textContent = "";
+  fill($("profile-subjects"));
+  $("profile-status").textContent = "";
   fill($("report-output"));
   fill($("memory-detail"), el("p", { class: "hint" }, "Open a memory to see its history and the messages it came from."));
   fill($("memory-summary"));
@@ -136,7 +138,7 @@ async function openUser(userId) {
 
 // --- tabs --------------------------------------------------------------------------------
 
-const TABS = ["memories", "search", "timeline", "reports"];
+const TABS = ["memories", "search", "timeline", "profile", "reports"];
 
 function selectTab(name) {
   for (const tab of TABS) {
@@ -146,6 +148,7 @@ function selectTab(name) {
     $(`panel-${tab}`).hidden = !selected;
   }
   if (name === "reports" && state.reports === null) attempt(loadReports);
+  if (name === "profile" && $("profile-status").textContent === "") attempt(runProfile);
 }
 
 function tabKeys(event) {
@@ -257,6 +260,23 @@ async function runTimeline() {
   fill($("timeline-values"), answer.entries.map((entry) => timelineValue(entry, { onOpen: openMemory, textOf })));
 }
 
+// --- profile -----------------------------------------------------------------------------
+
+async function runProfile() {
+  const userId = state.userId;
+  const subject = $("profile-subject").value.trim();
+  const asOf = $("profile-as-of").value;
+  $("profile-status").textContent = "Reading the profile…";
+  const body = { user_id: userId };
+  if (subject) body.subject = subject;
+  // The field is the browser's local time; the API wants an instant with its zone.
+  if (asOf) body.as_of = new Date(asOf).toISOString();
+  const answer = await call("memories/profile", { method: "POST", body });
+  if (userId !== state.userId) return;
+  $("profile-status").textContent = profileSummary(answer);
+  fill($("profile-subjects"), profileSubjects(answer, { onOpen: openMemory }));
+}
+
 // --- reports -----------------------------------------------------------------------------
 
 async function loadReports() {
@@ -312,6 +332,7 @@ submit($("user-form"), async () => {
 });
 submit($("search-form"), runSearch);
 submit($("timeline-form"), runTimeline);
+submit($("profile-form"), runProfile);
 submit($("report-form"), runReport);
 for (const select of ["filter-type", "filter-tier", "filter-status"]) {
   $(select).addEventListener("change", showMemories);

@@ -1,5 +1,6 @@
-// The memories view: a user's memories by type with tier and status, one memory's life, and
-// one attribute over time (the timeline tab: each value a claim held, with its interval).
+// The memories view: a user's memories by type with tier and status, one memory's life,
+// one attribute over time (the timeline tab: each value a claim held, with its interval),
+// and what holds about the user (the profile tab: their current claims by subject and kind).
 //
 // Pure rendering: each function takes what the API answered and returns elements; main.js
 // fetches and wires. Every text from the API goes in through dom.js, as text.
@@ -286,6 +287,65 @@ export function timelineValue(entry, { onOpen, textOf = () => null } = {}) {
         "span",
         { class: "meta", title: (entry.turns ?? []).join(", ") },
         `stated in ${(entry.turns ?? []).length} turn${(entry.turns ?? []).length === 1 ? "" : "s"}`,
+      ),
+    ),
+  );
+}
+
+// --- what holds about the user (POST /v1/memories/profile) ----------------------------------
+
+/** One line that says what the profile holds: how many claims about how many subjects, when. */
+export function profileSummary(answer) {
+  const when = answer.as_of ? `as of ${answer.as_of}` : "now";
+  const count = answer.subjects.reduce(
+    (sum, who) => sum + who.kinds.reduce((n, kind) => n + kind.entries.length, 0), 0);
+  if (count === 0) {
+    return answer.subject
+      ? `Nothing holds about “${answer.subject}” ${when}.`
+      : `Nothing holds about this user ${when}: no facts or preferences yet.`;
+  }
+  const subjects = answer.subjects.length;
+  return `${count} claim${count === 1 ? "" : "s"} about ${subjects} subject${subjects === 1 ? "" : "s"} hold ${when}.`;
+}
+
+/**
+ * The profile: a section per subject (the user first), a list per kind, one row per claim:
+ * the attribute, the value (a button that opens its memory), since when, and its turns.
+ */
+export function profileSubjects(answer, { onOpen } = {}) {
+  return answer.subjects.map((who) =>
+    el(
+      "section",
+      { class: "profile-subject", "data-subject": who.subject },
+      el("h3", {}, who.subject),
+      who.kinds.map((kind) =>
+        el(
+          "div",
+          { class: "profile-kind" },
+          el("h4", {}, Object.hasOwn(TYPE_TITLES, kind.kind) ? TYPE_TITLES[kind.kind] : words(kind.kind)),
+          el(
+            "ul",
+            { class: "claims" },
+            kind.entries.map((entry) =>
+              el(
+                "li",
+                { class: "claim", "data-memory-id": entry.memory_id },
+                el("span", { class: "claim-attribute" }, entry.attribute || "—"),
+                el(
+                  "button",
+                  { type: "button", class: "memory-open claim-value", title: entry.statement, onclick: () => onOpen?.(entry.memory_id) },
+                  entry.polarity === false ? ["no longer: ", entry.value] : entry.value,
+                ),
+                el("span", { class: "meta" }, "since ", day(entry.valid_from)),
+                el(
+                  "span",
+                  { class: "meta", title: (entry.turns ?? []).join(", ") },
+                  `stated in ${(entry.turns ?? []).length} turn${(entry.turns ?? []).length === 1 ? "" : "s"}`,
+                ),
+              ),
+            ),
+          ),
+        ),
       ),
     ),
   );
