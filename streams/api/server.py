@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import signal
 from collections.abc import Generator
+from types import FrameType
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -31,6 +33,16 @@ class ApiServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, *, own_signals: bool = True) -> None:
         super().__init__(config)
         self.own_signals = own_signals
+        #: Whether Ctrl-C (SIGINT) stopped the server. uvicorn raises the signal again once
+        #: it has stopped, which reaches ``asyncio.run`` as a cancellation of its task; a
+        #: library awaited during the shutdown may swallow that cancellation, so the
+        #: command asks this instead.
+        self.interrupted = False
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if sig == signal.SIGINT:
+            self.interrupted = True
+        super().handle_exit(sig, frame)
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
@@ -65,14 +77,17 @@ async def serve_api(
     host: str | None = None,
     port: int | None = None,
     own_signals: bool = True,
-) -> None:
+) -> bool:
     """Serve the HTTP API over ``service`` (``/v1``, ``/docs``, ``/metrics``, the memory
     inspector) with the MCP server at ``/mcp``, on ``host:port`` (the settings' ``api_host``
-    and ``api_port`` by default), until the server stops or the task is cancelled."""
+    and ``api_port`` by default), until the server stops or the task is cancelled; whether
+    Ctrl-C stopped it."""
     settings = service.settings
     host = host or settings.api_host
     port = port or settings.api_port
     api = create_api(service, keys)
     async with mount_mcp(api, service, keys, default_user=settings.mcp_user, host=host):
         log.info("memstream: the HTTP API listens on http://%s:%d", host, port)
-        await api_server(api, settings, host=host, port=port, own_signals=own_signals).serve()
+        server = api_server(api, settings, host=host, port=port, own_signals=own_signals)
+        await server.serve()
+    return server.interrupted

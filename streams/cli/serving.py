@@ -41,11 +41,12 @@ def cmd_serve(args: argparse.Namespace, container: Container) -> int:
     if keys is None:
         return 2
 
-    async def serve() -> None:
+    async def serve() -> bool:
         async with Service(container) as service:
-            await serve_api(service, keys, host=args.host, port=args.port)
+            return await serve_api(service, keys, host=args.host, port=args.port)
 
-    asyncio.run(serve())
+    if asyncio.run(serve()):
+        raise KeyboardInterrupt  # Ctrl-C, whose cancellation the shutdown swallowed
     return 0
 
 
@@ -113,12 +114,15 @@ def _serve_mcp_http(
     host = args.host or settings.mcp_host
     port = args.port or settings.mcp_port
 
-    async def serve() -> None:
+    async def serve() -> bool:
         async with Service(container) as service:
             app = mcp_http_app(service, keys, default_user=default_user, host=host)
-            await api_server(app, settings, host=host, port=port).serve()
+            server = api_server(app, settings, host=host, port=port)
+            await server.serve()
+            return server.interrupted
 
-    asyncio.run(serve())
+    if asyncio.run(serve()):
+        raise KeyboardInterrupt  # Ctrl-C, whose cancellation the shutdown swallowed
     return 0
 
 
