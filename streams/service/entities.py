@@ -108,7 +108,7 @@ def entity(
     None when no entity has that name."""
     graph = _Graph.read(projection, user_id, as_of)
     node = graph.node_of.get(name_key(name))
-    if node is None or not name_key(name):
+    if node is None or node not in graph.names:
         return {"name": name, "as_of": _iso(as_of), "entity": None, "neighbours": [],
                 "facts": [], "edges": []}
     shown = graph.names[node]
@@ -224,7 +224,7 @@ class _Graph:
 
     def _named(self, spelling: str) -> str | None:
         node = self.node_of.get(name_key(spelling))
-        return None if node is None else self.names[node]
+        return None if node is None else self.names.get(node)
 
     def _claim_edges(
         self, claims: Sequence[MemoryRecord], stating: dict[str, MemoryRecord],
@@ -321,12 +321,27 @@ def _resolve(claims: Sequence[MemoryRecord]) -> tuple[dict[str, str], dict[str, 
             key = name_key(spelling)
             given.setdefault(key, {})[name_key(name)] = None
             spelt.setdefault(key, " ".join(spelling.split()))
-    node_of: dict[str, str] = {}
+    one_name: dict[str, str] = {}
     for description, names in given.items():
         (name, *others) = names
         if not others and name and description and name != "user" and description != name:
-            node_of[description] = node_of.get(name, name)
+            one_name[description] = name
+    # A name may itself be a description named in turn ("User's partner" is "User's
+    # sister", who is "Ana"): each to the end of its chain; a cycle joins nothing.
+    node_of = {description: _end_of_chain(description, one_name) for description in one_name}
+    node_of = {key: node for key, node in node_of.items() if key != node}
     return node_of, {k: spelt[k] for k in node_of}
+
+
+def _end_of_chain(start: str, named: dict[str, str]) -> str:
+    """The name at the end of ``start``'s chain of names; ``start`` itself in a cycle."""
+    key, seen = start, {start}
+    while key in named:
+        key = named[key]
+        if key in seen:
+            return start
+        seen.add(key)
+    return key
 
 
 def _described(subject: str, attribute: str) -> str | None:

@@ -267,3 +267,26 @@ def test_hostile_names_never_raise_and_never_leak_across_users(
     assert {name_key(n) for n in eve_names} <= {name_key(n) for n in names} | {"user"}
     assert {n["name"] for n in bob["nodes"]} == {"Bob", "Quux"}
     assert all(m.startswith("eve-") for n in graph["nodes"] for m in n["memory_ids"])
+
+
+def test_names_given_in_a_chain_join_and_in_a_cycle_do_not(tmp_path: Path) -> None:
+    chain = [
+        claimed("c-1", "ivy", "i1", "x", SAID_AT, ("User", "partner", "User's sister")),
+        claimed("c-2", "ivy", "i1", "x", SAID_AT, ("User", "sister", "Ana")),
+        claimed("c-3", "ivy", "i1", "x", SAID_AT, ("Ana", "employer", "Acme")),
+        # "User's friend" is given two names: it joins neither.
+        claimed("c-4", "ivy", "i2", "x", JOB_AT, ("User", "friend", "Bo")),
+        claimed("c-5", "ivy", "i2", "x", JOB_AT, ("User", "friend", "Cy")),
+        # Each description the other's name: a cycle, nothing joined.
+        claimed("c-6", "ivy", "i3", "x", JOB_AT, ("Max", "name", "Rex")),
+        claimed("c-7", "ivy", "i3", "x", JOB_AT, ("Rex", "name", "Max")),
+    ]
+    projection = projected(tmp_path / "chain", chain, batch=len(chain))
+    graph = entity_graph(projection, "ivy")
+    names = {n["name"]: n["aliases"] for n in graph["nodes"]}
+    assert names["Ana"] == ["User's partner", "User's sister"]
+    assert "User's friend" not in str(graph) and {"Bo", "Cy", "Max", "Rex"} <= set(names)
+    for asked in ("user's partner", "my sister", "ana"):
+        assert entity(projection, "ivy", asked)["entity"]["name"] == "Ana"  # type: ignore[index]
+    assert entity(projection, "ivy", "my friend")["entity"] is None
+    assert entity(projection, "ivy", "Max")["entity"]["name"] == "Max"  # type: ignore[index]
