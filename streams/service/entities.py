@@ -5,8 +5,9 @@ A graph is read from one user's rows of the memory projection
 (:meth:`~memstream.projections.memories.index.MemoryIndex.list_memories`, inactive ones
 included), so it is a pure function of the projection: a replay rebuilds it identically, an
 erasure removes it with the rows, and no read sees another user's. Its sources are each
-memory's ``entities`` (the names the extractor took from the turns) and its claims (subject,
-attribute, value).
+memory's ``entities`` (the names the extractor took from the turns), its claims (subject,
+attribute, value), and the names already known from those that its text says (the offline
+extractor leaves out a name that opens a sentence: "Ana got a new job at Acme").
 
 Names are resolved by their normal form (case, punctuation, a trailing possessive "'s"
 aside), across sessions and speakers. A name given to someone named by relation makes one
@@ -144,6 +145,8 @@ class _Graph:
     mentions: dict[str, _Mentions]
     edges: list[EdgeDict]
     facts: dict[str, list[EntityFactDict]]
+    #: The known names each memory's text says that its entities left out, by memory id.
+    said_in: dict[str, list[str]] = field(default_factory=dict)
 
     @classmethod
     def read(cls, projection: MemoryIndex, user_id: str, as_of: datetime | None) -> _Graph:
@@ -160,6 +163,13 @@ class _Graph:
         graph = cls(node_of, {}, {}, [], {})
         for record in rows:
             graph._mention_all(record)
+        # Again, now that every name is known: a memory that says a name its entities left
+        # out ("Ana got a job at Acme", where a name opening a sentence is not taken) names
+        # that entity too.
+        known = graph._known_names()
+        graph.mentions = {}
+        for record in rows:
+            graph._mention_all(record, known)
         for key, spelling in described.items():  # "User's sister", an alias of "Ana"
             if node_of[key] in graph.mentions:
                 graph.mentions[node_of[key]].spellings.setdefault(key, spelling)
@@ -185,8 +195,9 @@ class _Graph:
         seen.turns.update(dict.fromkeys(record.source_event_ids))
         seen.sessions[record.session_id] = None
 
-    def _mention_all(self, record: MemoryRecord) -> None:
-        """Every name ``record`` gives: its claim's subject and value, its entities."""
+    def _mention_all(self, record: MemoryRecord, known: re.Pattern[str] | None = None) -> None:
+        """Every name ``record`` gives: its claim's subject and value, its entities, and
+        (with ``known``) the known names its text says."""
         claim = record.claim
         if claim is not None:
             self._mention(claim.subject, record, _subject_kind(claim.subject))
@@ -194,6 +205,27 @@ class _Graph:
                 self._mention(claim.value, record, _value_kind(claim.attribute))
         for name in record.entities:
             self._mention(name, record)
+        if known is not None:
+            listed = {name_key(name) for name in record.entities}
+            said = [m.group(0) for m in known.finditer(record.content)]
+            said = list(dict.fromkeys(n for n in said if name_key(n) not in listed))
+            if said:
+                self.said_in[record.memory_id] = said
+            for name in said:
+                self._mention(name, record)
+
+    def _known_names(self) -> re.Pattern[str] | None:
+        """The names (not descriptions) given so far, as they were spelt, as one pattern
+        of whole words, the longest first; None when there are none."""
+        names = {
+            spelling for seen in self.mentions.values()
+            for key, spelling in seen.spellings.items()
+            if key != "user" and "'s " not in key and len(key) > 1 and spelling[:1].isupper()
+        }
+        if not names:
+            return None
+        ordered = sorted(names, key=lambda n: (-len(n), n))
+        return re.compile(r"(?<![\w'])(?:" + "|".join(map(re.escape, ordered)) + r")(?!\w)")
 
     def _display_name(self, node: str) -> str:
         """``User`` for the user; else the first name given that is not a description
@@ -261,7 +293,8 @@ class _Graph:
         for record in rows:
             if not holds(record, as_of):
                 continue
-            named = {n for n in (self._named(e) for e in record.entities) if n is not None}
+            given = [*record.entities, *self.said_in.get(record.memory_id, ())]
+            named = {n for n in (self._named(e) for e in given) if n is not None}
             ordered = sorted(named, key=_name_order)
             for i, first in enumerate(ordered):
                 for second in ordered[i + 1 :]:
