@@ -143,7 +143,7 @@ def test_a_graph_and_an_entity_print_the_move_with_its_sources(
     assert capsys.readouterr().out.splitlines() == [
         "entities now (3):",
         "  User (user) · 2 memories in 1 session",
-        "  Berlin (place) · 1 memory in 1 session",
+        "  Berlin (place) · 2 memories in 1 session",  # the fact, and the turn that said it
         "  Munich (place) · 1 memory in 1 session",
         "relations (2):",
         f"  User --home--> Berlin (2026-03-01 to 2026-04-02, ended) · {BERLIN}",
