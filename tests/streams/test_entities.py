@@ -292,3 +292,13 @@ def test_names_given_in_a_chain_join_and_in_a_cycle_do_not(tmp_path: Path) -> No
         assert entity(projection, "ivy", asked)["entity"]["name"] == "Ana"  # type: ignore[index]
     assert entity(projection, "ivy", "my friend")["entity"] is None
     assert entity(projection, "ivy", "Max")["entity"]["name"] == "Max"  # type: ignore[index]
+
+
+def test_an_erased_user_has_no_graph_and_the_others_keep_theirs(tmp_path: Path) -> None:
+    projection = projected(tmp_path / "erased", the_log(), batch=len(the_log()))
+    kim = entity_graph(projection, "kim")
+    assert projection.erase_user("lee") > 0  # as memstream erase removes the rows
+    erased = entity_graph(projection, "lee")
+    assert (erased["nodes"], erased["edges"]) == ([], [])
+    assert entity(projection, "lee", "Ana")["entity"] is None
+    assert entity_graph(projection, "kim") == kim
