@@ -1,6 +1,6 @@
 """The memory routes of the HTTP API: add, search, a turn's context, list, get, an attribute's
-timeline, a user's profile, history (with the chat events a memory came from), delete, delete
-all, and erase a user.
+timeline, a user's profile and entity graph (and one entity), history (with the chat events a
+memory came from), delete, delete all, and erase a user.
 
 Each route checks the caller's key against the user it names (:func:`scoped_user`), calls
 :class:`~memstream.streams.service.memories.MemoryService` with the namespaced id, and
@@ -32,8 +32,12 @@ from memstream.streams.api.schemas import (
     ContextResponse,
     DeleteAllResponse,
     DeleteResponse,
+    EntityRequest,
+    EntityResponse,
     EraseRequest,
     EraseResponse,
+    GraphRequest,
+    GraphResponse,
     HistoryResponse,
     MemoryListResponse,
     ProfileRequest,
@@ -172,6 +176,34 @@ async def profile(body: ProfileRequest, key: Caller, service: ServiceDep) -> Pro
     except (ValueError, TypeError) as exc:
         raise unprocessable(exc, user_id, body.user_id) from None
     return ProfileResponse(user_id=body.user_id, **found)
+
+
+@router.post("/memories/entity", responses=ERRORS)
+async def entity(body: EntityRequest, key: Caller, service: ServiceDep) -> EntityResponse:
+    """One entity of the user's graph found by any of its names ("Ana", "User's sister"),
+    now or at ``as_of``: its node (aliases, kind, and the memories, turns and sessions that
+    name it), its neighbours, its facts (the claims about it, each with its validity and
+    turns) and its edges. ``entity`` is null when no entity has that name."""
+    user_id = scoped_user(key, body.user_id)
+    try:
+        found = await service.memories.entity(body.name, user_id=user_id, as_of=body.as_of)
+    except (ValueError, TypeError) as exc:
+        raise unprocessable(exc, user_id, body.user_id) from None
+    return EntityResponse(user_id=body.user_id, **found)
+
+
+@router.post("/memories/graph", responses=ERRORS)
+async def graph(body: GraphRequest, key: Caller, service: ServiceDep) -> GraphResponse:
+    """The user's entity graph, now or at ``as_of``: the people, places, organisations,
+    pets, projects and things their memories name, and the relations between them (claims,
+    with ``valid_from``, ``valid_until`` and ``holds``; co-mentions), each with the memories,
+    turns and sessions it comes from."""
+    user_id = scoped_user(key, body.user_id)
+    try:
+        found = await service.memories.graph(user_id=user_id, as_of=body.as_of)
+    except (ValueError, TypeError) as exc:
+        raise unprocessable(exc, user_id, body.user_id) from None
+    return GraphResponse(user_id=body.user_id, **found)
 
 
 @router.get("/memories", responses=ERRORS)

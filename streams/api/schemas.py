@@ -17,10 +17,13 @@ from memstream.streams.api.auth import (
 )
 from memstream.streams.service.memories import DEFAULT_WAIT_S, MAX_WAIT_S
 from memstream.streams.service.results import (
+    EdgeDict,
+    EntityFactDict,
     HistoryEntry,
     MadeMemoryDict,
     MemoryDict,
     MemoryHitDict,
+    NodeDict,
     ProfileSubjectDict,
     SourceEventDict,
     TimelineEntryDict,
@@ -36,8 +39,12 @@ __all__ = [
     "ContextResponse",
     "DeleteAllResponse",
     "DeleteResponse",
+    "EntityRequest",
+    "EntityResponse",
     "EraseRequest",
     "EraseResponse",
+    "GraphRequest",
+    "GraphResponse",
     "Health",
     "HistoryResponse",
     "MemoryListResponse",
@@ -243,6 +250,47 @@ class ProfileResponse(BaseModel):
     subject: str | None
     as_of: str | None
     subjects: list[ProfileSubjectDict]
+
+
+class EntityRequest(_Request):
+    """One entity of a user's graph, by any of its names, now or at ``as_of``."""
+
+    user_id: UserId
+    name: Annotated[
+        str,
+        Field(min_length=1, max_length=200, description="A name: 'Ana', \"User's sister\"."),
+    ]
+    as_of: UtcInstant | None = None
+
+
+class EntityResponse(BaseModel):
+    """The entity ``name`` finds (``entity`` null when none): its node (aliases, kind, the
+    memories, turns and sessions naming it), its neighbours, its facts and its edges."""
+
+    user_id: str
+    name: str
+    as_of: str | None
+    entity: NodeDict | None
+    neighbours: list[str]
+    facts: list[EntityFactDict]
+    edges: list[EdgeDict]
+
+
+class GraphRequest(_Request):
+    """A user's entity graph, now or at ``as_of``."""
+
+    user_id: UserId
+    as_of: UtcInstant | None = None
+
+
+class GraphResponse(BaseModel):
+    """The entities a user's memories name (``User`` first, then by name) and the relations
+    between them: claims with their validity, co-mentions, each with its sources."""
+
+    user_id: str
+    as_of: str | None
+    nodes: list[NodeDict]
+    edges: list[EdgeDict]
 
 
 class HistoryResponse(BaseModel):

@@ -23,6 +23,7 @@ from memstream.models.events.envelope import CODE_PATTERN, utc_instant
 from memstream.models.events.memory import MemoryType
 from memstream.models.settings import Settings
 from memstream.streams.cli.chatting import add_chat_command
+from memstream.streams.cli.entities import cmd_entity, cmd_graph
 from memstream.streams.cli.log import cmd_replay, cmd_restore, cmd_verify
 from memstream.streams.cli.memories import (
     cmd_erase,
@@ -205,6 +206,25 @@ def build_parser() -> argparse.ArgumentParser:
     profile.add_argument("--json", action="store_true")
     profile.set_defaults(run=cmd_profile)
     add_tenant_option(profile)
+
+    entity = commands.add_parser("entity", help=cmd_entity.__doc__)
+    entity.add_argument("name", help="any of its names: 'Ana', \"User's sister\"")
+    entity.add_argument("--user", required=True)
+    entity.add_argument(
+        "--as-of", type=_timestamp, help="what held at this time (ISO 8601; UTC if no zone)"
+    )
+    entity.add_argument("--json", action="store_true")
+    entity.set_defaults(run=cmd_entity)
+    add_tenant_option(entity)
+
+    graph = commands.add_parser("graph", help=cmd_graph.__doc__)
+    graph.add_argument("--user", required=True)
+    graph.add_argument(
+        "--as-of", type=_timestamp, help="what held at this time (ISO 8601; UTC if no zone)"
+    )
+    graph.add_argument("--json", action="store_true")
+    graph.set_defaults(run=cmd_graph)
+    add_tenant_option(graph)
 
     replay = commands.add_parser("replay", help=cmd_replay.__doc__)
     replay.add_argument(

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from memstream.streams.service.results import (
         AddResult,
         ContextResult,
+        EntityDict,
+        GraphDict,
         HistoryEntry,
         MemoryDict,
         MemoryHitDict,
@@ -46,7 +48,8 @@ __all__ = ["AsyncMemoryClient"]
 
 class AsyncMemoryClient:
     """mem0-like memory operations for asyncio code: add, search, context, get, get_all,
-    timeline, profile, history, delete, delete_all, erase, session_context, close_session, report.
+    timeline, profile, entity, graph, history, delete, delete_all, erase, session_context,
+    close_session, report.
 
     Every call names one user (``user_id`` is a required keyword) and only ever returns that
     user's data. Writes are events on the topics (the workers consolidate and project them);
@@ -206,6 +209,21 @@ class AsyncMemoryClient:
         attribute, each with its value, since when, its memory and the turns that stated it.
         ``subject`` keeps one subject's; ``as_of`` reads what held at a past moment."""
         return await self.backend.profile(user_id=user_id, subject=subject, as_of=as_of)
+
+    async def entity(
+        self, name: str, *, user_id: str, as_of: datetime | None = None
+    ) -> EntityDict:
+        """One entity of the user's graph found by any of its names ("Ana", "User's
+        sister"): its node (aliases, kind, the memories, turns and sessions naming it), its
+        neighbours, its facts and its edges, now or at ``as_of``; ``entity`` None when no
+        entity has that name."""
+        return await self.backend.entity(name, user_id=user_id, as_of=as_of)
+
+    async def graph(self, *, user_id: str, as_of: datetime | None = None) -> GraphDict:
+        """The user's entity graph, now or at ``as_of``: the entities their memories name
+        and the relations between them (claims with their validity, co-mentions), each with
+        its memories, turns and sessions."""
+        return await self.backend.graph(user_id=user_id, as_of=as_of)
 
     async def history(self, memory_id: str, *, user_id: str) -> list[HistoryEntry]:
         """The life of one of the user's memories from the log, in log order."""

@@ -50,6 +50,8 @@ from memstream.streams.service.container import Container
 from memstream.streams.service.results import (
     AddResult,
     ContextResult,
+    EntityDict,
+    GraphDict,
     HistoryEntry,
     MemoryDict,
     MemoryHitDict,
@@ -201,6 +203,16 @@ class LocalMemory:
     ) -> ProfileDict:
         """See :meth:`MemoryService.profile <memstream.streams.service.memories.MemoryService.profile>`."""
         return await self.service.memories.profile(user_id=user_id, subject=subject, as_of=as_of)
+
+    async def entity(
+        self, name: str, *, user_id: str, as_of: datetime | None = None
+    ) -> EntityDict:
+        """See :meth:`MemoryService.entity <memstream.streams.service.memories.MemoryService.entity>`."""
+        return await self.service.memories.entity(name, user_id=user_id, as_of=as_of)
+
+    async def graph(self, *, user_id: str, as_of: datetime | None = None) -> GraphDict:
+        """See :meth:`MemoryService.graph <memstream.streams.service.memories.MemoryService.graph>`."""
+        return await self.service.memories.graph(user_id=user_id, as_of=as_of)
 
     async def history(self, memory_id: str, *, user_id: str) -> list[HistoryEntry]:
         """The life of one of the user's memories from the memories topic, in log order."""

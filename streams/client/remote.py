@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from memstream.streams.service.results import (
         AddResult,
         ContextResult,
+        EntityDict,
+        GraphDict,
         HistoryEntry,
         MemoryDict,
         MemoryHitDict,
@@ -276,6 +278,32 @@ class RemoteMemory:
         answer = response.json()
         answer.pop("user_id", None)
         found: ProfileDict = answer
+        return found
+
+    async def entity(
+        self, name: str, *, user_id: str, as_of: datetime | None = None
+    ) -> EntityDict:
+        """``POST /v1/memories/entity``."""
+        body: dict[str, Any] = {"user_id": user_id, "name": name}
+        if as_of is not None:
+            body["as_of"] = _time(as_of)
+        response = await self._call("POST", "/memories/entity", json=body)
+        _found(response)
+        answer = response.json()
+        answer.pop("user_id", None)
+        found: EntityDict = answer
+        return found
+
+    async def graph(self, *, user_id: str, as_of: datetime | None = None) -> GraphDict:
+        """``POST /v1/memories/graph``."""
+        body: dict[str, Any] = {"user_id": user_id}
+        if as_of is not None:
+            body["as_of"] = _time(as_of)
+        response = await self._call("POST", "/memories/graph", json=body)
+        _found(response)
+        answer = response.json()
+        answer.pop("user_id", None)
+        found: GraphDict = answer
         return found
 
     async def history(self, memory_id: str, *, user_id: str) -> list[HistoryEntry]:

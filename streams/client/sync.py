@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from memstream.streams.service.results import (
         AddResult,
         ContextResult,
+        EntityDict,
+        GraphDict,
         HistoryEntry,
         MemoryDict,
         MemoryHitDict,
@@ -166,6 +168,15 @@ class MemoryClient:
         """What holds about the user, by subject and kind (see
         :meth:`AsyncMemoryClient.profile`)."""
         return self._run(self._client.profile(user_id=user_id, subject=subject, as_of=as_of))
+
+    def entity(self, name: str, *, user_id: str, as_of: datetime | None = None) -> EntityDict:
+        """One entity of the user's graph, its neighbours, facts and edges (see
+        :meth:`AsyncMemoryClient.entity`)."""
+        return self._run(self._client.entity(name, user_id=user_id, as_of=as_of))
+
+    def graph(self, *, user_id: str, as_of: datetime | None = None) -> GraphDict:
+        """The user's entity graph (see :meth:`AsyncMemoryClient.graph`)."""
+        return self._run(self._client.graph(user_id=user_id, as_of=as_of))
 
     def history(self, memory_id: str, *, user_id: str) -> list[HistoryEntry]:
         """The life of one of the user's memories, in log order (see the async client)."""

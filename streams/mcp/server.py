@@ -34,6 +34,7 @@ from memstream.projections.memories import SearchFilters
 from memstream.streams.api.auth import ApiKey, Refused
 from memstream.streams.api.deps import API_KEY_STATE
 from memstream.streams.kafka.logid import LogLost
+from memstream.streams.mcp.entities import EntityAnswer, entity_answer
 from memstream.streams.mcp.results import (
     AddAnswer,
     DeleteAnswer,
@@ -79,6 +80,8 @@ and episodes from it. They are searchable a few seconds later, not at once.
 - A memory marked stale no longer holds (the user changed it): trust the one that replaced \
 it (superseded_by). memory_timeline shows how one thing changed over time ("my budget").
 - memory_profile: what holds about the user now, compact; load it at a session's start.
+- memory_entity: a person, place or thing the user talked about ("Ana", "my sister"), with \
+its facts and relations across conversations.
 - user_id can be left out when the server has a default user."""
 
 UserId = Annotated[
@@ -404,6 +407,34 @@ def create_mcp_server(
             raise who.refusal(exc) from None
         return profile_answer(who.user_id, found, limits)
 
+    async def memory_entity(
+        ctx: Context,
+        name: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=200,
+                description="Any of its names: 'Ana', \"User's sister\", 'my sister', 'Acme'.",
+            ),
+        ],
+        as_of: Annotated[
+            UtcInstant | None,
+            Field(description="What held at this time (ISO 8601 with a zone); left out: now."),
+        ] = None,
+        user_id: UserId = None,
+    ) -> EntityAnswer:
+        """One person, place, organisation, pet, project or thing of the user's memories,
+        found by any of its names across conversations: its kind, other names, the memories,
+        turns and sessions that name it, its neighbours, its facts (claims about it, each with
+        valid_from, valid_until and whether it holds) and its relations (claims whose value
+        is another entity, and entities named in the same memory), each with its sources."""
+        who = caller(ctx, user_id)
+        try:
+            found = await memories.entity(name, user_id=who.namespaced, as_of=as_of)
+        except (ValueError, TypeError) as exc:
+            raise who.refusal(exc) from None
+        return entity_answer(who.user_id, found, limits)
+
     async def session_context(
         ctx: Context,
         session_id: Annotated[
@@ -507,6 +538,7 @@ def create_mcp_server(
         (memory_history, "A memory's history", read),
         (memory_timeline, "How one thing changed over time", read),
         (memory_profile, "What holds about the user", read),
+        (memory_entity, "A person, place or thing the user talked about", read),
         (session_context, "An open session's working memory", read),
         (memory_context, "Long-term memory for this turn", read),
     ]
@@ -530,6 +562,7 @@ TOOLS = (
     "memory_history",
     "memory_timeline",
     "memory_profile",
+    "memory_entity",
     "session_context",
     "memory_context",
 )

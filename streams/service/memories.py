@@ -28,11 +28,15 @@ from memstream.streams.operations.erasure import ErasureReceipt
 from memstream.streams.service.accesses import AccessSender
 from memstream.streams.service.chat_events import Message, chat_events_for_add
 from memstream.streams.service.container import Container
+from memstream.streams.service.entities import entity as read_entity
+from memstream.streams.service.entities import entity_graph
 from memstream.streams.service.profiles import profile as read_profile
 from memstream.streams.service.profiles import profile_lines
 from memstream.streams.service.results import (
     AddResult,
     ContextResult,
+    EntityDict,
+    GraphDict,
     HistoryEntry,
     MadeMemoryDict,
     MemoryDict,
@@ -71,6 +75,15 @@ def check_id(name: str, value: object) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a string, not {type(value).__name__}")
     return value
+
+
+def _check_as_of(as_of: datetime | None) -> None:
+    """Refuse an ``as_of`` without a time zone or outside the years 1 to 9999 in UTC."""
+    if as_of is not None:
+        try:
+            utc_instant(as_of)
+        except ValueError as exc:
+            raise ValueError(f"as_of {exc}") from None
 
 
 def check_query(name: str, value: object) -> str:
@@ -463,13 +476,47 @@ class MemoryService:
             check_id("subject", subject)
             if not subject.strip() or len(subject) > 200:
                 raise ValueError("subject must name whose profile, e.g. 'User' or 'Maya'")
-        if as_of is not None:
-            try:
-                utc_instant(as_of)
-            except ValueError as exc:
-                raise ValueError(f"as_of {exc}") from None
+        _check_as_of(as_of)
         projection = await self._projection()
         return await asyncio.to_thread(read_profile, projection, user_id, subject, as_of)
+
+    async def entity(
+        self, name: str, *, user_id: str, as_of: datetime | None = None
+    ) -> EntityDict:
+        """One entity of the user's graph (a person, place, organisation, pet, project or
+        thing their memories name) found by any of its names: its node with aliases, kind
+        and sources, its neighbours, its facts (the claims about it) and its edges, now or
+        at ``as_of`` (see :mod:`~memstream.streams.service.entities`). ``entity`` is None
+        when no entity has that name.
+
+        Raises
+        ------
+        ValueError
+            ``name`` empty or over 200 characters; ``as_of`` as :meth:`profile` refuses it.
+        """
+        check_id("user_id", user_id)
+        check_id("name", name)
+        if not name.strip() or len(name) > 200:
+            raise ValueError("name must name an entity, e.g. 'Ana' or 'User's sister'")
+        _check_as_of(as_of)
+        projection = await self._projection()
+        return await asyncio.to_thread(read_entity, projection, user_id, name, as_of)
+
+    async def graph(self, *, user_id: str, as_of: datetime | None = None) -> GraphDict:
+        """The user's entity graph, now or at ``as_of``: the entities their memories name
+        (``User`` first, then by name) with aliases, kind and sources, and the relations
+        between them (claims, with their validity, and co-mentions), each with its memories,
+        turns and sessions.
+
+        Raises
+        ------
+        ValueError
+            ``as_of`` as :meth:`profile` refuses it.
+        """
+        check_id("user_id", user_id)
+        _check_as_of(as_of)
+        projection = await self._projection()
+        return await asyncio.to_thread(entity_graph, projection, user_id, as_of)
 
     async def history(self, memory_id: str, *, user_id: str) -> list[HistoryEntry]:
         """The life of one of the user's memories from the memories topic, in log order.

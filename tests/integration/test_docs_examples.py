@@ -96,5 +96,10 @@ def test_the_block_runs_as_written(block: Block, place: Place) -> None:
         if "memory.profile(" in code:  # the profile's: the move, and where pia lived before
             said = ["now User fact home Porto", "2026-03-10T00:00:00+00:00 User fact home Berlin"]
             assert done.stdout.splitlines() == said, done.stdout
+        elif "memory.graph(" in code:  # the entity graph's: Ana across sessions, the move
+            said = ["Ana person 2 sessions", "User sister Ana holds",
+                    "User home Berlin until 2026-03-20", "User home Porto holds",
+                    "Ana employer Acme holds"]
+            assert done.stdout.splitlines() == said, done.stdout
         else:
             assert "[fact] User lives in Oslo" in done.stdout, done.stdout

@@ -45,6 +45,7 @@ from memstream.streams.operations.replay import (
     verify_memories,
 )
 from memstream.streams.service.chat_events import publish_events
+from memstream.streams.service.entities import entity_graph
 from memstream.streams.service.profiles import profile
 from memstream.streams.worker.process import WorkerProcess
 
@@ -169,6 +170,8 @@ def test_a_rebuilt_memory_projection_is_identical_to_the_live_one(
     moments = [None, datetime(2026, 11, 9, 9, tzinfo=UTC)]
     profiles = [profile(projection, u, as_of=at) for u in users for at in moments]
     assert any(found["subjects"] for found in profiles)
+    graphs = [entity_graph(projection, u, as_of=at) for u in users for at in moments]
+    assert any(found["edges"] for found in graphs)
 
     live, rebuilt = asyncio.run(verify_memories(settings))
     assert live == rebuilt and live.rows == len(memories)
@@ -187,6 +190,7 @@ def test_a_rebuilt_memory_projection_is_identical_to_the_live_one(
         settings, embedder_from_settings(settings), swapped
     )
     assert [profile(rebuilt_table, u, as_of=at) for u in users for at in moments] == profiles
+    assert [entity_graph(rebuilt_table, u, as_of=at) for u in users for at in moments] == graphs
     # Readers follow the pointer: the same answers from the new table.
     assert {m.memory_id for m in everything(projection, users)} == {m.memory_id for m in memories}
 

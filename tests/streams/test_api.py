@@ -103,6 +103,8 @@ def requests_for(user: str, memory_id: str) -> list[tuple[str, str, dict[str, An
         ("POST", "/v1/memories/context", {"json": {"message": "where?", "user_id": user}}),
         ("POST", "/v1/memories/timeline", {"json": {"about": "where do I live", "user_id": user}}),
         ("POST", "/v1/memories/profile", {"json": {"user_id": user}}),
+        ("POST", "/v1/memories/entity", {"json": {"name": "Oslo", "user_id": user}}),
+        ("POST", "/v1/memories/graph", {"json": {"user_id": user}}),
         ("GET", f"/v1/memories/{path_of(memory_id)}/history", {"params": {
             "user_id": user, "sources": "true"}}),
         # No worker runs here: the session's context is 503 (or 404 from a worker).
@@ -319,6 +321,12 @@ async def test_bad_input_is_422_and_not_quoted_back(client: httpx.AsyncClient) -
         ("/v1/memories/profile", {"user_id": "alice", "as_of": "2026-11-02T10:00"}),
         ("/v1/memories/profile", {"user_id": "alice", "as_of": "yesterday"}),
         ("/v1/memories/profile", {"user_id": "alice", "about": "home"}),
+        ("/v1/memories/entity", {"user_id": "alice"}),
+        ("/v1/memories/entity", {"user_id": "alice", "name": ""}),
+        ("/v1/memories/entity", {"user_id": "alice", "name": "   "}),
+        ("/v1/memories/entity", {"user_id": "alice", "name": "x" * 201}),
+        ("/v1/memories/graph", {"user_id": "alice", "as_of": "yesterday"}),
+        ("/v1/memories/graph", {"user_id": "alice", "name": "Ana"}),
     ]
     for path, body in bad:
         response = await client.post(path, json=body, headers=auth(ACME_ALL))
@@ -431,7 +439,8 @@ async def test_openapi_and_docs_are_served(client: httpx.AsyncClient) -> None:
     assert document["openapi"].startswith("3.1")
     assert {
         "/v1/memories", "/v1/memories/search", "/v1/memories/context", "/v1/memories/timeline",
-        "/v1/memories/profile", "/v1/memories/{memory_id}",
+        "/v1/memories/profile", "/v1/memories/entity", "/v1/memories/graph",
+        "/v1/memories/{memory_id}",
         "/v1/memories/{memory_id}/history", "/v1/sessions/{session_id}/context",
         "/v1/sessions/{session_id}/close", "/v1/erasures", "/v1/reports", "/v1/reports/{name}",
         "/v1/users", "/v1/health", "/v1/ready",
@@ -634,6 +643,33 @@ async def test_a_changed_fact_is_marked_in_every_answer_and_has_a_timeline(
         "/v1/memories/profile", json={"user_id": "bob"}, headers=auth(ACME_ALICE_READ)
     )
     assert refused.status_code == 403 and "Munich" not in refused.text
+
+    # The entity graph: the move is an ended edge to Berlin and a current one to Munich.
+    graph = await client.post(
+        "/v1/memories/graph", json={"user_id": "alice"}, headers=auth(ACME_ALL)
+    )
+    assert graph.status_code == 200, graph.text
+    homes = [
+        (e["source"], e["target"], e["holds"], e["valid_until"] is None)
+        for e in graph.json()["edges"] if e["relation"] == "home"
+    ]
+    assert homes == [("User", "Berlin", False, False), ("User", "Munich", True, True)]
+    munich = await client.post(
+        "/v1/memories/entity", json={"user_id": "alice", "name": "munich"},
+        headers=auth(ACME_ALL),
+    )
+    assert munich.status_code == 200, munich.text
+    assert munich.json()["entity"]["name"] == "Munich"
+    assert munich.json()["neighbours"] == ["User"]
+    assert "acme:" not in graph.text + munich.text
+    theirs = await client.post("/v1/memories/graph", json={"user_id": "alice"}, headers=auth(BETA_ALL))
+    assert theirs.json() == {"user_id": "alice", "as_of": None, "nodes": [], "edges": []}
+    for path, body in (("graph", {}), ("entity", {"name": "Munich"})):
+        refused = await client.post(
+            f"/v1/memories/{path}", json={"user_id": "bob", **body},
+            headers=auth(ACME_ALICE_READ),
+        )
+        assert refused.status_code == 403 and "Munich" not in refused.text
 
 
 async def test_add_with_wait_needs_a_close(client: httpx.AsyncClient, world: World) -> None:

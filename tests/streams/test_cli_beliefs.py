@@ -134,3 +134,47 @@ def test_a_profile_of_nothing_says_so_and_bad_input_is_one_line(
         assert said.out == "" and said.err == (
             "error: subject must name whose profile, e.g. 'User' or 'Maya'\n"
         )
+
+
+def test_a_graph_and_an_entity_print_the_move_with_its_sources(
+    container: Container, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(container, "graph", "--user", "ann") == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "entities now (3):",
+        "  User (user) · 2 memories in 1 session",
+        "  Berlin (place) · 2 memories in 1 session",  # the fact, and the turn that said it
+        "  Munich (place) · 1 memory in 1 session",
+        "relations (2):",
+        f"  User --home--> Berlin (2026-03-01 to 2026-04-02, ended) · {BERLIN}",
+        f"  User --home--> Munich (since 2026-04-02) · {MUNICH}",
+    ]
+    assert run(container, "entity", "--user", "ann", "user") == 0
+    assert capsys.readouterr().out.splitlines()[1:4] == [
+        "facts (2):",
+        f"  home: Berlin (2026-03-01 to 2026-04-02, ended) · {BERLIN}",
+        f"  home: Munich (2026-04-02) · {MUNICH}",
+    ]
+    assert run(container, "entity", "--user", "ann", "berlin", "--as-of", "2026-04-01") == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"  User --home--> Berlin (since 2026-03-01) · {BERLIN}"
+    )
+    assert run(container, "graph", "--user", "ann", "--json") == 0
+    found = json.loads(capsys.readouterr().out)
+    assert [e["turns"] for e in found["edges"]] == [[f"m-{BERLIN}", f"m-{BERLIN_SAID}"],
+                                                    [f"m-{MUNICH}"]]
+
+
+def test_a_graph_of_nothing_says_so_and_bad_input_is_one_line(
+    container: Container, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(container, "graph", "--user", "nobody") == 0
+    assert capsys.readouterr().out == "no entities now: nothing named yet\n"
+    assert run(container, "entity", "--user", "ann", "Ana") == 0
+    assert capsys.readouterr().out == "no entity named 'Ana' now\n"
+    for name in ("", "   ", "x" * 201):
+        assert run(container, "entity", "--user", "ann", name) == 2
+        said = capsys.readouterr()
+        assert said.out == "" and said.err == (
+            "error: name must name an entity, e.g. 'Ana' or 'User's sister'\n"
+        )

@@ -166,8 +166,11 @@ def test_a_search_without_a_broker_answers_and_says_in_one_line_it_was_not_count
         (["profile", "--user", "ann", "--as-of", "yesterday"], ["--as-of", "not an ISO 8601 time"]),
         (["profile", "--user", "ann", "--subject", ""], ["error: subject", "'User'"]),
         (["profile", "--subject", "User"], ["--user"]),
+        (["graph", "--user", "ann", "--as-of", "yesterday"], ["--as-of", "not an ISO 8601 time"]),
+        (["entity", "--user", "ann", ""], ["error: name", "'Ana'"]),
+        (["entity", "Ana"], ["--user"]),
     ],
-    ids=["as-of", "subject", "no user"],
+    ids=["as-of", "subject", "no user", "graph as-of", "entity name", "entity no user"],
 )
 def test_a_profile_asked_wrong_is_one_line(
     no_broker: Path, argv: list[str], words: list[str]

@@ -126,6 +126,13 @@ async def beliefs(client: AsyncMemoryClient, cy: str, ann: str) -> dict[str, Any
         ),
         "profile of User": await client.profile(user_id=cy, subject="user"),
         "no profile": await client.profile(user_id=ann),
+        "graph": await client.graph(user_id=cy),
+        "graph before": await client.graph(
+            user_id=cy, as_of=datetime(2026, 4, 1, 9, 0, tzinfo=UTC)
+        ),
+        "entity": await client.entity("munich", user_id=cy),
+        "no entity": await client.entity("Ana", user_id=cy),
+        "no graph": await client.graph(user_id=ann),
         "search": await client.search("where does the user live", user_id=cy, limit=5),
         "outdated": await client.get(BERLIN_SAID, user_id=cy),
         "all": await client.get_all(user_id=cy, include_inactive=True),
@@ -167,6 +174,17 @@ async def test_both_clients_follow_a_changed_fact_alike(pair: Pair) -> None:
     ]
     assert local["profile of User"]["subjects"] == local["profile"]["subjects"]
     assert local["no profile"]["subjects"] == []
+    # The graph: an ended edge to Berlin and a current one to Munich; Berlin before the move.
+    homes = [(e["target"], e["holds"], e["valid_until"])
+             for e in local["graph"]["edges"] if e["relation"] == "home"]
+    assert homes == [("Berlin", False, moved), ("Munich", True, None)]
+    assert [(e["target"], e["holds"]) for e in local["graph before"]["edges"]
+            if e["relation"] == "home"] == [("Berlin", True)]
+    found = local["entity"]
+    assert found["entity"] is not None and found["entity"]["name"] == "Munich"
+    assert (found["neighbours"], found["edges"][0]["turns"]) == (["User"], [f"m-{MUNICH}"])
+    assert local["no entity"]["entity"] is None
+    assert (local["no graph"]["nodes"], local["no graph"]["edges"]) == ([], [])
     # The episode that said Berlin is found, marked, below what replaced it.
     hits = {hit["memory_id"]: hit for hit in local["search"]}
     order = [hit["memory_id"] for hit in local["search"]]
@@ -232,6 +250,11 @@ async def test_both_clients_fail_alike(pair: Pair, kind: str) -> None:
             await client.profile(user_id=ann, subject=subject)
     with pytest.raises(ValueError):
         await client.profile(user_id=ann, as_of=datetime(2026, 4, 1))
+    for name in ("", "   ", "x" * 201):
+        with pytest.raises(ValueError):
+            await client.entity(name, user_id=ann)
+    with pytest.raises(ValueError):
+        await client.graph(user_id=ann, as_of=datetime(2026, 4, 1))
     # No worker runs here.
     with pytest.raises(WorkerUnreachable):
         await client.session_context("trip", user_id=ann)

@@ -184,6 +184,7 @@ async def test_the_tools_are_listed_with_schemas_and_descriptions_an_llm_can_use
         "memory_history": {"memory_id"},
         "memory_timeline": {"about"},
         "memory_profile": set(),
+        "memory_entity": {"name"},
         "session_context": {"session_id"},
         "memory_context": {"message"},
     }
@@ -216,6 +217,9 @@ async def test_the_tools_are_listed_with_schemas_and_descriptions_an_llm_can_use
     assert "date-time" in str(profile.input_schema["properties"]["as_of"])
     assert profile.input_schema["properties"]["subject"]["anyOf"][0]["maxLength"] == 200
     assert "claims" in profile.output_schema["properties"]  # type: ignore[index]
+    entity = listed["memory_entity"]
+    assert entity.input_schema["properties"]["name"]["maxLength"] == 200
+    assert {"facts", "relations", "aliases"} <= set(entity.output_schema["properties"])  # type: ignore[index]
 
 
 # --- every tool, for the caller's own user ----------------------------------------------------
@@ -424,6 +428,39 @@ async def test_the_profile_holds_the_new_value_and_is_the_callers_own(world: Wor
     )
     for arguments in ({"subject": ""}, {"subject": "x" * 201}, {"as_of": "2026-04-01T09:00"}):
         message = error(await call(acme, "memory_profile", {"user_id": "alice", **arguments}))
+        assert "acme:" not in message and len(message) < 2000
+
+
+async def test_an_entity_has_its_facts_and_relations_and_is_the_callers_own(
+    world: World,
+) -> None:
+    await project(world.index, world.publisher, "t.memories", moved_home("acme:alice"))
+    acme, moved = world.server(ACME_ALL), MOVED_AT.isoformat()
+    user = answer(await call(acme, "memory_entity", {"user_id": "alice", "name": "user"}))
+    assert (user["found"], user["name"], user["kind"], user["note"]) == (
+        True, "User", "user", None
+    )
+    assert [(f["value"], f["holds"], f["valid_until"]) for f in user["facts"]] == [
+        ("Berlin", False, moved), ("Munich", True, None)
+    ]
+    assert user["neighbours"] == ["Berlin", "Munich"]
+    assert [(r["target"], r["turns"]) for r in user["relations"]] == [
+        ("Berlin", [f"m-{BERLIN}", f"m-{BERLIN_SAID}"]), ("Munich", [f"m-{MUNICH}"])
+    ]
+    before = answer(await call(
+        acme, "memory_entity",
+        {"user_id": "alice", "name": "MUNICH", "as_of": "2026-04-01T09:00:00Z"},
+    ))
+    assert before["found"] is False and "another of its names" in before["note"]
+    for server, who in ((world.server(BETA_ALL), "alice"), (acme, "bob")):
+        none = answer(await call(server, "memory_entity", {"user_id": who, "name": "Munich"}))
+        assert none["found"] is False and none["relations"] == []
+    assert "may not act for that user" in error(await call(
+        world.server(ACME_ALICE_READ), "memory_entity", {"user_id": "bob", "name": "Munich"}
+    ))
+    for arguments in ({"name": ""}, {"name": "x" * 201}, {"name": "   "},
+                      {"name": "Munich", "as_of": "2026-04-01T09:00"}):
+        message = error(await call(acme, "memory_entity", {"user_id": "alice", **arguments}))
         assert "acme:" not in message and len(message) < 2000
 
 
@@ -747,6 +784,7 @@ _ARGUMENTS = {
     "memory_profile": st.fixed_dictionaries({}, optional={
         "subject": st.one_of(st.none(), hostile_text), "as_of": _time,
     }),
+    "memory_entity": st.fixed_dictionaries({"name": hostile_text}, optional={"as_of": _time}),
     "session_context": st.fixed_dictionaries(
         {"session_id": hostile_text}, optional={"token_budget": st.integers(1, 5000)}
     ),
