@@ -95,6 +95,8 @@ class MemoryDecider:
     #: Memories this decider superseded, with the event time of the supersession (the
     #: projection may still show them as active).
     _gone: dict[str, datetime] = field(default_factory=dict)
+    #: Claims this decider superseded: what replaced each, and when it ended (event time).
+    _ends: dict[str, tuple[str, datetime]] = field(default_factory=dict)
     #: Memories held in ``_recent`` over all users.
     _recent_total: int = 0
     #: Claims this decider added recently (the projector's lag), with their statements.
@@ -252,12 +254,17 @@ class MemoryDecider:
                     made[index] = event.memory_id
                 elif isinstance(event, MemorySuperseded):
                     superseded.add(event.memory_id)
+                    self._ends[event.memory_id] = (
+                        event.superseded_by, event.valid_until or event.occurred_at
+                    )
         if beliefs:
             events = self._with_statements(recorded, events, beliefs, made, stated)
         self._remember(user, [(known, vector, moment) for known, vector in added])
         self._gone.update(dict.fromkeys(superseded, moment))
         while len(self._gone) > self.gone_kept:  # the oldest first: the projection has them
             del self._gone[next(iter(self._gone))]
+        while len(self._ends) > self.gone_kept:
+            del self._ends[next(iter(self._ends))]
         return events
 
     def _claim_decisions(
@@ -377,6 +384,15 @@ class MemoryDecider:
         for index, decision in beliefs.items():
             if decision.kind == "same" and decision.target is not None and statements[index]:
                 self._claims.stated_again(recorded.user_id, decision.target, statements[index])
+                # Stated again in a session consolidated after the claim's end (log order is
+                # not event-time order): the end's decision could not know these statements,
+                # so they are marked here. A redelivered end, deciding when the projection
+                # holds them, marks them the same (same claim, successor and end).
+                end = self._end_of(recorded.user_id, decision.target)
+                if end is not None:
+                    outdated += self._outdated(
+                        recorded, statements[index], decision.target, *end, set()
+                    )
         return filled + list(dict.fromkeys(outdated))
 
     def _outdated(
@@ -403,6 +419,18 @@ class MemoryDecider:
             for memory_id in dict.fromkeys(statements)
             if memory_id not in keep
         ]
+
+    def _end_of(self, user_id: str, memory_id: str) -> tuple[str, datetime] | None:
+        """What replaced the claim of ``memory_id`` and when it ended, if it was superseded
+        (by this decider, or in the projection); None while it holds."""
+        end = self._ends.get(memory_id)
+        if end is not None:
+            return end
+        record = self.projection.get(user_id, memory_id)
+        if record is None or record.status != "superseded" or record.superseded_by is None:
+            return None
+        until = record.valid_until or record.ended_at
+        return None if until is None else (record.superseded_by, until)
 
     def _claim_start(self, user_id: str, memory_id: str) -> datetime | None:
         """When the claim of ``memory_id`` began (valid_from), as this decider knows it."""

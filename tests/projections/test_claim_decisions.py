@@ -254,3 +254,36 @@ def test_an_llm_operation_is_recorded_as_its_decision_and_a_made_up_one_as_the_r
     [by_rules] = [e for e in memory.decided(llm_extraction("c", 9, back, "User lives in Lisbon"))
                   if isinstance(e, MemorySuperseded)]
     assert (by_rules.memory_id, by_rules.decided_by) == (by_llm.superseded_by, "rules")
+
+
+
+def test_a_restatement_consolidated_after_the_end_is_marked_alike_on_a_redelivery(
+    tmp_path: Path, minilm: MiniLMOnnxEmbedder
+) -> None:
+    memory = Memory(tmp_path, minilm)
+    sessions = [
+        (0, "My budget is 1,500 euros."),
+        (30, "The budget went up to 2,000 euros."),
+        # Said before the change, consolidated after it (log order is not event-time order).
+        (20, "Remember, my budget is 1,500 euros."),
+    ]
+    for day, text in sessions:
+        memory.session(day, text)
+
+    def view() -> dict[str, tuple[object, ...]]:
+        return {
+            r.memory_id: (r.status, r.superseded_by, r.valid_until, r.ended_claims, r.stated_in)
+            for r in memory.projection.list_memories(memory.user, include_inactive=True)
+        }
+
+    before = view()
+    # The late restatement's episode states a claim that had ended: it is marked so.
+    restated = [r for r in memory.projection.list_memories(memory.user)
+                if r.memory_type == "episode" and "Remember" in r.content]
+    assert restated and all(r.ended_claims and r.superseded_by for r in restated)
+    # A restarted worker gets the last two requests again, after the projection applied
+    # them (it now holds the restatement when it decides the change): the same memories.
+    memory.decider = MemoryDecider(memory.projection, minilm)
+    for day, text in sessions[1:]:
+        memory.session(day, text)
+    assert view() == before
