@@ -365,8 +365,8 @@ async def _read_partitions(
     consumer = AIOKafkaConsumer(
         bootstrap_servers=settings.broker, enable_auto_commit=False, auto_offset_reset="earliest"
     )
-    await consumer.start()
-    try:
+    try:  # stopped below even when the start fails: no leak
+        await consumer.start()
         tps = await topic_partitions(consumer, topic)
         if not tps:
             return

@@ -169,8 +169,8 @@ async def _rebuild(
     consumer = AIOKafkaConsumer(
         bootstrap_servers=settings.broker, enable_auto_commit=False, auto_offset_reset="earliest"
     )
-    await consumer.start()
-    try:
+    try:  # stopped below even when the start fails: no leak
+        await consumer.start()
         partitions = await assigned_partitions(consumer, topics.memories, timeout_s=10)
         partitions += await assigned_partitions(consumer, topics.accesses, timeout_s=10)
         starts, shortfalls = await start_positions(settings, projection, partitions)

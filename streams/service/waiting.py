@@ -130,16 +130,20 @@ class ConsolidationWatch:
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.settings.broker, enable_auto_commit=False
         )
-        await consumer.start()
         self._consumer = consumer
-        chosen = []
-        for topic in (self.topics.consolidation, self.topics.memories):
-            tp = await key_topic_partition(consumer, topic, self.user_id.encode())
-            if tp is None:
-                raise LookupError(f"the topic {topic} does not exist: is a worker running?")
-            chosen.append(tp)
-        self._consolidation, self._memories = chosen
-        ends = await true_end_offsets(self.settings.broker, chosen)
+        try:  # a failed open stops the consumer (it may have started): no leak
+            await consumer.start()
+            chosen = []
+            for topic in (self.topics.consolidation, self.topics.memories):
+                tp = await key_topic_partition(consumer, topic, self.user_id.encode())
+                if tp is None:
+                    raise LookupError(f"the topic {topic} does not exist: is a worker running?")
+                chosen.append(tp)
+            self._consolidation, self._memories = chosen
+            ends = await true_end_offsets(self.settings.broker, chosen)
+        except BaseException:
+            await self.close()
+            raise
         consumer.assign(chosen)
         for tp in chosen:
             consumer.seek(tp, ends[tp])
