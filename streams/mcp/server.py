@@ -35,6 +35,7 @@ from memstream.streams.api.auth import ApiKey, Refused
 from memstream.streams.api.deps import API_KEY_STATE
 from memstream.streams.kafka.logid import LogLost
 from memstream.streams.mcp.entities import EntityAnswer, entity_answer
+from memstream.streams.mcp.errors import OneLineErrors
 from memstream.streams.mcp.results import (
     AddAnswer,
     DeleteAnswer,
@@ -159,7 +160,7 @@ def create_mcp_server(
     """
     settings = service.settings
     limits = limits or Limits(settings.mcp_max_result_chars, settings.mcp_max_memory_chars)
-    server = MCPServer(
+    server = OneLineErrors(
         "memstream",
         title="memstream memory",
         description="Event-sourced long-term memory for LLM agents.",
