@@ -367,7 +367,18 @@ async def erase(
         # The key first: from here on no process can read (or project) the user's sealed
         # records, so none can slip in after the erasure event is applied.
         receipt.removed["keys destroyed"] = keystore_from_settings(settings).destroy(user_id)
-        mark = await publish_erasure(settings, user_id, receipt.erasure_id, reason)
+        try:
+            mark = await publish_erasure(settings, user_id, receipt.erasure_id, reason)
+        except Exception:
+            # The log is unreadable for the user now, but the projections learn of the
+            # erasure only from its event: an erasure run again publishes it (the key is
+            # destroyed once; destroying it again is a no-op).
+            log.warning(
+                "erasure of %s: the key is destroyed but the erasure event was not published, "
+                "so the memory table and sessions still hold the user's rows: run the erasure "
+                "again once the broker answers", user_id,
+            )
+            raise
         receipt.removed["erasure events published"] = len(mark.positions)
         if not worker_running:
             # No projector writes the live table: clean it here, with every other table.
