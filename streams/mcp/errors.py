@@ -30,6 +30,11 @@ def one_line(tool: str, error: ValidationError) -> str:
     ...     print(one_line("search_memories", exc))
     search_memories: limit: Input should be a valid integer, unable to parse string as an integer (got 'many'); see the tool's input schema
     """
+    return f"{tool}: {reasons(error)}; see the tool's input schema"
+
+
+def reasons(error: ValidationError) -> str:
+    """Each field of ``error`` with its reason and the value given, on one line."""
     said = []
     for problem in error.errors(include_url=False):
         field = ".".join(str(part) for part in problem["loc"]) or "arguments"
@@ -40,7 +45,7 @@ def one_line(tool: str, error: ValidationError) -> str:
         given = given if len(given) <= _SHOWN else given[: _SHOWN - 1] + "…"
         reason = " ".join(str(problem["msg"]).split())
         said.append(f"{field}: {reason} (got {given})")
-    return f"{tool}: {'; '.join(said)}; see the tool's input schema"
+    return "; ".join(said)
 
 
 class OneLineErrors(MCPServer):

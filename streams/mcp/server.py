@@ -26,7 +26,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memstream.models.events.envelope import Identifier, UtcInstant
 from memstream.models.events.memory import MemoryType
@@ -35,7 +35,7 @@ from memstream.streams.api.auth import ApiKey, Refused
 from memstream.streams.api.deps import API_KEY_STATE
 from memstream.streams.kafka.logid import LogLost
 from memstream.streams.mcp.entities import EntityAnswer, entity_answer
-from memstream.streams.mcp.errors import OneLineErrors
+from memstream.streams.mcp.errors import OneLineErrors, reasons
 from memstream.streams.mcp.results import (
     AddAnswer,
     DeleteAnswer,
@@ -114,7 +114,7 @@ class ChatMessage(BaseModel):
     )
     content: str = Field(max_length=100_000, description="What was said.")
     name: str | None = Field(
-        None, max_length=512, description="The speaker's name, when several people talk."
+        None, min_length=1, max_length=512, description="The speaker's name, when several people talk."
     )
 
 
@@ -128,7 +128,8 @@ class _Caller:
 
     def refusal(self, exc: BaseException) -> ToolError:
         """A tool error with the service's reason, naming the caller's own user id."""
-        return ToolError(str(exc).replace(self.namespaced, self.user_id))
+        said = reasons(exc) if isinstance(exc, ValidationError) else str(exc)
+        return ToolError(said.replace(self.namespaced, self.user_id))
 
 
 def create_mcp_server(
