@@ -309,7 +309,10 @@ class MemoryDecider:
             claim = record.claim
             if claim is not None and not self._ended_before(record.memory_id, moment):
                 book.add(record.memory_id, claim)
-                stated[record.memory_id] = record.stated_in
+                # With the statements announced since that the projector may not hold yet.
+                stated[record.memory_id] = tuple(dict.fromkeys(
+                    (*record.stated_in, *self._claims.stated_in(user_id, record.memory_id))
+                ))
         for memory_id, (claim, created, statements) in self._claims.of(user_id).items():
             if created < moment and not self._ended_before(memory_id, moment):
                 book.add(memory_id, claim)

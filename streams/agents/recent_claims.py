@@ -21,7 +21,11 @@ class RecentClaims:
     def __init__(self, kept: int = 20_000) -> None:
         self.kept = kept
         self._by_user: dict[str, dict[str, tuple[Claim, datetime, tuple[str, ...]]]] = {}
+        #: Per user: memories this decider announced as stating a claim it did not add (one
+        #: an earlier worker added): the projection may not hold those statements yet.
+        self._stated: dict[str, dict[str, tuple[str, ...]]] = {}
         self._total = 0
+        self._stated_total = 0
 
     def of(self, user_id: str) -> dict[str, tuple[Claim, datetime, tuple[str, ...]]]:
         """The user's recent claims: memory id -> (claim, event time, stated in)."""
@@ -40,13 +44,26 @@ class RecentClaims:
             self._total -= len(self._by_user.pop(next(iter(self._by_user))))
 
     def stated_again(self, user_id: str, memory_id: str, stated_in: tuple[str, ...]) -> None:
-        """Remember more memories stating a recent claim (a reinforcement's)."""
+        """Remember more memories stating a claim (a reinforcement's): a recent claim's, or
+        one this decider did not add (after a restart, the claims of the worker before)."""
         known = self._by_user.get(user_id, {}).get(memory_id)
         if known is not None:
             claim, moment, before = known
             self._by_user[user_id][memory_id] = (
                 claim, moment, tuple(dict.fromkeys((*before, *stated_in)))
             )
+            return
+        stated = self._stated.pop(user_id, {})
+        before = stated.get(memory_id, ())
+        self._stated_total += memory_id not in stated
+        stated[memory_id] = tuple(dict.fromkeys((*before, *stated_in)))
+        self._stated[user_id] = stated
+        while self._stated_total > self.kept and len(self._stated) > 1:
+            self._stated_total -= len(self._stated.pop(next(iter(self._stated))))
+
+    def stated_in(self, user_id: str, memory_id: str) -> tuple[str, ...]:
+        """The memories this decider announced as stating a claim it did not add."""
+        return self._stated.get(user_id, {}).get(memory_id, ())
 
 
 def holds(claim: Claim, moment: datetime) -> bool:

@@ -287,3 +287,26 @@ def test_a_restatement_consolidated_after_the_end_is_marked_alike_on_a_redeliver
     for day, text in sessions[1:]:
         memory.session(day, text)
     assert view() == before
+
+
+def test_a_restatement_the_projector_has_not_applied_is_ended_by_a_restarted_decider_too(
+    tmp_path: Path, minilm: MiniLMOnnxEmbedder
+) -> None:
+    def ended_statements(restart: bool, directory: Path) -> set[str]:
+        memory = Memory(directory, minilm)
+        memory.session(0, "My budget is 1,500 euros.")
+        if restart:  # a new worker: the claim was made by the one before it
+            memory.decider = MemoryDecider(memory.projection, minilm)
+        # The restatement is decided, but the projector has not applied it yet.
+        apply, memory.projection.apply = memory.projection.apply, lambda batch: None
+        restated = memory.session(10, "Remember, my budget is 1,500 euros.")
+        memory.projection.apply = apply
+        made = memory.session(30, "The budget went up to 2,000 euros.")
+        episodes = {e.memory_id for e in restated
+                    if isinstance(e, MemoryAdded) and e.memory_type == "episode"}
+        assert episodes
+        return {e.memory_id for e in made if isinstance(e, MemoryOutdated)} & episodes
+
+    uncrashed = ended_statements(False, tmp_path / "uncrashed")
+    assert uncrashed
+    assert ended_statements(True, tmp_path / "restarted") == uncrashed
