@@ -6,7 +6,7 @@ scans of the tier keeper and of forgetting. Every user-facing read is scoped to 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -367,7 +367,7 @@ class MemoryReader(TableConnection):
     ) -> list[tuple[str, MemoryRecord]]:
         """Active short-term memories (episodes excepted: they are the raw record and stay)
         learned more than ``ttl`` before ``now``, with their user ids: due to expire."""
-        horizon = (now - ttl).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
+        horizon = _sql_time(now - ttl)
         return self._short_term(
             f"memory_type != 'episode' AND learned_at < timestamp '{horizon}'", limit
         )

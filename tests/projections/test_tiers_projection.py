@@ -312,3 +312,11 @@ async def test_the_keeper_seals_before_publishing_and_drops_an_erased_users_even
     assert keys.key_for("alice", create=False) is None
     # Not decided again every scan while the erasure is applied.
     assert "m-tea" in keeper.in_flight and await keeper.scan() == []
+
+
+def test_a_clock_before_the_year_1000_finds_nothing_due_instead_of_failing(
+    projection: MemoryProjection,
+) -> None:
+    seed(projection)
+    early = datetime(999, 12, 31, tzinfo=UTC)
+    assert projection.short_term_due(early + TTL, TTL) == []
