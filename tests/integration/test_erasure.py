@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pyarrow.parquet as pq
 import pytest
+from aiokafka.errors import KafkaConnectionError
 from chat import conversation
 from harness import archive_caught_up, cli, publish_unchecked, wait_for
 
@@ -21,6 +23,7 @@ from memstream.streams.client import MemoryClient
 from memstream.streams.kafka.broker import free_port
 from memstream.streams.kafka.logreader import read_topic
 from memstream.streams.keys.store import keystore_from_settings
+from memstream.streams.operations import erasure
 from memstream.streams.operations.rebuild_sessions import fold_chat_topic, live_sessions
 from memstream.streams.operations.replay import rebuild_memories
 from memstream.streams.service.chat_events import publish_events
@@ -96,6 +99,21 @@ def test_erasure_leaves_no_trace_of_the_user_in_any_store(
         # The search can see a marker where one is: LanceDB keeps contents readable.
         assert any("lancedb" in str(path) for path in before), before
         assert topics_with_markers(settings) == {}  # sealed on the way into the log
+
+        # The broker fails between the key's destruction and the erasure event: the user is
+        # told the projections still hold the rows and that running the erasure again ends it.
+        publish = erasure.publish_erasure
+
+        async def broker_gone(*args: object, **kwargs: object) -> NoReturn:
+            raise KafkaConnectionError("Unable to bootstrap from the broker")
+
+        monkeypatch.setattr(erasure, "publish_erasure", broker_gone)
+        assert cli(settings, monkeypatch, "erase", "--user", "zed") == 1
+        said = capsys.readouterr().err
+        assert "still hold the user's rows" in said and "run the erasure again" in said, said
+        assert "Traceback" not in said
+        assert projection.list_memories("zed")
+        monkeypatch.setattr(erasure, "publish_erasure", publish)
 
         assert cli(settings, monkeypatch, "erase", "--user", "zed") == 0
         receipt = capsys.readouterr().out
