@@ -342,7 +342,14 @@ class MemoryDecider:
             )
             for index in beliefs
         }
-        by_memory = {made[i]: statements[i] for i in beliefs if i in made}
+        # A claim said twice in the span is one memory (added, then reinforced): it is
+        # stated by what states either (not by the last one's alone), in the log too.
+        by_memory: dict[str, tuple[str, ...]] = {}
+        for i in beliefs:
+            if i in made:
+                by_memory[made[i]] = tuple(
+                    dict.fromkeys((*by_memory.get(made[i], ()), *statements[i]))
+                )
         # And the other way: the claims each episode or summary states.
         states: dict[str, list[str]] = {}
         for claim_id, stating in by_memory.items():

@@ -310,3 +310,22 @@ def test_a_restatement_the_projector_has_not_applied_is_ended_by_a_restarted_dec
     uncrashed = ended_statements(False, tmp_path / "uncrashed")
     assert uncrashed
     assert ended_statements(True, tmp_path / "restarted") == uncrashed
+
+
+def test_a_claim_said_twice_in_a_span_names_its_statements_in_the_log_for_a_restarted_decider(
+    tmp_path: Path, minilm: MiniLMOnnxEmbedder
+) -> None:
+    def ended_statements(restart: bool, directory: Path) -> set[str]:
+        memory = Memory(directory, minilm)
+        said = memory.session(0, "My budget is about 1500 euros.", "My budget is about 1500 euros.")
+        [claim] = [e for e in said if isinstance(e, MemoryAdded) and e.claim is not None]
+        # The log itself says what states the claim, not only the decider's memory of it.
+        assert claim.stated_in
+        if restart:
+            memory.decider = MemoryDecider(memory.projection, minilm)
+        made = memory.session(3, "My budget is about 2000 euros.")
+        return {e.memory_id for e in made if isinstance(e, MemoryOutdated)}
+
+    uncrashed = ended_statements(False, tmp_path / "uncrashed")
+    assert uncrashed
+    assert ended_statements(True, tmp_path / "restarted") == uncrashed
