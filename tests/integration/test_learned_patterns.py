@@ -1,7 +1,7 @@
 """Learned patterns through the real broker and worker: three sessions with the same request
 and tool make pattern memories with their evidence; a fourth session supersedes them with new
 versions; after a worker restart a fifth still counts the earlier four (the learner's counts
-are folded again from the log)."""
+are folded again from the log); a table rebuilt from the log holds the same patterns."""
 
 from __future__ import annotations
 
@@ -11,15 +11,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from chat import conversation
-from harness import wait_for
+from harness import wait_for, wait_until_projected
 
 from memstream.models.events.chat import ToolCalled
 from memstream.models.events.envelope import Event
 from memstream.models.settings import Settings
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import MemoryRecord, PartitionedMemories
+from memstream.projections.shadow import shadow_name
 from memstream.streams.kafka.broker import free_port
+from memstream.streams.operations.replay import memories_fingerprint, rebuild_memories
 from memstream.streams.service.chat_events import publish_events
+from memstream.streams.service.patterns import learned_patterns
 from memstream.streams.worker.process import WorkerProcess
 
 MONDAY = datetime(2026, 3, 2, 8, 10, tzinfo=UTC)
@@ -100,8 +103,10 @@ def test_repeated_requests_and_tools_become_patterns_that_survive_a_restart(
 
         asyncio.run(publish_events(settings, session("pat", 3)))
         newer = wait_for_pattern(projection, "pat", "uses the tool web_search (4 sessions)")
-        old = projection.get("pat", tool.memory_id)
-        assert old is not None and old.status == "superseded"
+        old = wait_for(lambda: projection.get("pat", tool.memory_id), "the old version ended",
+                       60, until=lambda found: found is not None and found.status != "active",
+                       interval_s=0.5)
+        assert old.status == "superseded"
         assert old.superseded_by == newer.memory_id
         wait_for(lambda: set(patterns_of(projection, "pat")), "six patterns at 4 sessions", 60,
                  until=lambda seen: seen == {c.replace("(3", "(4") for c in learned},
@@ -113,6 +118,22 @@ def test_repeated_requests_and_tools_become_patterns_that_survive_a_restart(
         asyncio.run(publish_events(settings, session("pat", 4)))
         fifth = wait_for_pattern(projection, "pat", "uses the tool web_search (5 sessions)")
         assert json.loads(fifth.context)["sessions"] == ["s0", "s1", "s2", "s3", "s4"]
+        wait_until_projected(settings, projection)
         assert worker.stop() == 0
     everything = patterns_of(projection, "pat", inactive=True)
     assert sum(c.startswith("uses the tool web_search") for c in everything) == 3
+
+    # Replay: a table rebuilt from the log holds the same patterns (now, and as they stood
+    # after the fourth session), and the same rows as the live one.
+    moments = [None, MONDAY + timedelta(weeks=3, days=1)]
+    now = datetime(2026, 6, 1, tzinfo=UTC)
+    live = [learned_patterns(projection, "pat", settings, as_of=at, now=now) for at in moments]
+    assert [len(found["patterns"]) for found in live] == [6, 6]
+    assert {p["session_count"] for p in live[1]["patterns"]} == {4}
+    rebuilt, _, _ = asyncio.run(rebuild_memories(settings, shadow_name("memories-patterns")))
+    try:
+        assert [learned_patterns(rebuilt, "pat", settings, as_of=at, now=now)
+                for at in moments] == live
+        assert memories_fingerprint(rebuilt) == memories_fingerprint(projection)
+    finally:
+        rebuilt.drop()
