@@ -252,6 +252,12 @@ class ExtractionAgent:
         key_ids = [decided[id(m)][1] for m in messages for _ in decided[id(m)][0]]
         await self.publish_learned(events, key_ids)
 
+    def forget_erased(self, message: Any) -> None:
+        """An erased user's span: the learner drops what it held of the user (the words of
+        their requests), as every projection does."""
+        if self.learner is not None and isinstance(message.key, bytes):
+            self.learner.forget([message.key.decode("utf-8", "surrogatepass")])
+
     async def learned(self, recorded: ExtractionRecorded) -> list[Event]:
         """The pattern events ``recorded`` causes (see :class:`PatternLearner`)."""
         return [] if self.learner is None else await self.learner.learn(recorded)
@@ -282,6 +288,7 @@ class ExtractionAgent:
         )
         if opened is None:
             log.info("extraction: a span of an erased user skipped")
+            self.forget_erased(message)
             return None
         request, key_id = opened
         assert isinstance(request, ConsolidationRequested)
@@ -311,6 +318,7 @@ class ExtractionAgent:
         )
         if opened is None:
             log.info("extraction: a span of an erased user skipped")
+            self.forget_erased(message)
             return
         request, key_id = opened
         assert isinstance(request, ConsolidationRequested)

@@ -37,19 +37,19 @@ from memstream.models.patterns import (
 from memstream.models.settings import Settings
 from memstream.models.topics import MEMORIES_TOPIC_TYPES, Topics
 from memstream.streams.agents.decoding import decode_opened
-from memstream.streams.kafka.logreader import read_topic
+from memstream.streams.kafka.logreader import key_partition, read_topic
 from memstream.streams.keys.store import KeyStore
 
-__all__ = ["PATTERN_EXTRACTOR", "PatternLearner", "observe_request", "pattern_events",
-           "recorded_observations"]
+__all__ = ["PATTERN_EXTRACTOR", "PatternLearner", "observe_request", "partition_of_user",
+           "pattern_events", "recorded_observations"]
 
 log = logging.getLogger(__name__)
 
 #: The ``extractor`` of a pattern memory: the learner, not a model.
 PATTERN_EXTRACTOR = "patterns/1"
 
-#: Loads the observations recorded for one user, in log order.
-HistoryLoader = Callable[[str], Awaitable[list[SpanObservation]]]
+#: Loads the observations recorded on the partition of a user, by user, in log order.
+HistoryLoader = Callable[[str], Awaitable[dict[str, list[SpanObservation]]]]
 
 
 def observe_request(
@@ -124,35 +124,70 @@ class PatternLearner:
     Parameters
     ----------
     load_history
-        The observations recorded for a user so far (the memories topic, read by
-        :func:`recorded_observations`); called on a user's first span after a start or
-        :meth:`forget_all`.
+        The observations recorded on a user's partition of the memories topic, by user
+        (:func:`recorded_observations`); read once per partition after a start or
+        :meth:`forget_all`, so a restart costs a read of each partition, not one per user.
+    partition_of
+        The partition a user's records land on (every user of a loaded partition has a
+        book, empty for a user new since).
     max_users
-        Books held at once; the least recently used is dropped (and loaded again on need).
+        Books held at once; the least recently used is dropped, and its partition read
+        again on need.
     """
 
-    def __init__(self, load_history: HistoryLoader, *, max_users: int = 10_000) -> None:
+    def __init__(
+        self,
+        load_history: HistoryLoader,
+        partition_of: Callable[[str], int],
+        *,
+        max_users: int = 10_000,
+    ) -> None:
         self.load_history = load_history
+        self.partition_of = partition_of
         self.max_users = max_users
         self._books: OrderedDict[str, PatternBook] = OrderedDict()
+        self._loaded: set[int] = set()
+        #: Books dropped for room so far.
+        self._dropped = 0
 
     async def book(self, user_id: str) -> PatternBook:
         """The user's book, folded from the log on first need."""
         book = self._books.get(user_id)
-        if book is None:
-            book = PatternBook()
-            for observation in await self.load_history(user_id):
-                book = record(book, observation)
-            self._keep(user_id, book)
-        else:
+        if book is not None:
             self._books.move_to_end(user_id)
+            return book
+        partition = self.partition_of(user_id)
+        if partition in self._loaded:  # read since: a user new to it
+            book = PatternBook()
+            self._keep(user_id, book)
+            return book
+        folded: dict[str, PatternBook] = {}
+        for other, observations in (await self.load_history(user_id)).items():
+            if other in self._books:
+                continue  # learned here since the read began: the book holds more
+            found = PatternBook()
+            for observation in observations:
+                found = record(found, observation)
+            folded[other] = found
+        book = folded.pop(user_id, PatternBook())
+        dropped = self._dropped
+        for other, found in folded.items():
+            self._keep(other, found)
+        self._keep(user_id, book)
+        # Trusted only if no book was dropped for room meanwhile (it may be of this
+        # partition: the next need of it reads the partition again).
+        if self._dropped == dropped:
+            self._loaded.add(partition)
         return book
 
     def _keep(self, user_id: str, book: PatternBook) -> None:
         self._books[user_id] = book
         self._books.move_to_end(user_id)
         while len(self._books) > self.max_users:
-            self._books.popitem(last=False)
+            dropped, _ = self._books.popitem(last=False)
+            # Its book is gone: the partition must be read again before it is trusted.
+            self._loaded.discard(self.partition_of(dropped))
+            self._dropped += 1
 
     async def learn(self, recorded: ExtractionRecorded) -> list[Event]:
         """The pattern events ``recorded``'s observation causes (none without one), and the
@@ -165,27 +200,28 @@ class PatternLearner:
         return pattern_events(recorded, pattern_changes(before, after))
 
     def forget(self, user_ids: Iterable[str]) -> None:
-        """Drop these users' books (their events were not published): loaded again from
-        the log on their next span."""
+        """Drop these users' books (their events were not published, or they were erased):
+        their partitions are read again from the log on their next span."""
         for user_id in user_ids:
             self._books.pop(user_id, None)
+            self._loaded.discard(self.partition_of(user_id))
 
     def forget_all(self) -> None:
         """Drop every book (partitions were assigned: another worker may have learned)."""
         self._books.clear()
+        self._loaded.clear()
 
 
 def recorded_observations(settings: Settings, keys: KeyStore | None) -> HistoryLoader:
-    """A history loader reading the memories topic: the user's recorded extractions'
-    observations, in log order (the user's partition only)."""
+    """A history loader reading the memories topic: the recorded extractions' observations
+    of every user on the partition of the user asked for, in log order."""
     limits = EventLimits.from_settings(settings, derived=True)
     topic = Topics.from_settings(settings).memories
 
-    async def load(user_id: str) -> list[SpanObservation]:
-        found: list[SpanObservation] = []
-        for message in await read_topic(settings, topic, key=user_id.encode()):
-            if message.key != user_id.encode():
-                continue
+    async def load(user_id: str) -> dict[str, list[SpanObservation]]:
+        found: dict[str, list[SpanObservation]] = {}
+        key = user_id.encode("utf-8", "surrogatepass")
+        for message in await read_topic(settings, topic, key=key):
             try:
                 opened = decode_opened(message.value, message.key, MEMORIES_TOPIC_TYPES,
                                        limits, keys, now=worker_now(message))
@@ -193,7 +229,14 @@ def recorded_observations(settings: Settings, keys: KeyStore | None) -> HistoryL
                 continue
             event = None if opened is None else opened.event
             if isinstance(event, ExtractionRecorded) and event.observed is not None:
-                found.append(event.observed)
+                found.setdefault(event.user_id, []).append(event.observed)
         return found
 
     return load
+
+
+def partition_of_user(settings: Settings) -> Callable[[str], int]:
+    """The partition of the memories topic a user's records land on (the settings'
+    partition count, which every memstream topic has: see ``ensure_topics``)."""
+    partitions = range(settings.partitions)
+    return lambda user_id: key_partition(user_id.encode("utf-8", "surrogatepass"), partitions)
