@@ -85,6 +85,10 @@ _REQUEST_OPENERS = frozenset(
 _NOT_TOPICS = _COMMON_WORDS | _REQUEST_OPENERS | frozenset(
     ["ideas", "idea", "some", "good", "best", "few", "couple", "lot", "lots", "kind", "sort", "way", "ways", "recommendations", "suggestions", "options", "tips", "week", "weekend", "day", "time", "anything", "everything", "near", "around", "maybe", "again", "place", "places", "thing", "things"]
 )
+#: Words of a correction's text that never name what was corrected.
+_NOT_ATTRIBUTES = frozenset(
+    ["correction", "user", "user's", "said", "says", "lives", "live", "lived", "works", "work", "is", "was", "not"]
+)
 _WORD = re.compile(r"[^\W\d_][\w'-]*", re.UNICODE)
 
 
@@ -348,15 +352,30 @@ def corrected_attributes(
 ) -> list[tuple[str, str]]:
     """(event id, attribute) of each correction among ``candidates`` (memory type,
     content, the claim's attribute or None, source event ids): a ``correction`` memory, by
-    its claim's attribute or else its first content word after "Correction:"."""
+    its claim's attribute, else that of a claim the same turn states ("User lives in Porto":
+    home), else its first content word after "Correction:".
+
+    Examples
+    --------
+    >>> corrected_attributes([
+    ...     ("correction", "Correction: User lives in Porto, not Lisbon", None, ["m-1"]),
+    ...     ("fact", "User lives in Porto", "home", ["m-1"]),
+    ...     ("correction", 'Correction: User said "the meeting is in Berlin"', None, ["m-2"])])
+    [('m-1', 'home'), ('m-2', 'meeting')]
+    """
+    stated: dict[str, str] = {}
+    for memory_type, _, attribute, sources in candidates:
+        if attribute and memory_type != "correction":
+            for source in sources:
+                stated.setdefault(source, attribute)
     found = []
     for memory_type, content, attribute, sources in candidates:
         if memory_type != "correction" or not sources:
             continue
         words = [w for w in _WORD.findall(content.casefold())
-                 if w not in _NOT_TOPICS and w not in {"correction", "user", "user's"}]
-        name = attribute or (words[0] if words else "")
+                 if w not in _NOT_TOPICS and w not in _NOT_ATTRIBUTES]
+        by_turn = next((stated[s] for s in sources if s in stated), None)
+        name = attribute or by_turn or (words[0] if words else "")
         if name:
             found.append((min(sources), name))
     return found
-

@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
+from memstream.models.events.consolidation import ConsolidationRequested, TranscriptMessage
 from memstream.models.events.envelope import Event
 from memstream.models.events.memory import ExtractionRecorded, MemoryAdded, MemorySuperseded
-from memstream.models.patterns import SpanObservation, observe_span
-from memstream.streams.agents.patterns import PatternLearner
+from memstream.models.extraction import OfflineExtractor
+from memstream.models.patterns import PatternBook, SpanObservation, observe_span, patterns, record
+from memstream.streams.agents.patterns import PatternLearner, observe_request
 
 MONDAY = datetime(2026, 3, 2, 8, 15, tzinfo=UTC)
 
@@ -81,3 +83,19 @@ def test_a_span_delivered_again_emits_nothing_new() -> None:
     assert asyncio.run(learner.learn(spans[2])) == []
     learner.forget_all()
     assert asyncio.run(learner.learn(spans[1])) == []
+
+
+def test_a_correction_repeated_in_two_sessions_is_learned_by_what_it_corrects() -> None:
+    book = PatternBook()
+    for n, text in enumerate(["Actually, I live in Porto, not Lisbon.",
+                              "No, sorry, I live in Faro now, not Porto."]):
+        at = MONDAY + timedelta(days=n)
+        said = TranscriptMessage(event_id=f"m{n}", role="user", occurred_at=at, content=text)
+        request = ConsolidationRequested(
+            event_id=f"c{n}", user_id="ann", session_id=f"s{n}", occurred_at=at,
+            reason="session_closed", messages=(said,),
+        )
+        book = record(book, observe_request(request, OfflineExtractor().extract(request).candidates))
+    found = patterns(book)["correction:home"]
+    assert (found.content, found.event_ids) == ("corrects the home repeatedly (2 sessions)",
+                                                ("m0", "m1"))
