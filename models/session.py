@@ -27,7 +27,11 @@ from memstream.models.events.chat import (
     TaskSet,
     ToolCalled,
 )
-from memstream.models.events.consolidation import ConsolidationRequested, TranscriptMessage
+from memstream.models.events.consolidation import (
+    ConsolidationRequested,
+    ToolUse,
+    TranscriptMessage,
+)
 from memstream.models.events.envelope import Frozen, Identifier, Role, derived_id
 
 TokenCounter = Callable[[str], int]
@@ -475,7 +479,18 @@ def _consolidation(
             for m in messages
         ),
         session_started_at=state.started_at,
+        tools=_tools_used(state),
     )
+
+
+def _tools_used(state: SessionState) -> tuple[ToolUse, ...]:
+    """The tools the session called (of the calls the state keeps), each name once, by its
+    first call: what the pattern learner counts."""
+    first: dict[str, ToolUse] = {}
+    for call in state.tool_calls:
+        if call.name not in first:
+            first[call.name] = ToolUse(event_id=call.event_id, name=call.name)
+    return tuple(first.values())
 
 
 class WorkingContext(Frozen):

@@ -89,6 +89,10 @@ CANDIDATES_PER_SLOT = 2
 MAX_CANDIDATES = 200
 #: The types nearly every memory has: a search for all of them needs no type clause.
 BULK_TYPES = frozenset({"preference", "fact", "summary", "episode", "correction"})
+#: What a search without ``memory_types`` returns: every type but ``pattern`` (learned
+#: patterns say how the user behaves, not what they said: they are read with
+#: ``patterns()``, or a search naming the type, and never crowd a search's places).
+SEARCHED_TYPES = tuple(sorted(MEMORY_TYPES - {"pattern"}))
 #: ``session_id`` of the access event when the caller names no session.
 NO_SESSION = "-"
 #: Most ``superseded_by`` links followed from a stale hit to what holds now.
@@ -286,6 +290,8 @@ class Retriever:
         if not text:
             return []
         narrowed = replace(filters or SearchFilters(), include_inactive=False)
+        if narrowed.memory_types is None:
+            narrowed = replace(narrowed, memory_types=SEARCHED_TYPES)
         hits = self.projection.search(user_id, text, limit=limit, filters=narrowed)
         return self.current_first(user_id, rank(hits, self.weights, now), now, narrowed)[:limit]
 

@@ -20,10 +20,18 @@ class TranscriptMessage(Frozen):
     occurred_at: AwareDatetime
 
 
+class ToolUse(Frozen):
+    """A tool the agent called in the session (its name), with the event that called it."""
+
+    event_id: Identifier
+    name: Identifier
+
+
 class ConsolidationRequested(Event):
     """A span of a session's transcript is ready to be turned into memories."""
 
-    content_fields: ClassVar[tuple[str, ...]] = ("messages",)
+    #: A tool's name can be the user's own (see ``ToolCalled``): content too.
+    content_fields: ClassVar[tuple[str, ...]] = ("messages", "tools")
     type: Literal["consolidation_requested"] = "consolidation_requested"
     reason: Literal["session_closed", "evicted"]
     chunk: int = Field(0, ge=0)
@@ -31,3 +39,6 @@ class ConsolidationRequested(Event):
     attempt: int = Field(0, ge=0)
     messages: tuple[TranscriptMessage, ...]
     session_started_at: AwareDatetime | None = None
+    #: The tools the session called so far (the session state's last ones, each name once):
+    #: what the pattern learner counts (see :mod:`memstream.models.patterns`).
+    tools: tuple[ToolUse, ...] = ()

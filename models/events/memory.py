@@ -10,9 +10,12 @@ from pydantic import AwareDatetime, Field, StringConstraints
 
 from memstream.models.events.chat import UserErased
 from memstream.models.events.envelope import Event, Frozen, Identifier, Text
+from memstream.models.patterns import SpanObservation
 from memstream.models.vectors import MAX_PACKED_CHARS, PACKED_PATTERN
 
-MemoryType = Literal["preference", "fact", "summary", "episode", "correction", "entity"]
+MemoryType = Literal[
+    "preference", "fact", "summary", "episode", "correction", "entity", "pattern"
+]
 Tier = Literal["short_term", "long_term"]
 
 
@@ -83,7 +86,8 @@ class MemoryCandidate(Frozen):
 class ExtractionRecorded(Event):
     """What an extractor made of a consolidation request, recorded so replay never re-runs it."""
 
-    content_fields: ClassVar[tuple[str, ...]] = ("raw_response", "candidates")
+    #: The observation quotes the user's words (request topics, tool names).
+    content_fields: ClassVar[tuple[str, ...]] = ("raw_response", "candidates", "observed")
     type: Literal["extraction_recorded"] = "extraction_recorded"
     consolidation_event_id: Identifier
     extractor: Identifier
@@ -94,6 +98,9 @@ class ExtractionRecorded(Event):
     usage: TokenUsage | None = None
     latency_ms: float = Field(0, ge=0)
     candidates: tuple[MemoryCandidate, ...] = ()
+    #: What the span shows of the user's habits, counted by the pattern learner; None in
+    #: records made before it (see :mod:`memstream.models.patterns`).
+    observed: SpanObservation | None = None
 
 
 class ExtractionFailure(Event):

@@ -390,6 +390,46 @@ _REPORT_LIST: tuple[Report, ...] = (
         ),
         options=("limit",),
     ),
+    Report(
+        "patterns",
+        "Each user's learned patterns (tools, corrections, requests, hours, weekday) that "
+        "hold now: the sessions that show them out of those counted, their evidence events "
+        "and their decay score (as the decay report scores it).",
+        """
+        WITH m AS (
+            SELECT m.*, p.*,
+                greatest(epoch_us(p.now) - epoch_us(m.created_at), 0) / 86400e6 AS age_days
+            FROM memories m, _params p
+            WHERE m.memory_type = 'pattern' AND m.status = 'active'
+        ), s AS (
+            SELECT *, pow(0.5, age_days / half_life_days) AS recency,
+                least(ln(1 + greatest(access_count, 0)) / ln(1 + use_saturation), 1.0)
+                    AS use_score,
+                json_extract_string(context, '$.kind') AS kind,
+                json_extract_string(context, '$.pattern') AS pattern,
+                CAST(json_extract(context, '$.session_count') AS BIGINT) AS sessions,
+                CAST(json_extract(context, '$.sessions_seen') AS BIGINT) AS sessions_seen
+            FROM m
+        )
+        SELECT user_id, kind, pattern, content, sessions, sessions_seen,
+            CAST(len(source_event_ids) AS BIGINT) AS evidence_events, importance,
+            created_at AS learned_at, age_days, access_count,
+            CASE WHEN w_importance + w_recency + w_use > 0
+                THEN (w_importance * importance + w_recency * recency + w_use * use_score)
+                    / (w_importance + w_recency + w_use)
+                ELSE 0.0 END AS decay_score,
+            memory_id
+        FROM s ORDER BY user_id, kind, sessions DESC, pattern, memory_id""",
+        frozenset({"memories"}),
+        PlotSpec(
+            "bar",
+            "SELECT kind, count(*) AS patterns FROM result GROUP BY kind ORDER BY kind",
+            "kind",
+            ("patterns",),
+            "Learned patterns by kind",
+            "patterns that hold now",
+        ),
+    ),
 )
 
 #: Every named report, by name.

@@ -41,6 +41,11 @@ from memstream.streams.agents.boundary import (
 from memstream.streams.agents.consolidation import ExtractionAgent
 from memstream.streams.agents.decisions import MemoryDecider
 from memstream.streams.agents.ordering import InOrder, install_commit_guard
+from memstream.streams.agents.patterns import (
+    PatternLearner,
+    partition_of_user,
+    recorded_observations,
+)
 from memstream.streams.agents.publishing import topic_publisher
 from memstream.streams.agents.session import SessionAgent
 from memstream.streams.agents.session_table import IdleTracker, SessionStore
@@ -228,6 +233,9 @@ def create_app(
         order=InOrder("extraction", seek, topics.consolidation),
         watch=watch,
         progress=progress if "projector" in roles else None,
+        learner=PatternLearner(
+            recorded_observations(settings, keys), partition_of_user(settings)
+        ),
     )
 
     # The projector writes the partitions whose spans this worker decides (or whose chat it

@@ -28,6 +28,7 @@ from memstream.streams.agents.boundary import RecordBoundary
 from memstream.streams.agents.decisions import MemoryDecider
 from memstream.streams.agents.decoding import decode_opened
 from memstream.streams.agents.ordering import InOrder
+from memstream.streams.agents.patterns import PatternLearner, observe_request
 from memstream.streams.agents.publishing import Publish
 from memstream.streams.kafka.deadletters import DeadLetterSink
 from memstream.streams.kafka.logid import LogWatch
@@ -70,6 +71,7 @@ def record_extraction(
         usage=extraction.usage,
         latency_ms=round(latency_ms, 3),
         candidates=extraction.candidates,
+        observed=observe_request(request, extraction.candidates),
     )
 
 
@@ -133,6 +135,9 @@ class ExtractionAgent:
     progress
         The projector of this worker, waited for after each start or assignment (None: this
         worker runs no projector, nothing to wait for).
+    learner
+        Learns the user's patterns from each recorded extraction; their events go out
+        before the record (None: no patterns learned).
 
     Examples
     --------
@@ -154,6 +159,7 @@ class ExtractionAgent:
         order: InOrder,
         watch: LogWatch,
         progress: ProjectorProgress | None,
+        learner: PatternLearner | None = None,
     ) -> None:
         self.settings = settings
         self.extractor = extractor
@@ -166,6 +172,7 @@ class ExtractionAgent:
         self.order = order
         self.watch = watch
         self.progress = progress
+        self.learner = learner
         self.limits = EventLimits.from_settings(settings, derived=True)
         #: Monotonic times: the last start or partition assignment, and the last one the
         #: decider waited for the projector after.
@@ -229,7 +236,8 @@ class ExtractionAgent:
                 count=False,
             )
             if done and decisions is not None:
-                decided[id(message)] = ([recorded, *decisions], key_id)
+                learned = await self.learned(recorded)
+                decided[id(message)] = ([*learned, recorded, *decisions], key_id)
         await self.boundary.run_batch(
             [message for message, *_ in extracted if id(message) in decided],
             functools.partial(self.publish_decided, decided),
@@ -242,7 +250,27 @@ class ExtractionAgent:
         each sealed with its span's key; returns once the broker acknowledged them all."""
         events = [event for m in messages for event in decided[id(m)][0]]
         key_ids = [decided[id(m)][1] for m in messages for _ in decided[id(m)][0]]
-        await self.publish_memories(events, key_ids)
+        await self.publish_learned(events, key_ids)
+
+    def forget_erased(self, message: Any) -> None:
+        """An erased user's span: the learner drops what it held of the user (the words of
+        their requests), as every projection does."""
+        if self.learner is not None and isinstance(message.key, bytes):
+            self.learner.forget([message.key.decode("utf-8", "surrogatepass")])
+
+    async def learned(self, recorded: ExtractionRecorded) -> list[Event]:
+        """The pattern events ``recorded`` causes (see :class:`PatternLearner`)."""
+        return [] if self.learner is None else await self.learner.learn(recorded)
+
+    async def publish_learned(self, events: list[Event], key_ids: list[str | None]) -> None:
+        """Publish ``events``; if that fails, the learner forgets their users' books (it
+        counted spans the log does not hold), to fold them again from the log."""
+        try:
+            await self.publish_memories(events, key_ids)
+        except BaseException:
+            if self.learner is not None:
+                self.learner.forget({event.user_id for event in events})
+            raise
 
     async def extracted(
         self, message: Any
@@ -260,6 +288,7 @@ class ExtractionAgent:
         )
         if opened is None:
             log.info("extraction: a span of an erased user skipped")
+            self.forget_erased(message)
             return None
         request, key_id = opened
         assert isinstance(request, ConsolidationRequested)
@@ -289,6 +318,7 @@ class ExtractionAgent:
         )
         if opened is None:
             log.info("extraction: a span of an erased user skipped")
+            self.forget_erased(message)
             return
         request, key_id = opened
         assert isinstance(request, ConsolidationRequested)
@@ -316,8 +346,8 @@ class ExtractionAgent:
         await self.projection_holds_the_log()
         decisions = await asyncio.to_thread(self.memory_decider().decide, recorded)
         # Sealed with the span's key: if the user was erased meanwhile, none go out.
-        events = [recorded, *decisions]
-        await self.publish_memories(events, [key_id] * len(events))
+        events = [*await self.learned(recorded), recorded, *decisions]
+        await self.publish_learned(events, [key_id] * len(events))
 
     async def extraction_failed(
         self,
@@ -354,8 +384,12 @@ class ExtractionAgent:
         await self.request_consolidation([request], [key_id])
 
     async def note_assignment(self, sender: Any, *args: Any, **kwargs: Any) -> None:
-        """Receiver of partition assignments: the next decision waits for the projector."""
+        """Receiver of partition assignments: the next decision waits for the projector,
+        and the pattern books are folded again from the log (another worker may have had
+        these users meanwhile)."""
         self._assigned_at = time.monotonic()
+        if self.learner is not None:
+            self.learner.forget_all()
 
     async def projection_holds_the_log(self) -> None:
         """Once after each start or assignment: wait until the projector holds every memory

@@ -40,6 +40,8 @@ from memstream.streams.api.schemas import (
     GraphResponse,
     HistoryResponse,
     MemoryListResponse,
+    PatternsRequest,
+    PatternsResponse,
     ProfileRequest,
     ProfileResponse,
     SearchRequest,
@@ -204,6 +206,21 @@ async def graph(body: GraphRequest, key: Caller, service: ServiceDep) -> GraphRe
     except (ValueError, TypeError) as exc:
         raise unprocessable(exc, user_id, body.user_id) from None
     return GraphResponse(user_id=body.user_id, **found)
+
+
+@router.post("/memories/patterns", responses=ERRORS)
+async def patterns(body: PatternsRequest, key: Caller, service: ServiceDep) -> PatternsResponse:
+    """The user's learned patterns: what they usually ask about, the tools they use, the
+    corrections they repeat, the hours and weekday they are active. Each has its line
+    (``content``), key (``pattern``), evidence (``sessions``, ``event_ids``,
+    ``sessions_seen``), ``importance`` and ``decay`` score; ``as_of`` reads those that held
+    then. Searches leave patterns out."""
+    user_id = scoped_user(key, body.user_id)
+    try:
+        found = await service.memories.patterns(user_id=user_id, as_of=body.as_of)
+    except (ValueError, TypeError) as exc:
+        raise unprocessable(exc, user_id, body.user_id) from None
+    return PatternsResponse(user_id=body.user_id, **found)
 
 
 @router.get("/memories", responses=ERRORS)

@@ -24,6 +24,7 @@ from memstream.streams.service.results import (
     MemoryDict,
     MemoryHitDict,
     NodeDict,
+    PatternDict,
     ProfileSubjectDict,
     SourceEventDict,
     TimelineEntryDict,
@@ -49,6 +50,8 @@ __all__ = [
     "HistoryResponse",
     "MemoryListResponse",
     "MessageIn",
+    "PatternsRequest",
+    "PatternsResponse",
     "Problem",
     "ProfileRequest",
     "ProfileResponse",
@@ -223,6 +226,23 @@ class TimelineResponse(BaseModel):
     subject: str | None
     attribute: str | None
     entries: list[TimelineEntryDict]
+
+
+class PatternsRequest(_Request):
+    """A user's learned patterns: those that hold now, or at ``as_of``."""
+
+    user_id: UserId
+    as_of: UtcInstant | None = None
+
+
+class PatternsResponse(BaseModel):
+    """The user's learned patterns by kind (tool, correction, request, hours, weekday), then
+    sessions (most first): each with its line, key, evidence (sessions, events, every session
+    counted), importance and decay score."""
+
+    user_id: str
+    as_of: str | None
+    patterns: list[PatternDict]
 
 
 class ProfileRequest(_Request):

@@ -36,6 +36,7 @@ from memstream.streams.cli.memories import (
     cmd_session_show,
     cmd_timeline,
 )
+from memstream.streams.cli.patterns import cmd_patterns
 from memstream.streams.cli.reports import cmd_report, cmd_sql
 from memstream.streams.cli.running import cmd_broker, cmd_demo, cmd_publish, cmd_schema, cmd_worker
 from memstream.streams.cli.serving import add_serve_commands, add_tenant_option, stored_user
@@ -225,6 +226,15 @@ def build_parser() -> argparse.ArgumentParser:
     graph.add_argument("--json", action="store_true")
     graph.set_defaults(run=cmd_graph)
     add_tenant_option(graph)
+
+    learned = commands.add_parser("patterns", help=cmd_patterns.__doc__)
+    learned.add_argument("--user", required=True)
+    learned.add_argument(
+        "--as-of", type=_timestamp, help="what held at this time (ISO 8601; UTC if no zone)"
+    )
+    learned.add_argument("--json", action="store_true")
+    learned.set_defaults(run=cmd_patterns)
+    add_tenant_option(learned)
 
     replay = commands.add_parser("replay", help=cmd_replay.__doc__)
     replay.add_argument(

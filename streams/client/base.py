@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         HistoryEntry,
         MemoryDict,
         MemoryHitDict,
+        PatternsDict,
         ProfileDict,
         TimelineDict,
     )
@@ -224,6 +225,13 @@ class AsyncMemoryClient:
         and the relations between them (claims with their validity, co-mentions), each with
         its memories, turns and sessions."""
         return await self.backend.graph(user_id=user_id, as_of=as_of)
+
+    async def patterns(self, *, user_id: str, as_of: datetime | None = None) -> PatternsDict:
+        """The user's learned patterns (what they usually ask about, their tools, repeated
+        corrections, when they are active), each with its evidence (sessions, events) and
+        decay score; ``as_of`` reads those that held at a past moment. Searches leave
+        patterns out."""
+        return await self.backend.patterns(user_id=user_id, as_of=as_of)
 
     async def history(self, memory_id: str, *, user_id: str) -> list[HistoryEntry]:
         """The life of one of the user's memories from the log, in log order."""

@@ -55,6 +55,7 @@ from memstream.streams.service.results import (
     HistoryEntry,
     MemoryDict,
     MemoryHitDict,
+    PatternsDict,
     ProfileDict,
     TimelineDict,
 )
@@ -213,6 +214,10 @@ class LocalMemory:
     async def graph(self, *, user_id: str, as_of: datetime | None = None) -> GraphDict:
         """See :meth:`MemoryService.graph <memstream.streams.service.memories.MemoryService.graph>`."""
         return await self.service.memories.graph(user_id=user_id, as_of=as_of)
+
+    async def patterns(self, *, user_id: str, as_of: datetime | None = None) -> PatternsDict:
+        """See :meth:`MemoryService.patterns <memstream.streams.service.memories.MemoryService.patterns>`."""
+        return await self.service.memories.patterns(user_id=user_id, as_of=as_of)
 
     async def history(self, memory_id: str, *, user_id: str) -> list[HistoryEntry]:
         """The life of one of the user's memories from the memories topic, in log order."""

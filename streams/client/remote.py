@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         HistoryEntry,
         MemoryDict,
         MemoryHitDict,
+        PatternsDict,
         ProfileDict,
         TimelineDict,
     )
@@ -304,6 +305,18 @@ class RemoteMemory:
         answer = response.json()
         answer.pop("user_id", None)
         found: GraphDict = answer
+        return found
+
+    async def patterns(self, *, user_id: str, as_of: datetime | None = None) -> PatternsDict:
+        """``POST /v1/memories/patterns``."""
+        body: dict[str, Any] = {"user_id": user_id}
+        if as_of is not None:
+            body["as_of"] = _time(as_of)
+        response = await self._call("POST", "/memories/patterns", json=body)
+        _found(response)
+        answer = response.json()
+        answer.pop("user_id", None)
+        found: PatternsDict = answer
         return found
 
     async def history(self, memory_id: str, *, user_id: str) -> list[HistoryEntry]:

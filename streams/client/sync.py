@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         HistoryEntry,
         MemoryDict,
         MemoryHitDict,
+        PatternsDict,
         ProfileDict,
         TimelineDict,
     )
@@ -177,6 +178,11 @@ class MemoryClient:
     def graph(self, *, user_id: str, as_of: datetime | None = None) -> GraphDict:
         """The user's entity graph (see :meth:`AsyncMemoryClient.graph`)."""
         return self._run(self._client.graph(user_id=user_id, as_of=as_of))
+
+    def patterns(self, *, user_id: str, as_of: datetime | None = None) -> PatternsDict:
+        """The user's learned patterns with their evidence (see
+        :meth:`AsyncMemoryClient.patterns`)."""
+        return self._run(self._client.patterns(user_id=user_id, as_of=as_of))
 
     def history(self, memory_id: str, *, user_id: str) -> list[HistoryEntry]:
         """The life of one of the user's memories, in log order (see the async client)."""

@@ -36,6 +36,7 @@ from memstream.streams.api.deps import API_KEY_STATE
 from memstream.streams.kafka.logid import LogLost
 from memstream.streams.mcp.entities import EntityAnswer, entity_answer
 from memstream.streams.mcp.errors import OneLineErrors, reasons
+from memstream.streams.mcp.patterns import memory_patterns_tool
 from memstream.streams.mcp.results import (
     AddAnswer,
     DeleteAnswer,
@@ -83,6 +84,7 @@ it (superseded_by). memory_timeline shows how one thing changed over time ("my b
 - memory_profile: what holds about the user now, compact; load it at a session's start.
 - memory_entity: a person, place or thing the user talked about ("Ana", "my sister"), with \
 its facts and relations across conversations.
+- memory_patterns: the user's habits (tools, repeated corrections, usual requests, hours).
 - user_id can be left out when the server has a default user."""
 
 UserId = Annotated[
@@ -541,6 +543,7 @@ def create_mcp_server(
         (memory_timeline, "How one thing changed over time", read),
         (memory_profile, "What holds about the user", read),
         (memory_entity, "A person, place or thing the user talked about", read),
+        (memory_patterns_tool(memories, caller, limits), "The user's learned habits", read),
         (session_context, "An open session's working memory", read),
         (memory_context, "Long-term memory for this turn", read),
     ]
@@ -565,6 +568,7 @@ TOOLS = (
     "memory_timeline",
     "memory_profile",
     "memory_entity",
+    "memory_patterns",
     "session_context",
     "memory_context",
 )

@@ -30,6 +30,7 @@ from memstream.streams.service.chat_events import Message, chat_events_for_add
 from memstream.streams.service.container import Container
 from memstream.streams.service.entities import entity as read_entity
 from memstream.streams.service.entities import entity_graph
+from memstream.streams.service.patterns import learned_patterns
 from memstream.streams.service.profiles import profile as read_profile
 from memstream.streams.service.profiles import profile_lines
 from memstream.streams.service.results import (
@@ -41,6 +42,7 @@ from memstream.streams.service.results import (
     MadeMemoryDict,
     MemoryDict,
     MemoryHitDict,
+    PatternsDict,
     ProfileDict,
     SourceEventDict,
     TimelineDict,
@@ -479,6 +481,23 @@ class MemoryService:
         _check_as_of(as_of)
         projection = await self._projection()
         return await asyncio.to_thread(read_profile, projection, user_id, subject, as_of)
+
+    async def patterns(self, *, user_id: str, as_of: datetime | None = None) -> PatternsDict:
+        """The user's learned patterns (what they usually ask about, the tools they use, the
+        corrections they repeat, when they are active), each with its evidence and decay
+        score; at ``as_of``, those that held then. Searches leave patterns out.
+
+        Raises
+        ------
+        ValueError
+            ``as_of`` without a time zone or outside the years 1 to 9999 in UTC.
+        """
+        check_id("user_id", user_id)
+        _check_as_of(as_of)
+        projection = await self._projection()
+        return await asyncio.to_thread(
+            learned_patterns, projection, user_id, self.settings, as_of
+        )
 
     async def entity(
         self, name: str, *, user_id: str, as_of: datetime | None = None

@@ -43,6 +43,8 @@ __all__ = [
     "MemoryDict",
     "MemoryHitDict",
     "NodeDict",
+    "PatternDict",
+    "PatternsDict",
     "ProfileDict",
     "ProfileEntryDict",
     "ProfileKindDict",
@@ -208,6 +210,33 @@ class ProfileDict(TypedDict):
     subject: str | None
     as_of: str | None
     subjects: list[ProfileSubjectDict]
+
+
+class PatternDict(TypedDict):
+    """A learned pattern (a ``pattern`` memory): the line that says it, its key (``tool:``,
+    ``request:``, ``correction:`` and a value, or ``hours``, ``weekday``), its evidence (the
+    sessions and events that show it, and every session counted when it was learned), its
+    importance and its decay score now (or at ``as_of``: see ``models/ranking.decay_score``)."""
+
+    memory_id: str
+    pattern: str
+    kind: str
+    content: str
+    session_count: int
+    sessions_seen: int
+    sessions: list[str]
+    event_ids: list[str]
+    importance: float
+    decay: float
+    learned_at: str
+
+
+class PatternsDict(TypedDict):
+    """A user's learned patterns (now, or at ``as_of``), by kind, then sessions (most
+    first), then key."""
+
+    as_of: str | None
+    patterns: list[PatternDict]
 
 
 class NodeDict(TypedDict):

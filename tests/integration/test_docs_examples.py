@@ -101,5 +101,11 @@ def test_the_block_runs_as_written(block: Block, place: Place) -> None:
                     "User home Berlin until 2026-03-20", "User home Porto holds",
                     "Ana employer Acme holds"]
             assert done.stdout.splitlines() == said, done.stdout
+        elif "memory.patterns(" in code:  # learned patterns: three Monday-morning requests
+            said = ["usually asks about dinner (3 sessions)",
+                    "usually asks about vegetarian (3 sessions)",
+                    "active mostly 08:00-10:00 UTC (3 sessions)",
+                    "most sessions on Mondays (3 sessions)"]
+            assert done.stdout.splitlines() == said, done.stdout
         else:
             assert "[fact] User lives in Oslo" in done.stdout, done.stdout

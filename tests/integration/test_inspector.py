@@ -119,6 +119,10 @@ def inspector(
         for user, messages, days_ago in [
             ("ann", FIRST_SESSION, 3), ("ann", "I live in Munich now.", 0),
             ("bo", "I prefer green tea.", 0),
+            # Three weeks of bo asking for tea: learned patterns (the Patterns tab).
+            ("bo", "Can you recommend a green tea from Japan?", 21),
+            ("bo", "Could you find a tea shop that sells green tea?", 14),
+            ("bo", "Which green tea would you suggest for the morning?", 7),
         ]:
             made = httpx.post(
                 f"{root}/v1/memories",
@@ -304,6 +308,32 @@ def test_the_profile_says_where_the_user_lives_now_and_before_the_move(
     inspector.assert_no_problems(page)
 
 
+def test_the_patterns_tab_shows_what_the_user_does_again_and_again(
+    inspector: Inspector,
+) -> None:
+    page = inspector.page()
+    inspector.open_user(page, inspector.key, "bo")
+    page.get_by_role("tab", name="Patterns").click()
+    expect(page.locator("#patterns-status")).to_contain_text("patterns learned, now.")
+    tea = page.locator("#patterns-list .pattern", has_text="usually asks about tea")
+    expect(tea.locator(".claim-value")).to_have_text(["usually asks about tea (3 sessions)"])
+    expect(tea.locator(".meta").first).to_have_text("3 of 4 sessions")
+    expect(page.locator("#patterns-list [data-kind='weekday'] .claim-value")).to_contain_text(
+        ["most sessions on"])
+    inspector.screenshot(page, "04e-patterns")
+    # A pattern opens its memory; ann (two sessions) has none yet.
+    tea.locator(".claim-value").click()
+    expect(page.locator("#memory-detail .detail-text")).to_have_text(
+        "usually asks about tea (3 sessions)")
+    inspector.assert_no_problems(page)
+    other = inspector.page()
+    inspector.open_user(other, inspector.key, "ann")
+    other.get_by_role("tab", name="Patterns").click()
+    expect(other.locator("#patterns-status")).to_contain_text("No patterns learned now")
+    expect(other.locator("#patterns-list .pattern")).to_have_count(0)
+    inspector.assert_no_problems(other)
+
+
 def test_a_report_shows_its_rows_and_its_chart(inspector: Inspector) -> None:
     page = inspector.page()
     inspector.open_user(page, inspector.key)
@@ -357,7 +387,8 @@ HOSTILE_TEXT = st.lists(
 #: which elements each made.
 RENDER = """async (text) => {
   const load = (name) => import(new URL(name, document.baseURI).href);
-  const [m, s, r] = await Promise.all(["memories.js", "search.js", "reports.js"].map(load));
+  const [m, s, r, p] = await Promise.all(
+    ["memories.js", "search.js", "reports.js", "patterns.js"].map(load));
   const at = "2026-11-02T09:00:00+00:00";
   const claim = {subject: text, attribute: text, value: text, polarity: true, valid_from: at};
   const memory = {memory_id: text, memory: text, type: "fact", tier: "short_term", status: "active",
@@ -382,6 +413,9 @@ RENDER = """async (text) => {
     s.searchHit(stale), m.timelineValue(value), r.rowsTable(text, [text], [{[text]: text}]),
     Object.assign(document.createElement("p"), {textContent: m.timelineSummary(answer)}),
     ...m.profileSubjects(profile),
+    ...p.patternList({as_of: at, patterns: [{memory_id: text, pattern: text, kind: text,
+      content: text, session_count: 3, sessions_seen: 4, sessions: [text], event_ids: [text],
+      importance: 0.5, decay: 0.5, learned_at: at}]}),
     Object.assign(document.createElement("p"),
       {textContent: m.profileSummary({...profile, subjects: []})})];
   return nodes.map((node) => ({

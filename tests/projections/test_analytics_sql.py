@@ -478,3 +478,50 @@ def test_unreadable_sealed_and_blanked_records_break_nothing(tmp_path: Path) -> 
             run_report(settings, name, Scope(user_id=user, now=NOW))
     assert run_sql(settings, "SELECT count(*) AS n FROM events", Scope(user_id="bob")
                    ).to_pylist() == [{"n": 1}]
+
+
+def test_the_patterns_report_lists_each_users_current_patterns_with_evidence_and_decay(
+    tmp_path: Path, minilm: MiniLMOnnxEmbedder
+) -> None:
+    settings = Settings(data_dir=tmp_path / "data", partitions=1)
+    projection = PartitionedMemories.from_settings(settings, minilm)
+
+    def learned(memory_id: str, user: str, key: str, sessions: int, days_ago: int) -> MemoryAdded:
+        kind, _, value = key.partition(":")
+        evidence = {"pattern": key, "kind": kind, "session_count": sessions,
+                    "sessions_seen": sessions + 1,
+                    "sessions": [f"s{n}" for n in range(sessions)],
+                    "event_ids": [f"e{n}" for n in range(sessions)]}
+        return MemoryAdded(
+            event_id=f"add-{memory_id}", user_id=user, session_id="s", extractor="patterns/1",
+            occurred_at=NOW - timedelta(days=days_ago), memory_id=memory_id,
+            memory_type="pattern", content=f"uses the tool {value} ({sessions} sessions)",
+            importance=0.5, extraction_event_id="x", context=json.dumps(evidence),
+            source_event_ids=tuple(evidence["event_ids"]),
+        )
+
+    events: list[MemoryAdded | MemorySuperseded] = [
+        learned("p1", "ann", "tool:calc", 3, 40),
+        learned("p2", "ann", "tool:calc", 4, 10),
+        MemorySuperseded(event_id="sup", user_id="ann", session_id="s", memory_id="p1",
+                         superseded_by="p2", reason="pattern seen in more sessions",
+                         similarity=1.0, occurred_at=NOW - timedelta(days=10)),
+        learned("p3", "ann", "tool:web_search", 5, 2),
+        learned("p4", "bob", "tool:calc", 3, 1),
+    ]
+    projection.apply([(e, SourcePosition("memories", 0, i)) for i, e in enumerate(events)])
+
+    rows = run_report(settings, "patterns", Scope(now=NOW)).table.to_pylist()
+    assert [(r["user_id"], r["pattern"], r["sessions"], r["sessions_seen"], r["evidence_events"])
+            for r in rows] == [
+        ("ann", "tool:web_search", 5, 6, 5),
+        ("ann", "tool:calc", 4, 5, 4),  # the superseded version at 3 sessions is not listed
+        ("bob", "tool:calc", 3, 4, 3),
+    ]
+    for row in rows:
+        memory = next(e for e in events if getattr(e, "memory_id", None) == row["memory_id"])
+        assert isinstance(memory, MemoryAdded)
+        assert row["decay_score"] == pytest.approx(
+            decay_score(0.5, memory.occurred_at, 0, NOW, settings), rel=1e-12)
+    mine = run_report(settings, "patterns", Scope(user_id="bob", now=NOW)).table.to_pylist()
+    assert [r["memory_id"] for r in mine] == ["p4"]

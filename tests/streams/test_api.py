@@ -103,6 +103,7 @@ def requests_for(user: str, memory_id: str) -> list[tuple[str, str, dict[str, An
         ("POST", "/v1/memories/context", {"json": {"message": "where?", "user_id": user}}),
         ("POST", "/v1/memories/timeline", {"json": {"about": "where do I live", "user_id": user}}),
         ("POST", "/v1/memories/profile", {"json": {"user_id": user}}),
+        ("POST", "/v1/memories/patterns", {"json": {"user_id": user}}),
         ("POST", "/v1/memories/entity", {"json": {"name": "Oslo", "user_id": user}}),
         ("POST", "/v1/memories/graph", {"json": {"user_id": user}}),
         ("GET", f"/v1/memories/{path_of(memory_id)}/history", {"params": {
@@ -321,6 +322,10 @@ async def test_bad_input_is_422_and_not_quoted_back(client: httpx.AsyncClient) -
         ("/v1/memories/profile", {"user_id": "alice", "as_of": "2026-11-02T10:00"}),
         ("/v1/memories/profile", {"user_id": "alice", "as_of": "yesterday"}),
         ("/v1/memories/profile", {"user_id": "alice", "about": "home"}),
+        ("/v1/memories/patterns", {}),
+        ("/v1/memories/patterns", {"user_id": "alice", "as_of": "2026-11-02T10:00"}),
+        ("/v1/memories/patterns", {"user_id": "alice", "as_of": "yesterday"}),
+        ("/v1/memories/patterns", {"user_id": "alice", "kind": "tool"}),
         ("/v1/memories/entity", {"user_id": "alice"}),
         ("/v1/memories/entity", {"user_id": "alice", "name": ""}),
         ("/v1/memories/entity", {"user_id": "alice", "name": "   "}),
@@ -440,6 +445,7 @@ async def test_openapi_and_docs_are_served(client: httpx.AsyncClient) -> None:
     assert {
         "/v1/memories", "/v1/memories/search", "/v1/memories/context", "/v1/memories/timeline",
         "/v1/memories/profile", "/v1/memories/entity", "/v1/memories/graph",
+        "/v1/memories/patterns",
         "/v1/memories/{memory_id}",
         "/v1/memories/{memory_id}/history", "/v1/sessions/{session_id}/context",
         "/v1/sessions/{session_id}/close", "/v1/erasures", "/v1/reports", "/v1/reports/{name}",
@@ -457,6 +463,7 @@ async def test_openapi_and_docs_are_served(client: httpx.AsyncClient) -> None:
     assert {"claim", "valid_until"} <= set(schemas["MemoryDict"]["properties"])
     assert "user_id" in schemas["TimelineResponse"]["properties"]
     assert {"user_id", "subjects", "as_of"} <= set(schemas["ProfileResponse"]["properties"])
+    assert {"user_id", "patterns", "as_of"} <= set(schemas["PatternsResponse"]["properties"])
 
 
 async def test_the_inspector_page_needs_no_key_and_runs_only_its_own_scripts(

@@ -15,6 +15,7 @@ import pytest
 from beliefs import BERLIN, BERLIN_SAID, MUNICH, moved_home, project
 from fakes import memory_added, service_on_fakes, unit_settings
 
+from memstream.projections.memories import SourcePosition
 from memstream.streams.cli.command import build_parser
 from memstream.streams.service.container import Container
 
@@ -178,3 +179,32 @@ def test_a_graph_of_nothing_says_so_and_bad_input_is_one_line(
         assert said.out == "" and said.err == (
             "error: name must name an entity, e.g. 'Ana' or 'User's sister'\n"
         )
+
+
+PATTERN_EVIDENCE = json.dumps({
+    "pattern": "tool:web_search", "kind": "tool", "session_count": 3, "sessions_seen": 5,
+    "sessions": ["s1", "s2", "s3"], "event_ids": ["t1", "t2", "t3"],
+})
+
+
+def test_patterns_print_one_line_each_and_bad_input_is_one_line(
+    container: Container, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(container, "patterns", "--user", "bo") == 0
+    assert capsys.readouterr().out == (
+        "no patterns learned now: a habit needs at least three sessions\n"
+    )
+    index = container.memory_projection()
+    learned = memory_added("bo-p", "bo", "uses the tool web_search (3 sessions)",
+                           memory_type="pattern", context=PATTERN_EVIDENCE)
+    index.apply([(learned, SourcePosition(container.topics.memories, 0, 99))])
+    assert run(container, "patterns", "--user", "bo") == 0
+    (heading, line) = capsys.readouterr().out.splitlines()
+    assert heading == "patterns learned, now:"
+    assert line.startswith("uses the tool web_search (3 sessions) · 3 of 5 sessions · decay 0.")
+    assert line.endswith(" · bo-p")
+    assert run(container, "patterns", "--user", "bo", "--json") == 0
+    (found,) = json.loads(capsys.readouterr().out)["patterns"]
+    assert (found["pattern"], found["sessions"]) == ("tool:web_search", ["s1", "s2", "s3"])
+    assert run(container, "patterns", "--user", "ann") == 0  # another user's: none
+    assert "no patterns learned" in capsys.readouterr().out

@@ -178,3 +178,19 @@ def test_a_profile_asked_wrong_is_one_line(
     status, out, err = run(argv)
     assert status == 2 and out == ""
     assert_one_line(err, *words)
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["patterns", "--user", "ann", "--as-of", "yesterday"], ["--as-of", "not an ISO 8601 time"]),
+        (["patterns", "--json"], ["--user"]),
+    ],
+    ids=["as-of", "no user"],
+)
+def test_patterns_asked_wrong_is_one_line(
+    no_broker: Path, argv: list[str], words: list[str]
+) -> None:
+    status, out, err = run(argv)
+    assert status == 2 and out == ""
+    assert_one_line(err, *words)

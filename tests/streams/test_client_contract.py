@@ -10,6 +10,7 @@ timeline.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -227,6 +228,45 @@ async def test_both_clients_write_the_same_events(pair: Pair, kind: str) -> None
     assert reason is not None and reason.reason == "moved"  # type: ignore[union-attr]
 
 
+PATTERN_EVIDENCE = json.dumps({
+    "pattern": "tool:web_search", "kind": "tool", "session_count": 3, "sessions_seen": 4,
+    "sessions": ["s1", "s2", "s3"], "event_ids": ["t1", "t2", "t3"],
+})
+
+
+async def test_both_clients_read_patterns_alike_and_search_leaves_them_out(pair: Pair) -> None:
+    index = pair.service.container.memory_projection()
+    topic = pair.service.container.topics.memories
+    learned = memory_added("ann-p", "acme:ann", "uses the tool web_search (3 sessions)",
+                           memory_type="pattern", context=PATTERN_EVIDENCE)
+    await project(index, pair.publisher, topic, [learned])
+    found = {}
+    for kind in ("local", "remote"):
+        client, ann = pair.client(kind)
+        found[kind] = {
+            "now": await client.patterns(user_id=ann),
+            "before": await client.patterns(user_id=ann, as_of=datetime(2026, 1, 1, tzinfo=UTC)),
+            "bob's": await client.patterns(user_id=pair.client(kind, "bob")[1]),
+            "search": await client.search("uses the tool web_search", user_id=ann, limit=5),
+            "asked": await client.search("uses the tool web_search", user_id=ann, limit=5,
+                                         filters={"memory_types": ["pattern"]}),
+        }
+    assert rounded(found["remote"]) == rounded(found["local"])
+    local = found["local"]
+    (pattern,) = local["now"]["patterns"]
+    assert {k: pattern[k] for k in ("memory_id", "pattern", "kind", "content", "session_count",
+                                     "sessions_seen", "sessions", "event_ids")} == {
+        "memory_id": "ann-p", "pattern": "tool:web_search", "kind": "tool",
+        "content": "uses the tool web_search (3 sessions)", "session_count": 3,
+        "sessions_seen": 4, "sessions": ["s1", "s2", "s3"], "event_ids": ["m-ann-p"],
+    }
+    assert 0 < pattern["decay"] < 1 and pattern["importance"] == 0.7
+    assert local["before"] == {"as_of": "2026-01-01T00:00:00+00:00", "patterns": []}
+    assert local["bob's"] == {"as_of": None, "patterns": []}
+    assert "ann-p" not in {hit["memory_id"] for hit in local["search"]}
+    assert [hit["memory_id"] for hit in local["asked"]] == ["ann-p"]
+
+
 @pytest.mark.parametrize("kind", ["local", "remote"])
 async def test_both_clients_fail_alike(pair: Pair, kind: str) -> None:
     client, ann = pair.client(kind)
@@ -255,6 +295,8 @@ async def test_both_clients_fail_alike(pair: Pair, kind: str) -> None:
             await client.entity(name, user_id=ann)
     with pytest.raises(ValueError):
         await client.graph(user_id=ann, as_of=datetime(2026, 4, 1))
+    with pytest.raises(ValueError):
+        await client.patterns(user_id=ann, as_of=datetime(2026, 4, 1))
     # No worker runs here.
     with pytest.raises(WorkerUnreachable):
         await client.session_context("trip", user_id=ann)

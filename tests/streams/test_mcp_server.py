@@ -10,6 +10,7 @@ changed fact (:mod:`beliefs`): stale hits marked, and the attribute's timeline.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -185,6 +186,7 @@ async def test_the_tools_are_listed_with_schemas_and_descriptions_an_llm_can_use
         "memory_timeline": {"about"},
         "memory_profile": set(),
         "memory_entity": {"name"},
+        "memory_patterns": set(),
         "session_context": {"session_id"},
         "memory_context": {"message"},
     }
@@ -220,6 +222,9 @@ async def test_the_tools_are_listed_with_schemas_and_descriptions_an_llm_can_use
     entity = listed["memory_entity"]
     assert entity.input_schema["properties"]["name"]["maxLength"] == 200
     assert {"facts", "relations", "aliases"} <= set(entity.output_schema["properties"])  # type: ignore[index]
+    learned = listed["memory_patterns"]
+    assert "date-time" in str(learned.input_schema["properties"]["as_of"])
+    assert "patterns" in learned.output_schema["properties"]  # type: ignore[index]
 
 
 # --- every tool, for the caller's own user ----------------------------------------------------
@@ -429,6 +434,35 @@ async def test_the_profile_holds_the_new_value_and_is_the_callers_own(world: Wor
     for arguments in ({"subject": ""}, {"subject": "x" * 201}, {"as_of": "2026-04-01T09:00"}):
         message = error(await call(acme, "memory_profile", {"user_id": "alice", **arguments}))
         assert "acme:" not in message and len(message) < 2000
+
+
+async def test_patterns_come_with_their_evidence_and_are_the_callers_own(world: World) -> None:
+    evidence = json.dumps({
+        "pattern": "tool:web_search", "kind": "tool", "session_count": 3, "sessions_seen": 3,
+        "sessions": ["s1", "s2", "s3"], "event_ids": ["t1", "t2", "t3"],
+    })
+    learned = memory_added("alice-p", "acme:alice", "uses the tool web_search (3 sessions)",
+                           memory_type="pattern", context=evidence)
+    await project(world.index, world.publisher, "t.memories", [learned])
+    acme = world.server(ACME_ALL)
+    found = answer(await call(acme, "memory_patterns", {"user_id": "alice"}))
+    (pattern,) = found["patterns"]
+    assert (found["user_id"], found["note"]) == ("alice", None)
+    assert {k: pattern[k] for k in ("content", "pattern", "sessions", "memory_id")} == {
+        "content": "uses the tool web_search (3 sessions)", "pattern": "tool:web_search",
+        "sessions": ["s1", "s2", "s3"], "memory_id": "alice-p",
+    }
+    mine = answer(await call(world.server(ACME_ALICE_READ), "memory_patterns", {}))
+    assert [p["memory_id"] for p in mine["patterns"]] == ["alice-p"]
+    for server, user in ((world.server(BETA_ALL), "alice"), (acme, "bob")):
+        none = answer(await call(server, "memory_patterns", {"user_id": user}))
+        assert none["patterns"] == [] and "three sessions" in none["note"]
+    assert "may not act for that user" in error(
+        await call(world.server(ACME_ALICE_READ), "memory_patterns", {"user_id": "bob"})
+    )
+    message = error(await call(acme, "memory_patterns",
+                               {"user_id": "alice", "as_of": "2026-04-01T09:00"}))
+    assert "acme:" not in message and len(message) < 2000
 
 
 async def test_an_entity_has_its_facts_and_relations_and_is_the_callers_own(
@@ -785,6 +819,7 @@ _ARGUMENTS = {
         "subject": st.one_of(st.none(), hostile_text), "as_of": _time,
     }),
     "memory_entity": st.fixed_dictionaries({"name": hostile_text}, optional={"as_of": _time}),
+    "memory_patterns": st.fixed_dictionaries({}, optional={"as_of": _time}),
     "session_context": st.fixed_dictionaries(
         {"session_id": hostile_text}, optional={"token_budget": st.integers(1, 5000)}
     ),

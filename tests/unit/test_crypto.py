@@ -31,7 +31,11 @@ from memstream.models.events.chat import (
     ToolCalled,
     UserErased,
 )
-from memstream.models.events.consolidation import ConsolidationRequested, TranscriptMessage
+from memstream.models.events.consolidation import (
+    ConsolidationRequested,
+    ToolUse,
+    TranscriptMessage,
+)
 from memstream.models.events.envelope import Event
 from memstream.models.events.memory import (
     Claim,
@@ -49,6 +53,7 @@ from memstream.models.events.memory import (
     RetrievedMemory,
     TokenUsage,
 )
+from memstream.models.patterns import Signal, SpanObservation
 from memstream.models.vectors import pack_vector
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
@@ -83,7 +88,8 @@ EXAMPLES: list[Event] = [
     TaskProgress(event_id="e-progress", progress=f"flat in {SECRET} found", percent=50, **ENVELOPE),
     ScratchpadUpdated(event_id="e-pad", content=f"note: {SECRET}", **ENVELOPE),
     ConsolidationRequested(
-        event_id="e-span", reason="session_closed", messages=transcript(), session_started_at=T0, **ENVELOPE
+        event_id="e-span", reason="session_closed", messages=transcript(), session_started_at=T0,
+        tools=(ToolUse(event_id="t1", name=SECRET),), **ENVELOPE
     ),
     ExtractionRecorded(
         event_id="e-rec",
@@ -100,6 +106,10 @@ EXAMPLES: list[Event] = [
                 source_event_ids=("m1",),
                 entities=(SECRET,),
             ),
+        ),
+        observed=SpanObservation(
+            session_id="s1", started_at=T0,
+            signals=(Signal(kind="request", value=SECRET.casefold(), event_id="m1"),),
         ),
         **ENVELOPE,
     ),

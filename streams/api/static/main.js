@@ -8,6 +8,7 @@ import {
   STATUSES, TIERS, TYPES, countBy, filtered, filterOptions, memoryDetail, memoryGroups, summary,
   profileSubjects, profileSummary, timelineSummary, timelineValue,
 } from "./memories.js";
+import { patternList, patternsSummary } from "./patterns.js";
 import { chartFigure, reportOptions, rowsTable } from "./reports.js";
 import { searchHit } from "./search.js";
 
@@ -121,6 +122,8 @@ async function openUser(userId) {
   $("timeline-status").textContent = "";
   fill($("profile-subjects"));
   $("profile-status").textContent = "";
+  fill($("patterns-list"));
+  $("patterns-status").textContent = "";
   fill($("report-output"));
   fill($("memory-detail"), el("p", { class: "hint" }, "Open a memory to see its history and the messages it came from."));
   fill($("memory-summary"));
@@ -138,7 +141,7 @@ async function openUser(userId) {
 
 // --- tabs --------------------------------------------------------------------------------
 
-const TABS = ["memories", "search", "timeline", "profile", "reports"];
+const TABS = ["memories", "search", "timeline", "profile", "patterns", "reports"];
 
 function selectTab(name) {
   for (const tab of TABS) {
@@ -149,6 +152,7 @@ function selectTab(name) {
   }
   if (name === "reports" && state.reports === null) attempt(loadReports);
   if (name === "profile" && $("profile-status").textContent === "") attempt(runProfile);
+  if (name === "patterns" && $("patterns-status").textContent === "") attempt(runPatterns);
 }
 
 function tabKeys(event) {
@@ -277,6 +281,21 @@ async function runProfile() {
   fill($("profile-subjects"), profileSubjects(answer, { onOpen: openMemory }));
 }
 
+// --- patterns ----------------------------------------------------------------------------
+
+async function runPatterns() {
+  const userId = state.userId;
+  const asOf = $("patterns-as-of").value;
+  $("patterns-status").textContent = "Reading the patterns…";
+  const body = { user_id: userId };
+  // The field is the browser's local time; the API wants an instant with its zone.
+  if (asOf) body.as_of = new Date(asOf).toISOString();
+  const answer = await call("memories/patterns", { method: "POST", body });
+  if (userId !== state.userId) return;
+  $("patterns-status").textContent = patternsSummary(answer);
+  fill($("patterns-list"), patternList(answer, { onOpen: openMemory }));
+}
+
 // --- reports -----------------------------------------------------------------------------
 
 async function loadReports() {
@@ -333,6 +352,7 @@ submit($("user-form"), async () => {
 submit($("search-form"), runSearch);
 submit($("timeline-form"), runTimeline);
 submit($("profile-form"), runProfile);
+submit($("patterns-form"), runPatterns);
 submit($("report-form"), runReport);
 for (const select of ["filter-type", "filter-tier", "filter-status"]) {
   $(select).addEventListener("change", showMemories);

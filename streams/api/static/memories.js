@@ -7,7 +7,7 @@
 
 import { badge, day, el, fraction, terms, when, words } from "./dom.js";
 
-export const TYPES = ["preference", "fact", "correction", "episode", "summary", "entity"];
+export const TYPES = ["preference", "fact", "correction", "episode", "summary", "entity", "pattern"];
 export const TIERS = ["short_term", "long_term"];
 export const STATUSES = ["active", "superseded", "expired", "forgotten", "deleted"];
 const TYPE_TITLES = {
@@ -17,6 +17,7 @@ const TYPE_TITLES = {
   episode: "Episodes",
   summary: "Summaries",
   entity: "Entities",
+  pattern: "Patterns",
 };
 
 /** How many of `memories` hold each value of `field`: known `order` first, then the rest. */
