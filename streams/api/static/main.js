@@ -1,6 +1,7 @@
 // The memory inspector: the key, the tenant's users, and one user's memories, searches,
-// timelines, profile and reports. Fetches from /v1 (api.js) and puts the answers in the page
-// (memories.js, search.js, reports.js); errors show in one alert that says what to do.
+// timelines, profile, entity graph and reports. Fetches from /v1 (api.js) and puts the answers
+// in the page (memories.js, search.js, graph.js, reports.js); errors show in one alert that
+// says what to do.
 
 import { ApiError, apiKey, call, explain, readiness, segment } from "./api.js";
 import { el, fill, when } from "./dom.js";
@@ -8,6 +9,7 @@ import {
   STATUSES, TIERS, TYPES, countBy, filtered, filterOptions, memoryDetail, memoryGroups, summary,
   profileSubjects, profileSummary, timelineSummary, timelineValue,
 } from "./memories.js";
+import { entityDetail, graphDrawing, graphSummary } from "./graph.js";
 import { chartFigure, reportOptions, rowsTable } from "./reports.js";
 import { searchHit } from "./search.js";
 
@@ -21,6 +23,7 @@ const state = {
   openMemoryId: null,
   reports: null,
   chartUrl: null,
+  graph: null,
   retry: null,
 };
 
@@ -121,6 +124,10 @@ async function openUser(userId) {
   $("timeline-status").textContent = "";
   fill($("profile-subjects"));
   $("profile-status").textContent = "";
+  fill($("graph-canvas"));
+  fill($("graph-entity"), el("p", { class: "hint" }, "Pick an entity in the drawing."));
+  $("graph-status").textContent = "";
+  state.graph = null;
   fill($("report-output"));
   fill($("memory-detail"), el("p", { class: "hint" }, "Open a memory to see its history and the messages it came from."));
   fill($("memory-summary"));
@@ -138,7 +145,7 @@ async function openUser(userId) {
 
 // --- tabs --------------------------------------------------------------------------------
 
-const TABS = ["memories", "search", "timeline", "profile", "reports"];
+const TABS = ["memories", "search", "timeline", "profile", "graph", "reports"];
 
 function selectTab(name) {
   for (const tab of TABS) {
@@ -149,6 +156,7 @@ function selectTab(name) {
   }
   if (name === "reports" && state.reports === null) attempt(loadReports);
   if (name === "profile" && $("profile-status").textContent === "") attempt(runProfile);
+  if (name === "graph" && $("graph-status").textContent === "") attempt(runGraph);
 }
 
 function tabKeys(event) {
@@ -277,6 +285,48 @@ async function runProfile() {
   fill($("profile-subjects"), profileSubjects(answer, { onOpen: openMemory }));
 }
 
+// --- entity graph ------------------------------------------------------------------------
+
+/** The time of the graph's "as of" field as an instant, or null for now. */
+function graphAsOf() {
+  const asOf = $("graph-as-of").value;
+  // The field is the browser's local time; the API wants an instant with its zone.
+  return asOf ? new Date(asOf).toISOString() : null;
+}
+
+async function runGraph() {
+  const userId = state.userId;
+  const asOf = graphAsOf();
+  $("graph-status").textContent = "Reading the graph…";
+  const body = { user_id: userId };
+  if (asOf) body.as_of = asOf;
+  const answer = await call("memories/graph", { method: "POST", body });
+  if (userId !== state.userId) return;
+  state.graph = { answer, selected: null };
+  $("graph-status").textContent = graphSummary(answer);
+  drawGraph();
+  fill($("graph-entity"), el("p", { class: "hint" }, answer.nodes.length ? "Pick an entity in the drawing." : ""));
+}
+
+function drawGraph() {
+  const { answer, selected } = state.graph;
+  const onSelect = (name) => attempt(() => showEntity(name));
+  fill($("graph-canvas"), answer.nodes.length ? graphDrawing(answer, { onSelect, selected }) : null);
+}
+
+async function showEntity(name) {
+  const userId = state.userId;
+  const body = { name, user_id: userId };
+  if (state.graph?.answer.as_of) body.as_of = state.graph.answer.as_of;
+  const answer = await call("memories/entity", { method: "POST", body });
+  if (userId !== state.userId || state.graph === null) return;
+  state.graph.selected = name;
+  drawGraph();
+  const detail = $("graph-entity");
+  fill(detail, entityDetail(answer, { onOpen: openMemory }));
+  detail.scrollIntoView({ block: "nearest" });
+}
+
 // --- reports -----------------------------------------------------------------------------
 
 async function loadReports() {
@@ -333,6 +383,7 @@ submit($("user-form"), async () => {
 submit($("search-form"), runSearch);
 submit($("timeline-form"), runTimeline);
 submit($("profile-form"), runProfile);
+submit($("graph-form"), runGraph);
 submit($("report-form"), runReport);
 for (const select of ["filter-type", "filter-tier", "filter-status"]) {
   $(select).addEventListener("change", showMemories);
