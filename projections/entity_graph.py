@@ -33,6 +33,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from typing_extensions import TypedDict
@@ -152,6 +153,8 @@ class EntityDict(TypedDict):
     edges: list[EdgeDict]
 
 
+# A graph asks the key of the same few names again and again (every mention of each).
+@lru_cache(maxsize=65_536)
 def name_key(name: str) -> str:
     """A name in its normal form: case, punctuation and a trailing possessive aside, "my"
     as the user's.
