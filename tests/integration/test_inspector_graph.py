@@ -159,3 +159,46 @@ def test_a_name_that_is_html_shows_as_text(stack: Stack) -> None:
     assert page.locator("#graph-canvas img, #graph-entity img").count() == 0
     assert page.evaluate("window.__pwned") is None
     assert problems == []
+
+
+LARGE_GRAPH = """async () => {
+    const graph = await import("./graph.js");
+    const node = (name, mentions) => ({name, kind: null, aliases: [],
+        memory_ids: Array.from({length: mentions}, (_, i) => `m${i}`), turns: [], sessions: []});
+    const edge = (source, target, kind) => ({source, target, kind,
+        relation: kind === "claim" ? "friend" : "mentioned with",
+        valid_from: "2026-03-01T09:00:00+00:00", valid_until: null, holds: true,
+        memory_ids: ["m0"], turns: [], sessions: []});
+    // The user and 300 entities named 1 to 7 times; a claim to each, co-mentions in a chain
+    // and from every entity to the next but one.
+    const nodes = [node("User", 1)];
+    for (let i = 0; i < 300; i++) nodes.push(node(`E${String(i).padStart(3, "0")}`, (i % 7) + 1));
+    const edges = nodes.slice(1).map((n) => edge("User", n.name, "claim"));
+    for (let i = 1; i < 299; i++) {
+        edges.push(edge(nodes[i].name, nodes[i + 1].name, "co-mention"));
+        edges.push(edge(nodes[i].name, nodes[i + 2].name, "co-mention"));
+    }
+    const answer = {as_of: null, nodes, edges};
+    const drawing = graph.graphDrawing(answer);
+    const drawn = [...drawing.querySelectorAll(".graph-node")].map((g) => g.dataset.name);
+    const fewest = Math.min(...nodes.filter((n) => drawn.includes(n.name) && n.name !== "User")
+        .map((n) => n.memory_ids.length));
+    const most = Math.max(...nodes.filter((n) => !drawn.includes(n.name))
+        .map((n) => n.memory_ids.length));
+    return {
+        nodes: drawn.length, user: drawn.includes("User"), fewest, most,
+        claims: drawing.querySelectorAll(".edge-claim").length,
+        coMentions: drawing.querySelectorAll(".edge-co-mention").length,
+        summary: graph.graphSummary(answer),
+    };
+}"""
+
+
+def test_a_large_graph_is_drawn_within_bounds_the_most_named_first(stack: Stack) -> None:
+    page, problems = graph_of(stack, "rui")
+    drawn = page.evaluate(LARGE_GRAPH)
+    assert (drawn["nodes"], drawn["user"], drawn["claims"]) == (60, True, 59)
+    assert drawn["fewest"] >= drawn["most"]  # no entity left out is named more than one drawn
+    assert 0 < drawn["coMentions"] <= 150
+    assert "Drawn: the 60 most named entities" in drawn["summary"]
+    assert problems == []

@@ -30,15 +30,48 @@ function svg(tag, attrs = {}, ...children) {
   return node;
 }
 
-/** One line that says what the graph holds, and when. */
+// A drawing stays readable (and light) for a user with many memories: at most this many
+// entities (the user, then the most named), and this many co-mention lines (the most said).
+export const MAX_NODES = 60;
+export const MAX_CO_MENTIONS = 150;
+
+/**
+ * What is drawn of `answer`: its nodes and edges within MAX_NODES and MAX_CO_MENTIONS (every
+ * claim between drawn nodes is), in the graph's own order, and how many of each were left out.
+ */
+export function drawable(answer) {
+  const ranked = answer.nodes
+    .map((node, i) => ({ node, i }))
+    .sort((a, b) => (b.node.name === "User") - (a.node.name === "User")
+      || b.node.memory_ids.length - a.node.memory_ids.length || a.i - b.i);
+  const kept = new Set(ranked.slice(0, MAX_NODES).map(({ node }) => node.name));
+  const nodes = answer.nodes.filter((node) => kept.has(node.name));
+  const between = answer.edges.filter((e) => kept.has(e.source) && kept.has(e.target));
+  const said = between
+    .map((edge, i) => ({ edge, i }))
+    .filter(({ edge }) => edge.kind !== "claim")
+    .sort((a, b) => b.edge.memory_ids.length - a.edge.memory_ids.length || a.i - b.i);
+  const shown = new Set(said.slice(0, MAX_CO_MENTIONS).map(({ edge }) => edge));
+  const edges = between.filter((e) => e.kind === "claim" || shown.has(e));
+  return {
+    nodes, edges,
+    leftOut: { nodes: answer.nodes.length - nodes.length, edges: answer.edges.length - edges.length },
+  };
+}
+
+/** One line that says what the graph holds, and when (and what the drawing leaves out). */
 export function graphSummary(answer) {
   const when = answer.as_of ? `as of ${answer.as_of}` : "now";
   if (answer.nodes.length === 0) return `No entity is named in this user's memories ${when}.`;
   const claims = answer.edges.filter((e) => e.kind === "claim");
   const ended = claims.filter((e) => e.valid_until !== null).length;
   const nodes = answer.nodes.length;
+  const { leftOut } = drawable(answer);
+  const cut = leftOut.nodes || leftOut.edges
+    ? ` Drawn: the ${nodes - leftOut.nodes} most named entities and ${answer.edges.length - leftOut.edges} of the lines between them; pick an entity for all of its relations.`
+    : "";
   return `${nodes} entit${nodes === 1 ? "y" : "ies"} and ${claims.length} relation${claims.length === 1 ? "" : "s"}`
-    + ` (${ended} ended), ${answer.edges.length - claims.length} co-mention${answer.edges.length - claims.length === 1 ? "" : "s"}, ${when}.`;
+    + ` (${ended} ended), ${answer.edges.length - claims.length} co-mention${answer.edges.length - claims.length === 1 ? "" : "s"}, ${when}.${cut}`;
 }
 
 /** Where each node goes: the user (the first node, if it is "User") in the middle, the others
@@ -75,10 +108,12 @@ function bent(a, b, offset) {
 
 /**
  * The drawing: an SVG with one group per edge (a path, its relation as a label; an ended
- * relation dashed, a co-mention thin and grey) and one per node (a circle and its name).
+ * relation dashed, a co-mention thin and grey) and one per node (a circle and its name), of
+ * what `drawable` keeps of the graph.
  * Clicking a node, or Enter on it, calls `onSelect(name)`.
  */
-export function graphDrawing(answer, { onSelect, selected = null } = {}) {
+export function graphDrawing(whole, { onSelect, selected = null } = {}) {
+  const answer = drawable(whole);
   const { places, height } = layout(answer.nodes);
   const drawing = svg("svg", {
     class: "graph-drawing", viewBox: `0 0 ${WIDTH} ${height}`, width: WIDTH, height,
