@@ -133,7 +133,9 @@ def test_the_graph_tab_draws_ana_and_the_move_ended_edges_dashed(stack: Stack) -
     page.screenshot(path=stack.shots / "graph-entity.png", full_page=True)
     expect(page.locator("#graph-canvas .graph-node.is-selected")).to_have_attribute(
         "data-name", "Ana")
-    # A source opens its memory in the Memories tab.
+    # Each source is named by its memory's words, and opens it in the Memories tab.
+    expect(fact.locator(".entity-sources button")).to_have_text(
+        [f"User's sister Ana works at {HOSTILE}"])
     fact.locator(".entity-sources button").first.click()
     expect(page.get_by_role("tab", name="Memories")).to_have_attribute("aria-selected", "true")
     expect(page.locator("#memory-detail .detail-text")).to_contain_text("works at")

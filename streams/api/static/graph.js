@@ -216,21 +216,25 @@ function validity(item) {
     : ["since ", day(item.valid_from)];
 }
 
-/** A row of buttons opening each of `memoryIds`. */
-function sources(memoryIds, onOpen) {
+/** A list of buttons opening each of `memoryIds`, each named by its words when known. */
+function sources(memoryIds, onOpen, textOf) {
   return el(
-    "span",
-    { class: "entity-sources" },
-    memoryIds.length === 1 ? "memory " : "memories ",
-    memoryIds.map((id) => el("button", { type: "button", class: "memory-open", onclick: () => onOpen?.(id) }, id)),
+    "ul",
+    { class: "entity-sources", "aria-label": "The memories that say it" },
+    memoryIds.map((id) => el(
+      "li",
+      {},
+      el("button", { type: "button", class: "memory-open", title: id, onclick: () => onOpen?.(id) }, textOf(id) ?? id),
+    )),
   );
 }
 
 /**
  * One entity (the answer of POST /v1/memories/entity): its names and kind, its facts, its
- * relations, each with its validity and the memories (and turns) that say it.
+ * relations, each with its validity and the memories (and turns) that say it; `textOf(id)`
+ * gives a memory's words (null: its id is shown).
  */
-export function entityDetail(answer, { onOpen } = {}) {
+export function entityDetail(answer, { onOpen, textOf = () => null } = {}) {
   const node = answer.entity;
   if (node === null) return [el("p", { class: "hint" }, `No entity is named “${answer.name}”.`)];
   const seen = node.sessions.length;
@@ -252,7 +256,7 @@ export function entityDetail(answer, { onOpen } = {}) {
         el("span", { class: "claim-value" }, fact.polarity === false ? ["not: ", fact.value] : fact.value),
         el("span", { class: "meta" }, validity(fact)),
         el("span", { class: "meta", title: fact.turns.join(", ") }, `stated in ${fact.turns.length} turn${fact.turns.length === 1 ? "" : "s"}`),
-        sources([fact.memory_id], onOpen),
+        sources([fact.memory_id], onOpen, textOf),
       )))
       : el("p", { class: "hint" }, "No claim is about it."),
     el("h4", {}, "Relations"),
@@ -265,7 +269,7 @@ export function entityDetail(answer, { onOpen } = {}) {
         },
         el("span", { class: "edge-words" }, edge.source, " ", el("strong", {}, edge.relation), " ", edge.target),
         el("span", { class: "meta" }, validity(edge)),
-        sources(edge.memory_ids, onOpen),
+        sources(edge.memory_ids, onOpen, textOf),
       )))
       : el("p", { class: "hint" }, "No relation."),
   ];

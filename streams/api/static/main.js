@@ -323,7 +323,7 @@ async function showEntity(name) {
   state.graph.selected = name;
   drawGraph();
   const detail = $("graph-entity");
-  fill(detail, entityDetail(answer, { onOpen: openMemory }));
+  fill(detail, entityDetail(answer, { onOpen: openMemory, textOf }));
   detail.scrollIntoView({ block: "nearest" });
 }
 
