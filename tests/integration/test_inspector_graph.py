@@ -149,6 +149,11 @@ def test_as_of_a_time_before_the_move_berlin_holds_and_porto_is_not_there(stack:
     expect(page.locator("#graph-status")).to_contain_text("as of 2026-03-1")
     expect(page.locator("#graph-canvas .node-label")).not_to_contain_text(["Porto"])
     assert edge(page, "Berlin", "home") == {"ended": "false", "dashes": "none"}
+    # An entity picked is read at the same time: Berlin was home then, with no end yet.
+    page.locator("#graph-canvas .graph-node", has_text="Berlin").click()
+    home = page.locator("#graph-entity .entity-edge", has_text="home")
+    expect(home.locator(".edge-words")).to_have_text(["User home Berlin"])
+    expect(home.locator(".meta")).to_have_text(["since 2026-03-02"])
     assert problems == []
 
 
@@ -156,7 +161,9 @@ def test_a_name_that_is_html_shows_as_text(stack: Stack) -> None:
     page, problems = graph_of(stack, "rui")
     hostile = page.locator("#graph-canvas .node-label", has_text="Evil<img")
     expect(hostile).to_have_text(HOSTILE)
-    hostile.click()
+    # Picked from the keyboard, as a button is.
+    page.locator("#graph-canvas .graph-node", has_text="Evil<img").focus()
+    page.keyboard.press("Enter")
     expect(page.locator("#graph-entity h3")).to_have_text(HOSTILE)
     assert page.locator("#graph-canvas img, #graph-entity img").count() == 0
     assert page.evaluate("window.__pwned") is None
