@@ -34,13 +34,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from typing_extensions import TypedDict
 
 from memstream.models.beliefs import subject_key
-from memstream.projections.memories import MemoryIndex, MemoryRecord
-from memstream.projections.memories.records import claim_turns, holds
+from memstream.projections.claims import claim_turns, holds
+
+if TYPE_CHECKING:
+    from memstream.projections.memories import MemoryIndex, MemoryRecord
 
 __all__ = [
     "KINDS",

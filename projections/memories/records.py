@@ -153,30 +153,6 @@ class MemoryHit(MemoryRecord):
     words: float = 0.0
 
 
-def holds(record: MemoryRecord, as_of: datetime | None) -> bool:
-    """Whether ``record``'s claim is in the profile: active now, or (at ``as_of``) recorded
-    by then and not ended by then; a deleted memory never is."""
-    if record.status == "deleted":
-        return False
-    if as_of is None:
-        return record.status == "active"
-    if record.created_at > as_of:
-        return False
-    return record.ended_at is None or record.ended_at > as_of
-
-
-def claim_turns(record: MemoryRecord, stating: dict[str, MemoryRecord]) -> list[str]:
-    """The turns (event ids) that stated ``record``'s claim: its own turn, then the turns of
-    the episodes among ``stating`` that said it again, each once in that order."""
-    # An episode cites its turn first; a summary cites many, none of them its own.
-    turns = list(record.source_event_ids[:1])
-    for memory_id in record.stated_in:
-        found = stating.get(memory_id)
-        if found is not None and found.memory_type == "episode" and found.source_event_ids:
-            turns.append(found.source_event_ids[0])
-    return list(dict.fromkeys(turns))
-
-
 def _record_fields(row: dict[str, Any]) -> dict[str, Any]:
     return {
         **row,

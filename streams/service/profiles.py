@@ -15,8 +15,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from memstream.models.beliefs import subject_key
+from memstream.projections.claims import claim_turns, holds
 from memstream.projections.memories import MemoryIndex, MemoryRecord
-from memstream.projections.memories.records import claim_turns, holds
 from memstream.streams.service.results import (
     ProfileDict,
     ProfileEntryDict,

@@ -16,8 +16,8 @@ import re
 from collections.abc import Sequence
 
 from memstream.models.beliefs import attribute_gloss, attribute_key, same_attribute, subject_key
+from memstream.projections.claims import claim_turns
 from memstream.projections.memories import MemoryIndex, MemoryRecord, SearchFilters
-from memstream.projections.memories.records import claim_turns
 from memstream.streams.service.results import TimelineDict, TimelineEntryDict
 
 __all__ = ["claim_turns", "timeline"]
