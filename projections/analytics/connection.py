@@ -8,6 +8,12 @@ import duckdb
 
 from memstream.models.settings import Settings
 from memstream.models.topics import Topics
+from memstream.projections.analytics.graph_views import (
+    EDGE_SCHEMA,
+    GRAPH_VIEWS,
+    NODE_SCHEMA,
+    graph_tables,
+)
 from memstream.projections.analytics.literals import _literal
 from memstream.projections.analytics.scope import ReportOptions, Scope, _aware
 from memstream.projections.analytics.sources import (
@@ -138,25 +144,37 @@ def _define(
     scoped = user_id is not None
     # An id that cannot be stored (a lone surrogate from a shell) owns nothing: empty views.
     readable = user_id is None or _storable(user_id)
-    needs_memories = readable and "memories" in wanted
+    needs_graph = readable and bool(wanted & GRAPH_VIEWS)
+    needs_memories = readable and ("memories" in wanted or needs_graph)
     needs_archive = readable and any(_VIEWS_BY_NAME[v].archive for v in wanted)
 
     memories = (
         _memory_rows(settings, user_id) if needs_memories else _memory_arrow_schema().empty_table()
     )
     con.register("_memories_arrow", memories)
+    # Each user's entity graph, by the code that serves the graph verb (at ``now``, if set).
+    nodes, edges = (
+        graph_tables(memories, scope.now) if needs_graph
+        else (NODE_SCHEMA.empty_table(), EDGE_SCHEMA.empty_table())
+    )
+    con.register("_entity_nodes_arrow", nodes)
+    con.register("_entity_edges_arrow", edges)
     source = _archive_source(settings, con) if needs_archive else _empty_archive(con)
     records = _records_sql(source, _literal(topics.deadletters))
     if scoped:
         # Copies of the user's rows only, selected with parameters; the unfiltered sources
         # are dropped from the connection below.
         con.execute("CREATE TEMP TABLE _memories AS SELECT * FROM _memories_arrow")
+        con.execute("CREATE TEMP TABLE _entity_nodes AS SELECT * FROM _entity_nodes_arrow")
+        con.execute("CREATE TEMP TABLE _entity_edges AS SELECT * FROM _entity_edges_arrow")
         con.execute(
             f"CREATE TEMP TABLE _records AS {_owned_records(records, topics, wanted)}",
             [user_id if readable else None],
         )
     else:
         con.execute("CREATE TEMP VIEW _memories AS SELECT * FROM _memories_arrow")
+        con.execute("CREATE TEMP VIEW _entity_nodes AS SELECT * FROM _entity_nodes_arrow")
+        con.execute("CREATE TEMP VIEW _entity_edges AS SELECT * FROM _entity_edges_arrow")
         con.execute(f"CREATE TEMP VIEW _records AS {records}")
     con.execute(
         """
@@ -196,7 +214,8 @@ def _define(
         if name in wanted:
             con.execute(f"CREATE TEMP VIEW {name} AS {select}")
     if scoped:
-        con.unregister("_memories_arrow")
+        for name in ("_memories_arrow", "_entity_nodes_arrow", "_entity_edges_arrow"):
+            con.unregister(name)
         if source == "_archive_empty":
             con.unregister("_archive_empty")
         # Nothing outside the copies above can be read any more, and that cannot be undone.

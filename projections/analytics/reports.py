@@ -357,6 +357,57 @@ _REPORT_LIST: tuple[Report, ...] = (
         ),
     ),
     Report(
+        "graph",
+        "Each user's entity graph: entities, relations (current, ended), co-mentions, and "
+        "the --limit most connected entities (by edges, then name).",
+        """
+        WITH ends AS (
+            SELECT user_id, source_key AS entity_key, * EXCLUDE (user_id) FROM entity_edges
+            UNION ALL
+            SELECT user_id, target_key, * EXCLUDE (user_id) FROM entity_edges
+        ), degree AS (
+            SELECT n.user_id, n.name, count(e.entity_key) AS edges
+            FROM entity_nodes n
+            LEFT JOIN ends e ON e.user_id = n.user_id AND e.entity_key = n.entity_key
+            GROUP BY n.user_id, n.entity_key, n.name
+        ), ranked AS (
+            SELECT d.*, row_number() OVER (
+                PARTITION BY d.user_id ORDER BY d.edges DESC, d.name) AS place
+            FROM degree d WHERE d.edges > 0
+        ), top AS (
+            SELECT r.user_id, list(r.name || ' (' || r.edges || ')' ORDER BY r.place)
+                AS most_connected
+            FROM ranked r, _params p WHERE r.place <= p.limit_n GROUP BY r.user_id
+        ), nodes AS (
+            SELECT user_id, count(*) AS entities FROM entity_nodes GROUP BY user_id
+        ), edges AS (
+            SELECT user_id, count(*) FILTER (WHERE kind = 'claim') AS relations,
+                count(*) FILTER (WHERE kind = 'claim' AND holds) AS current_relations,
+                count(*) FILTER (WHERE kind = 'claim' AND ended) AS ended_relations,
+                count(*) FILTER (WHERE kind = 'co-mention') AS co_mentions
+            FROM entity_edges GROUP BY user_id
+        )
+        SELECT n.user_id, n.entities, coalesce(e.relations, 0) AS relations,
+            coalesce(e.current_relations, 0) AS current_relations,
+            coalesce(e.ended_relations, 0) AS ended_relations,
+            coalesce(e.co_mentions, 0) AS co_mentions,
+            coalesce(t.most_connected, []) AS most_connected
+        FROM nodes n LEFT JOIN edges e ON e.user_id = n.user_id
+        LEFT JOIN top t ON t.user_id = n.user_id
+        ORDER BY n.user_id""",
+        frozenset({"entity_nodes", "entity_edges"}),
+        PlotSpec(
+            "bar",
+            "SELECT user_id, entities, relations FROM result ORDER BY entities DESC, user_id "
+            "LIMIT 30",
+            "user_id",
+            ("entities", "relations"),
+            "Entities and relations per user (top 30)",
+            "count",
+        ),
+        options=("limit",),
+    ),
+    Report(
         "entities",
         "Top --limit entities per user: named in memories and mentioned in chat.",
         f"""

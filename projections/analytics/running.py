@@ -10,9 +10,11 @@ import pyarrow as pa
 
 from memstream.models.settings import Settings
 from memstream.projections.analytics.connection import open_views
+from memstream.projections.analytics.graph_views import GRAPH_VIEWS
 from memstream.projections.analytics.guard import _refuse_modifying_nodes, _single_select
 from memstream.projections.analytics.reports import REPORTS, Report
 from memstream.projections.analytics.scope import ReportOptions, Scope
+from memstream.projections.analytics.views import VIEWS
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,10 @@ def run_sql(settings: Settings, query: str, scope: Scope = Scope()) -> pa.Table:
         If DuckDB cannot run it (unknown column, a file read while scoped to a user, ...).
     """
     statement = _single_select(query)  # before anything is opened
-    con = open_views(settings, scope)
+    # The graph views are built in Python, user by user: only for a query that names them.
+    named = statement.casefold()
+    views = frozenset(v.name for v in VIEWS if v.name not in GRAPH_VIEWS or v.name in named)
+    con = open_views(settings, scope, views=views)
     try:
         _refuse_modifying_nodes(con, statement)
         return _arrow(con.sql(statement))

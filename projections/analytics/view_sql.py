@@ -1,5 +1,5 @@
 """The SQL of the views: each view's SELECT over the connection's ``_memories``,
-``_records``, ``_duplicates`` and ``_params``, and the SELECT of ``_records`` over the archive."""
+``_entity_nodes``, ``_entity_edges``, ``_records``, ``_duplicates`` and ``_params``, and the SELECT of ``_records`` over the archive."""
 
 from __future__ import annotations
 
@@ -93,6 +93,12 @@ def _view_sql(topics: Topics, dedupe: bool) -> dict[str, str]:
         "memories": f"""
             SELECT {memory_columns} FROM _memories m, _params p
             WHERE {since.format(column="m.created_at")}""",
+        "entity_nodes": f"""
+            SELECT n.* FROM _entity_nodes n, _params p
+            WHERE {since.format(column="n.last_seen")}""",
+        "entity_edges": f"""
+            SELECT g.* FROM _entity_edges g, _params p
+            WHERE {since.format(column="g.valid_from")}""",
         "memory_history": f"""
             WITH {_first_delivery(f"topic = {memories} AND type IN ({history_types})", dedupe)},
             t AS (SELECT e.*, {history} AS f FROM e)

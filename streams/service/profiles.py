@@ -15,6 +15,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from memstream.models.beliefs import subject_key
+from memstream.projections.claims import claim_turns, holds
 from memstream.projections.memories import MemoryIndex, MemoryRecord
 from memstream.streams.service.results import (
     ProfileDict,
@@ -22,7 +23,6 @@ from memstream.streams.service.results import (
     ProfileKindDict,
     ProfileSubjectDict,
 )
-from memstream.streams.service.timelines import claim_turns
 
 __all__ = ["holds", "profile", "profile_lines"]
 
@@ -62,18 +62,6 @@ def profile(
         "as_of": as_of.astimezone(UTC).isoformat() if as_of is not None else None,
         "subjects": subjects,
     }
-
-
-def holds(record: MemoryRecord, as_of: datetime | None) -> bool:
-    """Whether ``record``'s claim is in the profile: active now, or (at ``as_of``) recorded
-    by then and not ended by then; a deleted memory never is."""
-    if record.status == "deleted":
-        return False
-    if as_of is None:
-        return record.status == "active"
-    if record.created_at > as_of:
-        return False
-    return record.ended_at is None or record.ended_at > as_of
 
 
 def profile_lines(found: ProfileDict) -> list[tuple[str, str]]:

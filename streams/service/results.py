@@ -24,6 +24,13 @@ from memstream.models.events.memory import (
     MemoryReinforced,
     MemorySuperseded,
 )
+from memstream.projections.entity_graph import (
+    EdgeDict,
+    EntityDict,
+    EntityFactDict,
+    GraphDict,
+    NodeDict,
+)
 
 if TYPE_CHECKING:
     # Annotations only: the HTTP client reads these shapes without loading LanceDB or Kafka.
@@ -237,73 +244,6 @@ class PatternsDict(TypedDict):
 
     as_of: str | None
     patterns: list[PatternDict]
-
-
-class NodeDict(TypedDict):
-    """An entity of a user's graph: its name (``User`` for the user), the other names it was
-    given (``User's sister``), its kind when known (user, person, pet, organisation, place,
-    project, thing), and the memories, turns and sessions that mention it."""
-
-    name: str
-    kind: str | None
-    aliases: list[str]
-    memory_ids: list[str]
-    turns: list[str]
-    sessions: list[str]
-
-
-class EdgeDict(TypedDict):
-    """A relation of two entities: a claim (``source``'s ``relation`` is ``target``), or a
-    co-mention (``relation`` ``"mentioned with"``: both in one memory). A claim's edge has
-    its claim's validity (``valid_until`` once it ended, ``holds`` whether it held at the
-    graph's moment); a co-mention holds from its first memory."""
-
-    source: str
-    target: str
-    relation: str
-    kind: str
-    valid_from: str
-    valid_until: str | None
-    holds: bool
-    memory_ids: list[str]
-    turns: list[str]
-    sessions: list[str]
-
-
-class GraphDict(TypedDict):
-    """A user's entity graph (now, or at ``as_of``): nodes ``User`` first, then by name;
-    edges by source, target, relation, then validity and memory ids."""
-
-    as_of: str | None
-    nodes: list[NodeDict]
-    edges: list[EdgeDict]
-
-
-class EntityFactDict(TypedDict):
-    """A claim about an entity: attribute, value (``polarity`` False: not so), the
-    statement, its validity and whether it held at the moment asked, its memory and turns."""
-
-    attribute: str
-    value: str
-    polarity: bool
-    statement: str
-    valid_from: str
-    valid_until: str | None
-    holds: bool
-    memory_id: str
-    turns: list[str]
-
-
-class EntityDict(TypedDict):
-    """One entity of a user's graph as ``name`` finds it (None when no entity has that
-    name): its node, the entities it has an edge with, its facts and its edges."""
-
-    name: str
-    as_of: str | None
-    entity: NodeDict | None
-    neighbours: list[str]
-    facts: list[EntityFactDict]
-    edges: list[EdgeDict]
 
 
 class ContextResult(TypedDict):

@@ -16,6 +16,7 @@ import re
 from collections.abc import Sequence
 
 from memstream.models.beliefs import attribute_gloss, attribute_key, same_attribute, subject_key
+from memstream.projections.claims import claim_turns
 from memstream.projections.memories import MemoryIndex, MemoryRecord, SearchFilters
 from memstream.streams.service.results import TimelineDict, TimelineEntryDict
 
@@ -119,15 +120,3 @@ def _entry(record: MemoryRecord, stating: dict[str, MemoryRecord]) -> TimelineEn
         "turns": turns,
         "stated_in": list(record.stated_in),
     }
-
-
-def claim_turns(record: MemoryRecord, stating: dict[str, MemoryRecord]) -> list[str]:
-    """The turns (event ids) that stated ``record``'s claim: its own turn, then the turns of
-    the episodes among ``stating`` that said it again, each once in that order."""
-    # An episode cites its turn first; a summary cites many, none of them its own.
-    turns = list(record.source_event_ids[:1])
-    for memory_id in record.stated_in:
-        found = stating.get(memory_id)
-        if found is not None and found.memory_type == "episode" and found.source_event_ids:
-            turns.append(found.source_event_ids[0])
-    return list(dict.fromkeys(turns))

@@ -710,11 +710,14 @@ def test_entities(settings: Settings) -> None:
 USER_COUNTS: dict[str, dict[str, int]] = {
     # rows per view, by hand from the log above
     ANN: {"memories": 7, "memory_history": 10, "accesses": 5, "sessions": 3, "extractions": 4,
-          "entity_mentions": 2, "dead_letters": 1, "events": 34},
+          "entity_mentions": 2, "dead_letters": 1, "events": 34,
+          "entity_nodes": 2, "entity_edges": 0},  # Lisbon, Porto: named apart
     BOB: {"memories": 3, "memory_history": 5, "accesses": 1, "sessions": 1, "extractions": 2,
-          "entity_mentions": 1, "dead_letters": 1, "events": 13},
+          "entity_mentions": 1, "dead_letters": 1, "events": 13,
+          "entity_nodes": 1, "entity_edges": 0},  # Acme
     OHARA: {"memories": 1, "memory_history": 1, "accesses": 0, "sessions": 1, "extractions": 1,
-            "entity_mentions": 0, "dead_letters": 0, "events": 5},
+            "entity_mentions": 0, "dead_letters": 0, "events": 5,
+            "entity_nodes": 1, "entity_edges": 0},  # Tom
 }
 
 

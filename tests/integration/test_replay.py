@@ -26,6 +26,7 @@ from memstream.models.events.memory import (
 )
 from memstream.models.settings import Settings
 from memstream.models.upcasting import UNRECORDED_EXTRACTOR
+from memstream.projections.analytics import run_sql
 from memstream.projections.embedder import embedder_from_settings
 from memstream.projections.memories import (
     MemoryRecord,
@@ -172,6 +173,14 @@ def test_a_rebuilt_memory_projection_is_identical_to_the_live_one(
     assert any(found["subjects"] for found in profiles)
     graphs = [entity_graph(projection, u, as_of=at) for u in users for at in moments]
     assert any(found["edges"] for found in graphs)
+    # ...and in SQL: the analytics' graph views read the live table, the rebuilt one after.
+    edge_order = "user_id, source_key, target_key, kind, relation, valid_from, memory_ids"
+    graph_views = [
+        "SELECT * FROM entity_nodes ORDER BY user_id, entity_key",
+        f"SELECT * FROM entity_edges ORDER BY {edge_order}",
+    ]
+    in_sql = [run_sql(settings, query) for query in graph_views]
+    assert in_sql[1].num_rows > 0
 
     live, rebuilt = asyncio.run(verify_memories(settings))
     assert live == rebuilt and live.rows == len(memories)
@@ -191,6 +200,7 @@ def test_a_rebuilt_memory_projection_is_identical_to_the_live_one(
     )
     assert [profile(rebuilt_table, u, as_of=at) for u in users for at in moments] == profiles
     assert [entity_graph(rebuilt_table, u, as_of=at) for u in users for at in moments] == graphs
+    assert [run_sql(settings, query) for query in graph_views] == in_sql
     # Readers follow the pointer: the same answers from the new table.
     assert {m.memory_id for m in everything(projection, users)} == {m.memory_id for m in memories}
 

@@ -1,6 +1,7 @@
 // The memory inspector: the key, the tenant's users, and one user's memories, searches,
-// timelines, profile and reports. Fetches from /v1 (api.js) and puts the answers in the page
-// (memories.js, search.js, reports.js); errors show in one alert that says what to do.
+// timelines, profile, entity graph and reports. Fetches from /v1 (api.js) and puts the answers
+// in the page (memories.js, search.js, graph.js, reports.js); errors show in one alert that
+// says what to do.
 
 import { ApiError, apiKey, call, explain, readiness, segment } from "./api.js";
 import { el, fill, when } from "./dom.js";
@@ -9,6 +10,7 @@ import {
   profileSubjects, profileSummary, timelineSummary, timelineValue,
 } from "./memories.js";
 import { patternList, patternsSummary } from "./patterns.js";
+import { entityDetail, graphDrawing, graphSummary } from "./graph.js";
 import { chartFigure, reportOptions, rowsTable } from "./reports.js";
 import { searchHit } from "./search.js";
 
@@ -22,6 +24,7 @@ const state = {
   openMemoryId: null,
   reports: null,
   chartUrl: null,
+  graph: null,
   retry: null,
 };
 
@@ -124,6 +127,10 @@ async function openUser(userId) {
   $("profile-status").textContent = "";
   fill($("patterns-list"));
   $("patterns-status").textContent = "";
+  fill($("graph-canvas"));
+  fill($("graph-entity"), el("p", { class: "hint" }, "Pick an entity in the drawing."));
+  $("graph-status").textContent = "";
+  state.graph = null;
   fill($("report-output"));
   fill($("memory-detail"), el("p", { class: "hint" }, "Open a memory to see its history and the messages it came from."));
   fill($("memory-summary"));
@@ -141,7 +148,7 @@ async function openUser(userId) {
 
 // --- tabs --------------------------------------------------------------------------------
 
-const TABS = ["memories", "search", "timeline", "profile", "patterns", "reports"];
+const TABS = ["memories", "search", "timeline", "profile", "patterns", "graph", "reports"];
 
 function selectTab(name) {
   for (const tab of TABS) {
@@ -153,6 +160,7 @@ function selectTab(name) {
   if (name === "reports" && state.reports === null) attempt(loadReports);
   if (name === "profile" && $("profile-status").textContent === "") attempt(runProfile);
   if (name === "patterns" && $("patterns-status").textContent === "") attempt(runPatterns);
+  if (name === "graph" && $("graph-status").textContent === "") attempt(runGraph);
 }
 
 function tabKeys(event) {
@@ -296,6 +304,48 @@ async function runPatterns() {
   fill($("patterns-list"), patternList(answer, { onOpen: openMemory }));
 }
 
+// --- entity graph ------------------------------------------------------------------------
+
+/** The time of the graph's "as of" field as an instant, or null for now. */
+function graphAsOf() {
+  const asOf = $("graph-as-of").value;
+  // The field is the browser's local time; the API wants an instant with its zone.
+  return asOf ? new Date(asOf).toISOString() : null;
+}
+
+async function runGraph() {
+  const userId = state.userId;
+  const asOf = graphAsOf();
+  $("graph-status").textContent = "Reading the graph…";
+  const body = { user_id: userId };
+  if (asOf) body.as_of = asOf;
+  const answer = await call("memories/graph", { method: "POST", body });
+  if (userId !== state.userId) return;
+  state.graph = { answer, selected: null };
+  $("graph-status").textContent = graphSummary(answer);
+  drawGraph();
+  fill($("graph-entity"), el("p", { class: "hint" }, answer.nodes.length ? "Pick an entity in the drawing." : ""));
+}
+
+function drawGraph() {
+  const { answer, selected } = state.graph;
+  const onSelect = (name) => attempt(() => showEntity(name));
+  fill($("graph-canvas"), answer.nodes.length ? graphDrawing(answer, { onSelect, selected }) : null);
+}
+
+async function showEntity(name) {
+  const userId = state.userId;
+  const body = { name, user_id: userId };
+  if (state.graph?.answer.as_of) body.as_of = state.graph.answer.as_of;
+  const answer = await call("memories/entity", { method: "POST", body });
+  if (userId !== state.userId || state.graph === null) return;
+  state.graph.selected = name;
+  drawGraph();
+  const detail = $("graph-entity");
+  fill(detail, entityDetail(answer, { onOpen: openMemory, textOf }));
+  detail.scrollIntoView({ block: "nearest" });
+}
+
 // --- reports -----------------------------------------------------------------------------
 
 async function loadReports() {
@@ -353,6 +403,7 @@ submit($("search-form"), runSearch);
 submit($("timeline-form"), runTimeline);
 submit($("profile-form"), runProfile);
 submit($("patterns-form"), runPatterns);
+submit($("graph-form"), runGraph);
 submit($("report-form"), runReport);
 for (const select of ["filter-type", "filter-tier", "filter-status"]) {
   $(select).addEventListener("change", showMemories);
