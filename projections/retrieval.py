@@ -314,6 +314,11 @@ class Retriever:
     def _search_by_names(
         self, user_id: str, names: str, limit: int, filters: SearchFilters
     ) -> list[MemoryHit]:
+        """The user's memories found by ``names``: by their words alone where the index can
+        (resident memories: no query embedding), else by the index's own search."""
+        by_words = getattr(self.projection, "search_by_words", None)
+        if by_words is not None:
+            return list(by_words(user_id, names, limit=limit, filters=filters))
         return self.projection.search(user_id, names, limit=limit, filters=filters)
 
     def current_first(

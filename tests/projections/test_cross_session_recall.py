@@ -104,11 +104,13 @@ def test_the_same_path_serves_a_context(projection: MemoryProjection) -> None:
 
 
 def test_expansion_never_reaches_another_users_memories(projection: MemoryProjection) -> None:
-    expanded = found(projection, EXPANDING, "maya", limit=20)
-    assert "e-viktor" not in expanded
-    assert all(memory_id.startswith("m-") for memory_id in expanded)
-    # The other user's Viktor leads their own search to their own memory only.
-    assert found(projection, EXPANDING, "eve", limit=20) == ["e-viktor"]
+    resident = ResidentMemories(projection, budget_bytes=1 << 24)
+    for index in (projection, resident):
+        expanded = found(index, EXPANDING, "maya", limit=20)  # type: ignore[arg-type]
+        assert "e-viktor" not in expanded
+        assert all(memory_id.startswith("m-") for memory_id in expanded)
+        # The other user's Viktor leads their own search to their own memory only.
+        assert found(index, EXPANDING, "eve", limit=20) == ["e-viktor"]  # type: ignore[arg-type]
 
 
 def test_the_resident_store_answers_as_the_table(
