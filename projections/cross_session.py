@@ -48,11 +48,11 @@ HOP_WEIGHT = 0.9
 #: Hits whose names seed the first hop (the best ones).
 SEED_HITS = 3
 #: Most names one hop searches for.
-NAMES_PER_HOP = 3
+NAMES_PER_HOP = 5
 #: Hops: the question's hits to their names' memories, and one more.
 HOPS = 2
 #: Memories asked of each hop's search.
-HOP_CANDIDATES = 10
+HOP_CANDIDATES = 20
 #: A name mentioned by more than this share of the candidates is a hub and leads nowhere.
 HUB_SHARE = 0.5
 #: Weight of the lexical rerank's word share against relevance.
