@@ -17,6 +17,8 @@ question is asked three ways:
 
 Scores, per search and category: evidence recall@k, the share of a question's evidence turns
 among the turns the first k hits cite (``source_event_ids``; a baseline hit is a turn);
+session recall@5 (``s@5``), the share of the sessions holding a question's evidence among the
+sessions of the turns the first 5 hits cite;
 ``ans@10``, how often the answer's words (case ignored) are in the text of the first 10 hits
 (a memory's content, and its ``context`` should a hit ever carry one; a turn's text); for
 corrections, how often a stale turn is cited above the new one in the first 10 hits; for
@@ -24,6 +26,11 @@ facts with a distractor, how often the distractor is cited above the evidence; a
 search's latency. ``--offline`` builds the projection without a broker instead (offline
 extractor, decisions, projection in this process, as ``quality.py`` does) and gives a client
 that projection to search, as of now.
+
+``--split held-out`` generates the dialogues from seeds kept apart from the default (dev)
+ones: tune on dev, report held-out. ``--steps`` also searches through clients whose settings
+switch the cross-session recall steps on one after the other (none, + entity expansion, +
+session diversification, + rerank; ``docs/search.md``), beside the raw-turn baseline.
 
 Each client search publishes an access event, which the worker projects (use counts, and
 promotion after ``promote_after_retrievals``), so a question's use can rank a later one;
@@ -34,6 +41,7 @@ Run from the repository root::
     python benchmarks/dialogue_recall.py
     python benchmarks/dialogue_recall.py --dialogues 10 --sessions 20 --turns 30 --seed 13
     python benchmarks/dialogue_recall.py --offline
+    python benchmarks/dialogue_recall.py --offline --steps --split held-out
 """
 
 from __future__ import annotations
@@ -46,7 +54,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -93,6 +101,18 @@ LIMIT = max(DEPTHS)
 #: Bytes the resident search may hold: every user of the benchmark.
 RESIDENT_BUDGET = 1 << 30
 BASELINE = "raw turns, LanceDB hybrid (baseline)"
+#: Depth of session recall: the sessions of the first SESSION_DEPTH hits.
+SESSION_DEPTH = 5
+#: Added to ``--seed`` for the held-out split: dialogues no setting was tuned on.
+HELD_OUT_SEED = 7919
+#: ``--steps``: the cross-session recall settings, each step adding to the one before.
+STEPS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("steps: none", {"recall_entity_expansion": False, "recall_session_cap": 0,
+                     "recall_rerank": "none"}),
+    ("steps: + entity expansion", {"recall_entity_expansion": True}),
+    ("steps: + session diversification", {"recall_session_cap": 2}),
+    ("steps: + rerank", {"recall_rerank": "lexical"}),
+)
 
 
 @dataclass(frozen=True)
@@ -111,7 +131,8 @@ Search = Callable[[Dialogue, str], list[Hit]]
 class Tally:
     """One search's figures."""
 
-    #: Per category, per question: recall at each depth, then the answer-in-text hit (0/1).
+    #: Per category, per question: recall at each depth, the answer-in-text hit (0/1), then
+    #: session recall at SESSION_DEPTH.
     rows: dict[str, list[list[float]]] = field(default_factory=lambda: defaultdict(list))
     latencies_s: list[float] = field(default_factory=list)
     stale_above: int = 0
@@ -363,6 +384,22 @@ def client_search(client: MemoryClient, turn_of: Mapping[str, str], *, point_in_
     return search
 
 
+def step_searches(
+    stack: ExitStack, settings: Settings, projection: MemoryIndex, turn_of: Mapping[str, str]
+) -> dict[str, Search]:
+    """``MemoryClient.search`` (as of now) with the cross-session recall steps of
+    :data:`STEPS` switched on one after the other: a client per step, on ``projection``."""
+    searches: dict[str, Search] = {}
+    overrides: dict[str, Any] = {}
+    for label, step in STEPS:
+        overrides = {**overrides, **step}
+        client = stack.enter_context(
+            MemoryClient(settings.model_copy(update=overrides), projection=projection)
+        )
+        searches[f"MemoryClient.search, {label}"] = client_search(client, turn_of, point_in_time=True)
+    return searches
+
+
 # --- without a broker ------------------------------------------------------------------
 
 
@@ -391,7 +428,8 @@ def conversations(dialogues: Sequence[Dialogue]) -> list[Conversation]:
 
 
 def offline_tallies(
-    workdir: Path, dialogues: Sequence[Dialogue], phases: dict[str, float], *, sweep: bool
+    workdir: Path, dialogues: Sequence[Dialogue], phases: dict[str, float], *, sweep: bool,
+    steps: bool = False,
 ) -> dict[str, Tally]:
     """memstream built in this process without a broker, as ``quality.py`` does, searched
     with the projection and with a client reading it (as of now, so it publishes nothing)."""
@@ -407,11 +445,14 @@ def offline_tallies(
     with (
         MemoryClient(settings, projection=projection) as client,
         MemoryClient(settings, projection=resident) as held,
+        ExitStack() as stack,
     ):
         searches["MemoryProjection.search"] = projection_search(projection, turn_of)
         searches["MemoryClient.search"] = client_search(client, turn_of, point_in_time=True)
         searches["ResidentMemories.search"] = projection_search(resident, turn_of)
         searches["MemoryClient.search, resident"] = client_search(held, turn_of, point_in_time=True)
+        if steps:
+            searches.update(step_searches(stack, settings, resident, turn_of))
         if sweep:
             searches.update(sweep_searches(projection, dialogues, turn_of))
             plain = without_context(workdir, projection, dialogues, embedder)
@@ -424,11 +465,15 @@ def offline_tallies(
 
 def online_tallies(
     workdir: Path, dialogues: Sequence[Dialogue], phases: dict[str, float], *,
-    point_in_time: bool, timeout_s: float, sweep: bool,
+    point_in_time: bool, timeout_s: float, sweep: bool, steps: bool = False,
 ) -> dict[str, Tally]:
     """memstream through the client, the embedded broker and one worker."""
     turns = sum(len(d.turns) for d in dialogues)
-    with broker_and_worker(workdir) as (settings, worker), MemoryClient(settings) as client:
+    with (
+        broker_and_worker(workdir) as (settings, worker),
+        MemoryClient(settings) as client,
+        ExitStack() as stack,
+    ):
         embedder = embedder_from_settings(settings)  # the one the client uses too
         mark = time.perf_counter()
         turn_of = add_dialogues(client, dialogues)
@@ -447,6 +492,8 @@ def online_tallies(
             "MemoryProjection.search": projection_search(projection, turn_of),
             "MemoryClient.search": client_search(client, turn_of, point_in_time=point_in_time),
         }
+        if steps:
+            searches.update(step_searches(stack, settings, projection, turn_of))
         if sweep:
             searches.update(sweep_searches(projection, dialogues, turn_of))
         phases["baseline"] = time.perf_counter() - mark
@@ -462,6 +509,18 @@ def online_tallies(
 def recall(hits: Sequence[Hit], evidence: Sequence[str], depth: int) -> float:
     seen = {turn for hit in hits[:depth] for turn in hit.cited}
     return sum(turn in seen for turn in evidence) / len(evidence)
+
+
+def session_of(turn_id: str) -> str:
+    """The session of a turn, from its id (``<dialogue>/<session>/<turn>``)."""
+    return turn_id.rsplit("/", 1)[0]
+
+
+def session_recall(hits: Sequence[Hit], evidence: Sequence[str], depth: int) -> float:
+    """The share of the evidence's sessions among the sessions the first ``depth`` hits cite."""
+    wanted = {session_of(turn) for turn in evidence}
+    seen = {session_of(turn) for hit in hits[:depth] for turn in hit.cited}
+    return len(wanted & seen) / len(wanted)
 
 
 def first_rank(hits: Sequence[Hit], turns: Sequence[str], depth: int) -> int | None:
@@ -481,7 +540,8 @@ def score(tally: Tally, question: Question, hits: Sequence[Hit]) -> None:
     returned = "\n".join(hit.text for hit in hits[:TOP]).lower()
     answered = float(question.answer.lower() in returned)
     tally.rows[question.category].append(
-        [*(recall(hits, question.evidence, depth) for depth in DEPTHS), answered]
+        [*(recall(hits, question.evidence, depth) for depth in DEPTHS), answered,
+         session_recall(hits, question.evidence, SESSION_DEPTH)]
     )
     if question.stale:
         tally.corrections += 1
@@ -520,7 +580,7 @@ def print_table(tallies: Mapping[str, Tally], header: str) -> None:
 
     def means(tally: Tally, category: str) -> list[float]:
         rows = rows_of(tally, category)
-        return [statistics.fmean(r[i] for r in rows) if rows else 0.0 for i in range(len(DEPTHS) + 1)]
+        return [statistics.fmean(r[i] for r in rows) if rows else 0.0 for i in range(len(DEPTHS) + 2)]
 
     def pct(part: int, whole: int) -> str:
         return f"{part}/{whole} ({100 * part / whole:.1f} %)" if whole else "-"
@@ -528,12 +588,14 @@ def print_table(tallies: Mapping[str, Tally], header: str) -> None:
     print(header)
     width = max(len(name) for name in tallies)
     print(f"{'search':{width}}  {'category':13} {'n':>4} "
-          + " ".join(f"{'@' + str(d):>6}" for d in DEPTHS) + f" {'ans@' + str(TOP):>7}")
+          + " ".join(f"{'@' + str(d):>6}" for d in DEPTHS) + f" {'ans@' + str(TOP):>7}"
+          + f" {'s@' + str(SESSION_DEPTH):>6}")
     for name, tally in tallies.items():
         for category in categories:
             figures = means(tally, category)
             print(f"{name:{width}}  {category:13} {len(rows_of(tally, category)):>4} "
-                  + " ".join(f"{m:6.3f}" for m in figures[:-1]) + f" {figures[-1]:7.3f}")
+                  + " ".join(f"{m:6.3f}" for m in figures[:-2]) + f" {figures[-2]:7.3f}"
+                  + f" {figures[-1]:6.3f}")
         print()
     baseline = tallies[BASELINE]
     print(f"recall@{TOP}, memstream / baseline:")
@@ -589,23 +651,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sweep", action="store_true",
                         help="also rank with the priors x0, x3, x10 and without summaries "
                              "(and, with --offline, search a copy without contexts)")
+    parser.add_argument("--split", choices=("dev", "held-out"), default="dev",
+                        help="dev: the seed given; held-out: dialogues from seeds kept apart "
+                             f"(--seed + {HELD_OUT_SEED}), never tuned on")
+    parser.add_argument("--steps", action="store_true",
+                        help="also search with the cross-session recall steps switched on "
+                             "one after the other (none, + entity expansion, + session "
+                             "diversification, + rerank)")
     args = parser.parse_args(argv)
     exit_on_sigterm()
     started = time.perf_counter()
-    dialogues = generate_dialogues(args.dialogues, args.sessions, args.turns, args.seed)
+    seed = args.seed + (HELD_OUT_SEED if args.split == "held-out" else 0)
+    dialogues = generate_dialogues(args.dialogues, args.sessions, args.turns, seed)
     turns = sum(len(d.turns) for d in dialogues)
     asked = sum(len(d.questions) for d in dialogues)
     workdir = Path(tempfile.mkdtemp(prefix="memstream-dialogues-"))
     phases: dict[str, float] = {}
     try:
         if args.offline:
-            tallies = offline_tallies(workdir, dialogues, phases, sweep=args.sweep)
+            tallies = offline_tallies(workdir, dialogues, phases, sweep=args.sweep,
+                                      steps=args.steps)
             how = ("offline: extractor, decisions and projection in this process, no broker; "
                    "client searches as of now")
         else:
             tallies = online_tallies(
                 workdir, dialogues, phases, point_in_time=args.point_in_time,
-                timeout_s=args.timeout, sweep=args.sweep,
+                timeout_s=args.timeout, sweep=args.sweep, steps=args.steps,
             )
             how = ("MemoryClient.add turn by turn, the embedded broker and one worker"
                    + ("; client searches as of now" if args.point_in_time else ""))
@@ -616,7 +687,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print_table(tallies, (
         f"{args.dialogues} dialogues x {args.sessions} sessions, {turns} turns, {asked} questions "
-        f"({per_category}), seed {args.seed}\n{how}\n"
+        f"({per_category}), seed {seed} ({args.split})\n{how}\n"
     ))
     wall = time.perf_counter() - started
     print(f"\nwall {wall:.0f} s (" + ", ".join(f"{k} {v:.0f} s" for k, v in phases.items()) + ")")

@@ -13,7 +13,14 @@ category per place:
   Maya do on 14 March 2025?") and the turn only says "yesterday", "two days ago" or "last
   Tuesday"; the session's date resolves it;
 * ``multi_hop``: in two turns of two sessions ("my brother Leo moved to Oslo" ... "Leo
-  started at a bakery"), joined by a name the question does not repeat;
+  started at a bakery"), joined by a name the question does not repeat; or in two or three
+  sessions of a chain that starts with a person met somewhere ("At the climbing gym I met
+  Vera" ... "She works at Bosch" ... "Vera introduced me to her brother Hugo" ... "Hugo
+  started at a ferry line"), and the question names only the place they met;
+* ``open_domain``: what is new with a relative the question names by relation only ("What
+  is new with Maya's aunt?"); the relative is named in one session ("my aunt Greta") and
+  the news comes by name or "she" in one or two later ones: every one of those turns is
+  evidence;
 * ``correction``: in a later turn that changes an earlier one; the question asks for the
   current value, and the earlier turn is kept as ``stale``;
 * ``other_speaker``: the other speaker's facts about themselves, in the first person ("I
@@ -38,14 +45,14 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 CATEGORIES = (
-    "reply", "temporal", "temporal_date", "multi_hop", "correction", "other_speaker",
-    "third_person",
+    "reply", "temporal", "temporal_date", "multi_hop", "open_domain", "correction",
+    "other_speaker", "third_person",
 )
 
 PAIRS = [("Maya", "Tom"), ("Ines", "Karl"), ("Ruth", "Omar"), ("Lena", "Jonas"), ("Aiko", "Ben")]
@@ -74,9 +81,9 @@ POOLS: dict[str, list[Any]] = {
             "a ferry line", "a flower market", "a recording studio", "a dental practice",
             "a ski school"],
     "he": ["Leo", "Milan", "Felix", "Emil", "Hugo", "Anton", "Rafael", "Oskar", "Viktor", "Jakub",
-           "Bruno", "Matteo"],
+           "Bruno", "Matteo", "Tobias", "Lukas", "Mateo", "Pavel", "Arvid", "Nils"],
     "she": ["Clara", "Sofia", "Nora", "Vera", "Alba", "Greta", "Mira", "Ida", "Elsa", "Lotte",
-            "Hanna", "Carla"],
+            "Hanna", "Carla", "Freya", "Livia", "Selma", "Olga", "Maren", "Astrid"],
     "pet_name": ["Pip", "Miso", "Biscuit", "Olive", "Pepper", "Juno", "Tofu", "Ziggy", "Mango",
                  "Rolo", "Waffle", "Nacho", "Pickle", "Bean", "Dotty", "Crumble"],
     "language": ["Portuguese", "Japanese", "Finnish", "Greek", "Polish", "Korean", "Turkish",
@@ -97,6 +104,9 @@ POOLS: dict[str, list[Any]] = {
                  ("volunteered at the food bank", "food bank"),
                  ("had my wisdom tooth out", "wisdom tooth")],
 }
+#: Where the user meets someone a multi-hop chain asks about.
+VENUES = ["climbing gym", "choir", "book club", "pottery class", "language course", "dog park",
+          "running club", "chess cafe", "community garden", "jazz workshop"]
 PETS = ["a cat", "a puppy", "a rabbit", "a parrot", "a tortoise"]
 
 
@@ -496,6 +506,81 @@ def _correction_close(w: _Writer, pending: tuple[str, int, str]) -> None:
     w.say(w.dialogue.other, "Congratulations!")
     w.ask(spec.question.format(user=w.dialogue.user), new, "correction", (said,), (first,))
 
+#: A plant whose turns span sessions: it says its first turns, then yields once per later
+#: session it speaks in; it asks its question when it ends.
+Chain = Iterator[None]
+_PRONOUNS = {"he": ("he", "his"), "she": ("she", "her")}
+
+
+def _news(w: _Writer, name: str, gender: str, fact: str) -> str:
+    """The user's turn telling ``fact`` about ``name`` (the fact's text opens with the
+    pronoun's place, e.g. "works at Bosch"): half the time by name, otherwise as "she"
+    after the other speaker asks about the person by name. Returns the turn id."""
+    if w.rng.random() < 0.5:
+        return w.say(w.dialogue.user, f"{name} {fact} now.")
+    w.say(w.dialogue.other, w.rng.choice([f"How is {name} doing?", f"Any news from {name}?"]))
+    return w.say(w.dialogue.user, f"{_PRONOUNS[gender][0].capitalize()} {fact}, believe it or not.")
+
+
+def _met_chain(w: _Writer) -> Chain:
+    """Multi-hop over two or three sessions: someone met at a venue; later where they work;
+    half the time, later still, their sibling's job. The questions name only the venue."""
+    user, other, rng = w.dialogue.user, w.dialogue.other, w.rng
+    gender = rng.choice(["he", "she"])
+    venue, name = w.fresh([("venue", v) for v in VENUES]), w.person(gender)
+    if venue is None or name is None:
+        return
+    met = w.say(user, f"At the {venue[1]} I met someone really nice, {name}. We talked for ages.")
+    w.say(other, "Sounds like a new friend!")
+    yield
+    employer = w.pick("employer")
+    if employer is None:
+        return
+    works = _news(w, name, gender, f"works at {employer}")
+    w.ask(f"Where does the person {user} met at the {venue[1]} work?", employer, "multi_hop",
+          (met, works))
+    relation = rng.choice(["brother", "sister"])
+    sibling = w.person("he" if relation == "brother" else "she")
+    if sibling is None or rng.random() < 0.5:
+        return
+    introduced = w.say(
+        user, f"{name} introduced me to {_PRONOUNS[gender][1]} {relation} {sibling} last night."
+    )
+    w.chatter(1)
+    yield
+    job = w.pick("job")
+    if job is None:
+        return
+    said = w.say(user, f"Funny, {sibling} just started working at {job}.")
+    w.ask(f"Where does the {relation} of the person {user} met at the {venue[1]} work?", job,
+          "multi_hop", (met, introduced, said))
+
+
+def _relative_chain(w: _Writer) -> Chain:
+    """Open-domain over two or three sessions: "my aunt Greta" once; by name or "she" later,
+    a hobby, and half the time a move; the question names the relation only."""
+    user, other, rng = w.dialogue.user, w.dialogue.other, w.rng
+    relative = w.fresh([("relative", r) for r in RELATIVES])
+    if relative is None:
+        return
+    gender = RELATIVES[relative[1]] or rng.choice(["he", "she"])
+    name = w.person(gender)
+    if name is None:
+        return
+    named = w.say(user, f"My {relative[1]} {name} is coming to stay with us for a while.")
+    w.say(other, f"Oh, how nice. Say hi to {name} from me!")
+    yield
+    hobby = w.pick("hobby")
+    if hobby is None:
+        return
+    evidence = [named, _news(w, name, gender, f"has taken up {hobby}")]
+    if rng.random() < 0.5:
+        yield
+        city = w.pick("city")
+        if city is not None:
+            evidence.append(w.say(user, f"{name} is moving to {city} in the spring."))
+    w.ask(f"What is new with {user}'s {relative[1]}?", hobby, "open_domain", tuple(evidence))
+
 
 PLANTS: dict[str, Callable[[_Writer], None]] = {
     "reply": _reply,
@@ -504,7 +589,9 @@ PLANTS: dict[str, Callable[[_Writer], None]] = {
     "other_speaker": _other_speaker,
     "third_person": _third_person,
 }
-#: Plants a session draws from; multi_hop and correction are completed in a later session.
+#: Plants whose turns span two or three sessions.
+CHAINS: dict[str, Callable[[_Writer], Chain]] = {"met": _met_chain, "relative": _relative_chain}
+#: Plants a session draws from; multi_hop, correction and the chains end in later sessions.
 PLANTS_PER_SESSION = 3
 
 
@@ -520,6 +607,7 @@ def generate(dialogues: int, sessions: int, turns_per_session: int, seed: int) -
         w = _Writer(rng, user, other, index)
         hops: list[tuple[str, str, str]] = []
         changes: list[tuple[str, int, str]] = []
+        chains: list[Chain] = []
         for number in range(sessions):
             w.new_session()
             w.chatter(rng.randrange(2, 5))
@@ -532,9 +620,15 @@ def generate(dialogues: int, sessions: int, turns_per_session: int, seed: int) -
                 _correction_close(w, changes.pop(0))
                 if not last:
                     break
+            chains = [chain for chain in chains if _advance(chain, last, rng)]
             if not last:
-                for plant in rng.sample([*PLANTS, "multi_hop", "correction"], PLANTS_PER_SESSION):
-                    if plant == "multi_hop":
+                kinds = [*PLANTS, "multi_hop", "correction", *CHAINS]
+                for plant in rng.sample(kinds, PLANTS_PER_SESSION):
+                    if plant in CHAINS:
+                        chain = CHAINS[plant](w)
+                        if _advance(chain, False, rng, always=True):
+                            chains.append(chain)
+                    elif plant == "multi_hop":
                         _multi_hop(w, hops)
                     elif plant == "correction":
                         _correction(w, changes)
@@ -544,3 +638,16 @@ def generate(dialogues: int, sessions: int, turns_per_session: int, seed: int) -
             w.chatter(max(0, turns_per_session - len(w.dialogue.sessions[-1])))
         made.append(w.dialogue)
     return made
+
+
+def _advance(chain: Chain, last: bool, rng: random.Random, *, always: bool = False) -> bool:
+    """Let ``chain`` speak in this session (always when ``always``; to its end in the last
+    session; otherwise half the time); whether it has more to say later."""
+    if not (always or last or rng.random() < 0.5):
+        return True
+    for _ in range(3 if last else 1):
+        try:
+            next(chain)
+        except StopIteration:
+            return False
+    return not last

@@ -111,6 +111,14 @@ class Pool:
     types: pa.Array
     importance: np.ndarray
     vectors: np.ndarray
+    #: The names each text holds (people, cities, companies), as the extractor gives them:
+    #: what the cross-session recall's entity expansion follows.
+    entities: pa.Array
+
+
+def names_in(text: str) -> list[str]:
+    """The names of NAMES, CITIES and COMPANIES that ``text`` holds, in that order."""
+    return [name for name in (*NAMES, *CITIES, *COMPANIES) if name in text]
 
 
 def build_pool(size: int, seed: int) -> Pool:
@@ -131,6 +139,7 @@ def build_pool(size: int, seed: int) -> Pool:
         types=pa.array([seen[t][0] for t in texts], pa.string()),
         importance=np.array([seen[t][1] for t in texts], dtype=np.float64),
         vectors=vectors,
+        entities=pa.array([names_in(t) for t in texts], pa.list_(pa.string())),
     )
 
 
@@ -187,7 +196,7 @@ def bulk_rows(
             "importance": pa.array(pool.importance[picks]),
             "tier": pa.array(np.where(pool.importance[picks] >= 0.8, "long_term", "short_term")),
             "created_at": pa.array(created_us, pa.timestamp("us", tz="UTC")),
-            "entities": pa.array([[] for _ in range(n)], pa.list_(pa.string())),
+            "entities": pool.entities.take(pa.array(picks)),
             "source_event_ids": pa.array([[] for _ in range(n)], pa.list_(pa.string())),
             "extraction_event_id": pa.array(["bench"] * n, pa.string()),
             "extractor": pa.nulls(n, pa.string()),

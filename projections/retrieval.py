@@ -53,6 +53,11 @@ from memstream.models.events.memory import MemoriesRetrieved, RetrievedMemory
 from memstream.models.ranking import RankWeights
 from memstream.models.session import TokenCounter, estimate_tokens
 from memstream.models.settings import Settings
+from memstream.projections.cross_session import (
+    diversify_sessions,
+    expand_by_entities,
+    lexical_rerank,
+)
 from memstream.projections.memories import (
     MEMORY_TYPES,
     MemoryHit,
@@ -249,8 +254,7 @@ class Retriever:
         # Slots of types no row can have (unknown names) ask for no candidates.
         wanted = sum(slots[t] for t in allowed)
         limit = min(MAX_CANDIDATES, wanted * CANDIDATES_PER_SLOT)
-        hits = self.projection.search(user_id, query, limit=limit, filters=search_filters)
-        ranked = self.current_first(user_id, rank(hits, self.weights, now), now, search_filters)
+        ranked = self._candidates(user_id, query, limit, search_filters, now)
         chosen = fill_quotas(ranked, {t: n for t, n in slots.items() if t in allowed})
         placed, context = self._fit(chosen, budget, profile)
         items = tuple(replace(item, in_context=item.memory.memory_id in placed) for item in chosen)
@@ -270,11 +274,14 @@ class Retriever:
     ) -> list[RankedMemory]:
         """The user's ``limit`` most relevant active memories, ranked, every type competing.
 
-        What ``MemoryClient.search``, the CLI and the demo answer with. The projection is
-        asked for exactly ``limit`` memories, so the answer holds the same memories as
+        What ``MemoryClient.search``, the CLI and the demo answer with. With the
+        cross-session steps off (``recall_*`` settings) the projection is asked for exactly
+        ``limit`` memories, so the answer holds the same memories as
         ``MemoryProjection.search(user_id, query, limit=limit)`` with the same filters, in the
         order of their rank scores: the priors reorder what the search found, and never
-        trade a memory it found for one it did not.
+        trade a memory it found for one it did not. Entity expansion adds what the hits'
+        names lead to, and a session cap asks for twice ``limit`` candidates, so those
+        may trade a found memory for another (:mod:`memstream.projections.cross_session`).
 
         Raises
         ------
@@ -292,8 +299,33 @@ class Retriever:
         narrowed = replace(filters or SearchFilters(), include_inactive=False)
         if narrowed.memory_types is None:
             narrowed = replace(narrowed, memory_types=SEARCHED_TYPES)
-        hits = self.projection.search(user_id, text, limit=limit, filters=narrowed)
-        return self.current_first(user_id, rank(hits, self.weights, now), now, narrowed)[:limit]
+        fetch = limit if self.settings.recall_session_cap == 0 else min(MAX_CANDIDATES, 2 * limit)
+        return self._candidates(user_id, text, fetch, narrowed, now)[:limit]
+
+    def _candidates(
+        self, user_id: str, query: str, limit: int, filters: SearchFilters, now: datetime
+    ) -> list[RankedMemory]:
+        """The ranked candidates of one search of ``limit`` memories, through the
+        cross-session steps the settings switch on (expansion, rerank, session cap): the
+        one path of :meth:`search` and :meth:`retrieve`."""
+        hits = self.projection.search(user_id, query, limit=limit, filters=filters)
+        if self.settings.recall_entity_expansion and hits:
+            hits = expand_by_entities(self._search_by_names, user_id, query, hits, filters)
+        ranked = rank(hits, self.weights, now)
+        if self.settings.recall_rerank == "lexical":
+            ranked = lexical_rerank(query, ranked)
+        ranked = self.current_first(user_id, ranked, now, filters)
+        return diversify_sessions(ranked, self.settings.recall_session_cap)
+
+    def _search_by_names(
+        self, user_id: str, names: str, limit: int, filters: SearchFilters
+    ) -> list[MemoryHit]:
+        """The user's memories found by ``names``: by their words alone where the index can
+        (resident memories: no query embedding), else by the index's own search."""
+        by_words = getattr(self.projection, "search_by_words", None)
+        if by_words is not None:
+            return list(by_words(user_id, names, limit=limit, filters=filters))
+        return self.projection.search(user_id, names, limit=limit, filters=filters)
 
     def current_first(
         self,

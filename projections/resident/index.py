@@ -134,6 +134,26 @@ class ResidentMemories:
         with self._lock, _BLAS.limit(limits=1, user_api="blas"):
             return user.search(query, vector, limit, filters)
 
+    def search_by_words(
+        self, user_id: str, query: str, *, limit: int, filters: SearchFilters
+    ) -> list[MemoryHit]:
+        """The user's memories best matching ``query``'s words (BM25 alone, no embedding):
+        how the cross-session recall looks up the names a search's hits mention, at the
+        cost of one pass over the user's words. A user not held is searched in the table
+        (hybrid, as :meth:`search`)."""
+        if not isinstance(user_id, str):
+            raise TypeError("user_id must be a string")
+        if not query.strip():
+            return []
+        user = self._resident(user_id)
+        if user is None:
+            return list(self.projection.search(user_id, query, limit=limit, filters=filters))
+        # A zero vector scores every row's meaning 0: the words alone rank.
+        nothing = np.zeros(user.dimensions, dtype=np.float32)
+        with self._lock, _BLAS.limit(limits=1, user_api="blas"):
+            hits = user.search(query, nothing, limit, filters)
+        return [hit for hit in hits if hit.words > 0]
+
     def get(self, user_id: str, memory_id: str) -> MemoryRecord | None:
         return self.get_many(user_id, [memory_id]).get(memory_id)
 

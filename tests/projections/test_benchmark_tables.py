@@ -10,7 +10,7 @@ import lancedb
 import numpy as np
 import pyarrow as pa
 from fakes import FakeEmbedder
-from memory_tables import Pool, bulk_rows
+from memory_tables import Pool, bulk_rows, names_in
 
 from memstream.projections.memories import MemoryProjection, memory_schema
 
@@ -23,6 +23,7 @@ def test_bulk_rows_are_in_the_projection_schema_and_searchable(tmp_path: Path) -
         types=pa.array(["fact", "preference", "fact"]),
         importance=np.array([0.9, 0.5, 0.7]),
         vectors=embedder.embed(texts),
+        entities=pa.array([names_in(text) for text in texts], pa.list_(pa.string())),
     )
     rows = pa.concat_tables(bulk_rows(pool, embedder.model_id, 0, 10_000, np.random.default_rng(1)))
     assert rows.schema == memory_schema(embedder.dimensions, embedder.model_id)
@@ -30,3 +31,6 @@ def test_bulk_rows_are_in_the_projection_schema_and_searchable(tmp_path: Path) -
     projection = MemoryProjection(tmp_path, embedder)
     hits = projection.search("user-0000", "Alice lives in Porto", limit=5)
     assert len(hits) == 5 and all(h.memory_id.startswith("user-0000-") for h in hits)
+    # Each row names what its text names: what the recall's entity expansion follows.
+    assert all(set(h.entities) == set(names_in(h.content)) for h in hits)
+    assert [names_in(text) for text in texts] == [["Porto"], [], ["Acme"]]

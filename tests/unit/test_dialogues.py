@@ -152,14 +152,36 @@ def test_third_person_facts_name_a_friend_of_the_user(dialogues: list[Dialogue])
 
 
 def test_multi_hop_and_corrections_span_two_sessions(dialogues: list[Dialogue]) -> None:
+    hops: Counter[int] = Counter()
     for _, question, turns in asked(dialogues, "multi_hop"):
-        first, second = (turns[turn_id] for turn_id in question.evidence)
-        assert first.session_id != second.session_id
+        first, *rest = (turns[turn_id] for turn_id in question.evidence)
+        hops[len(rest) + 1] += 1
+        assert all(first.session_id != turn.session_id for turn in rest)
+        assert all(first.at < turn.at for turn in rest)
         assert question.answer not in first.text  # the first hop only names the person
+        assert question.answer in rest[-1].text
+    assert set(hops) == {2, 3}, hops  # chains of two and of three turns
     for _, question, turns in asked(dialogues, "correction"):
         (stale,) = (turns[turn_id] for turn_id in question.stale)
         (new,) = (turns[turn_id] for turn_id in question.evidence)
         assert stale.at < new.at and question.answer not in stale.text
+
+
+def test_open_domain_questions_name_a_relative_whose_news_come_by_name_later(
+    dialogues: list[Dialogue],
+) -> None:
+    sessions: Counter[int] = Counter()
+    for dialogue, question, turns in asked(dialogues, "open_domain"):
+        named, *news = (turns[turn_id] for turn_id in question.evidence)
+        # "What is new with Maya's aunt?": the relation only; "My aunt Greta ..." names her.
+        relation = question.question.removeprefix(f"What is new with {dialogue.user}'s ")[:-1]
+        assert named.text.startswith(f"My {relation} ")
+        name = named.text.split()[1 + len(relation.split())]
+        assert name not in question.question
+        assert all(named.session_id != turn.session_id for turn in news)
+        assert all(name in turn.text or turn.text.split()[0] in ("He", "She") for turn in news)
+        sessions[len({turn.session_id for turn in (named, *news)})] += 1
+    assert sessions[2] > 0 and sessions[3] > 0, sessions
 
 
 def test_both_speakers_talk_and_most_turns_are_chatter() -> None:

@@ -1,0 +1,211 @@
+"""Cross-session recall: the steps a search takes when a question's evidence sits in several
+sessions.
+
+A hybrid search finds the memories that share words and meaning with the question. A question
+whose evidence is spread ("Where does the person Maya met at the choir work?": the choir and
+a name in one session, the name and the job in another) finds the first half and misses the
+second, which shares nothing with the question but the name it does not repeat. Three steps,
+each a setting (``recall_*``, :class:`~memstream.models.settings.Settings`), each measured on
+``benchmarks/dialogue_recall.py --steps`` (figures in ``docs/search.md``):
+
+* **Entity expansion** (:func:`expand_by_entities`): the names the best hits mention (their
+  ``entities``, the extractor's names of people, places, pets, organisations) that the
+  question does not name lead to one more search of the same user's memories by those names;
+  a memory found that mentions one of them joins the candidates, scored :data:`HOP_WEIGHT`
+  of the hit that led to it; the names its own hits mention lead one hop further. A name
+  that most of the candidates mention (a hub: the user, the other speaker) leads nowhere.
+  Every lookup is a search of the one user's memories (by words alone in resident memories,
+  no query embedding; the index's own search elsewhere): the names are search text, never
+  query syntax, and another user's memories cannot be reached.
+* **Session diversification** (:func:`diversify_sessions`): at most ``cap`` hits of one
+  session before every other session's next hit, so one session's many near-duplicates do
+  not take the places of another session's evidence.
+* **Rerank** (:func:`lexical_rerank`): the share of the question's content words a memory
+  holds, added to its relevance. No cross-encoder installs from the package registry with its
+  weights inside the package (those on it download their model at run time), so none is used.
+
+Everything is deterministic: ties break on the search's order, then on memory id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from memstream.projections.memories import MemoryHit, SearchFilters
+from memstream.projections.prompt_context import RankedMemory
+from memstream.projections.resident.words import tokens
+
+__all__ = [
+    "HOP_WEIGHT",
+    "diversify_sessions",
+    "expand_by_entities",
+    "lexical_rerank",
+    "name_tokens",
+]
+
+#: The score of a memory an expansion found, as a share of the hit that led to it, per hop.
+HOP_WEIGHT = 0.9
+#: Hits whose names seed the first hop (the best ones).
+SEED_HITS = 3
+#: Most names one hop searches for.
+NAMES_PER_HOP = 5
+#: Hops: the question's hits to their names' memories, and one more.
+HOPS = 2
+#: Memories asked of each hop's search.
+HOP_CANDIDATES = 20
+#: A name mentioned by more than this share of the candidates is a hub and leads nowhere.
+HUB_SHARE = 0.5
+#: Weight of the lexical rerank's word share against relevance.
+LEXICAL_WEIGHT = 0.1
+
+#: (user id, query, limit, filters) -> hits: the projection's search of one user.
+Search = Callable[[str, str, int, SearchFilters], list[MemoryHit]]
+
+
+def name_tokens(name: str) -> tuple[str, ...]:
+    """A name's index terms (case, accents, punctuation and stems aside), as the search's
+    words index has them: how a name is matched in a question and in a memory.
+
+    Examples
+    --------
+    >>> name_tokens("Ana's"), name_tokens("the City Library")
+    (('ana',), ('citi', 'librari'))
+    """
+    return tuple(tokens(name))
+
+
+def expand_by_entities(
+    search: Search,
+    user_id: str,
+    question: str,
+    hits: Sequence[MemoryHit],
+    filters: SearchFilters,
+) -> list[MemoryHit]:
+    """``hits`` and, after them, the user's memories that mention the names the hits lead
+    to (see the module's docstring), each at most once: a memory found by a hop scores
+    :data:`HOP_WEIGHT` of the hit that led to it (its score for the names it was found by
+    says nothing of the question), a hit found directly keeps its own score when higher.
+
+    Parameters
+    ----------
+    search
+        The projection's search of one user's memories, with ``filters`` applied.
+    user_id
+        Whose memories; every search is of this user's only.
+    question
+        The search text; names it holds lead nowhere (its own search found them).
+    hits
+        The question's hits, best first.
+    filters
+        The question's filters, applied to every hop too.
+    """
+    asked = set(tokens(question))
+    found = {hit.memory_id: hit for hit in hits}
+    order = [hit.memory_id for hit in hits]
+    hubs = _hubs(hits)
+    used: set[tuple[str, ...]] = set()
+    frontier = list(hits[:SEED_HITS])
+    for _ in range(HOPS):
+        leads = _leads(frontier, asked, hubs, used)
+        if not leads:
+            break
+        used.update(leads)
+        query = " ".join(" ".join(lead) for lead in leads)
+        frontier = []
+        for hit in search(user_id, query, HOP_CANDIDATES, filters):
+            led_by = [leads[name] for name in leads if _mentions(hit, name)]
+            if not led_by:
+                continue
+            # Its score as an answer to the question, not to the names it was found by.
+            score = max(parent.score for parent in led_by) * HOP_WEIGHT
+            known = found.get(hit.memory_id)
+            if known is not None and known.score >= score:
+                continue
+            if known is None:
+                order.append(hit.memory_id)
+            found[hit.memory_id] = replace(hit, score=score)
+            frontier.append(found[hit.memory_id])
+    return [found[memory_id] for memory_id in order]
+
+
+def diversify_sessions(ranked: Sequence[RankedMemory], cap: int) -> list[RankedMemory]:
+    """``ranked`` with at most ``cap`` memories of one session before every other session's
+    next one: a session's further memories wait until each other session had its turn
+    (``cap`` 0 keeps the order). Memories without a session are never held back.
+
+    Examples
+    --------
+    Sessions a, a, a, b with cap 2 become a, a, b, a.
+    """
+    if cap <= 0:
+        return list(ranked)
+    placed: list[RankedMemory] = []
+    waiting: list[RankedMemory] = []
+    per_session: dict[str, int] = {}
+    for item in ranked:
+        session = item.memory.session_id
+        if session and per_session.get(session, 0) >= cap:
+            waiting.append(item)
+            continue
+        if session:
+            per_session[session] = per_session.get(session, 0) + 1
+        placed.append(item)
+    return placed + waiting
+
+
+def lexical_rerank(question: str, ranked: Sequence[RankedMemory]) -> list[RankedMemory]:
+    """``ranked`` rescored and reordered: each rank score becomes ``(score + w * share) /
+    (1 + w)``, ``share`` the part of the question's content words (stems, stop words aside)
+    the memory's text holds, ``w`` :data:`LEXICAL_WEIGHT`; ties keep the given order."""
+    wanted = set(tokens(question))
+    if not wanted:
+        return list(ranked)
+    rescored = []
+    for item in ranked:
+        share = len(set(tokens(item.memory.content)) & wanted) / len(wanted)
+        score = (item.rank_score + LEXICAL_WEIGHT * share) / (1 + LEXICAL_WEIGHT)
+        rescored.append(replace(item, rank_score=score))
+    # sorted() is stable: equal scores keep the given order.
+    return sorted(rescored, key=lambda item: -item.rank_score)
+
+
+def _mentions(hit: MemoryHit, name: tuple[str, ...]) -> bool:
+    """Whether ``hit`` names ``name``: among its entities, or in its text (the extractor
+    leaves out a name that opens a sentence)."""
+    if any(name_tokens(entity) == name for entity in hit.entities):
+        return True
+    words = tokens(hit.content)
+    return any(tuple(words[i : i + len(name)]) == name for i in range(len(words)))
+
+
+def _hubs(hits: Sequence[MemoryHit]) -> set[tuple[str, ...]]:
+    """Names more than :data:`HUB_SHARE` of ``hits`` mention (at least three)."""
+    counts: dict[tuple[str, ...], int] = {}
+    for hit in hits:
+        for name in {name_tokens(entity) for entity in hit.entities}:
+            counts[name] = counts.get(name, 0) + 1
+    return {name for name, n in counts.items() if n >= 3 and n > HUB_SHARE * len(hits)}
+
+
+def _leads(
+    frontier: Sequence[MemoryHit],
+    asked: set[str],
+    hubs: set[tuple[str, ...]],
+    used: set[tuple[str, ...]],
+) -> dict[tuple[str, ...], MemoryHit]:
+    """The names the ``frontier`` hits mention that lead further, each with the best hit
+    mentioning it, in the hits' order: at most :data:`NAMES_PER_HOP`, none the question
+    names, no hub, none searched before."""
+    leads: dict[tuple[str, ...], MemoryHit] = {}
+    for hit in frontier:
+        for entity in hit.entities:
+            name = name_tokens(entity)
+            if not name or name in leads or name in hubs or name in used:
+                continue
+            if set(name) <= asked:
+                continue
+            leads[name] = hit
+            if len(leads) == NAMES_PER_HOP:
+                return leads
+    return leads
