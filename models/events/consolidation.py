@@ -7,6 +7,7 @@ from typing import ClassVar, Literal
 
 from pydantic import AwareDatetime, Field
 
+from memstream.models.events.chat import ProjectName
 from memstream.models.events.envelope import Event, Frozen, Identifier, Role, Text
 
 
@@ -20,10 +21,32 @@ class TranscriptMessage(Frozen):
     occurred_at: AwareDatetime
 
 
-class ConsolidationRequested(Event):
-    """A span of a session's transcript is ready to be turned into memories."""
+#: Most task changes one consolidation request carries (the latest are kept): a session
+#: table value stays small whatever a client sends.
+MAX_TASK_CHANGES = 32
 
-    content_fields: ClassVar[tuple[str, ...]] = ("messages",)
+
+class TaskChange(Frozen):
+    """One change of a session's task in a span: a task set (``progress`` empty) or progress
+    on it, with the project the task was set in and when it happened (event time)."""
+
+    event_id: Identifier
+    task: Text
+    project: ProjectName | None = None
+    progress: Text | None = None
+    percent: float | None = Field(None, ge=0, le=100)
+    occurred_at: AwareDatetime
+
+
+class ConsolidationRequested(Event):
+    """A span of a session's transcript is ready to be turned into memories.
+
+    ``task_changes`` are the task's changes since the previous span of the session (set,
+    progress; each with its project), sealed with the messages: extraction makes them the
+    user's ``task`` memories, the history of each project.
+    """
+
+    content_fields: ClassVar[tuple[str, ...]] = ("messages", "task_changes")
     type: Literal["consolidation_requested"] = "consolidation_requested"
     reason: Literal["session_closed", "evicted"]
     chunk: int = Field(0, ge=0)
@@ -31,3 +54,4 @@ class ConsolidationRequested(Event):
     attempt: int = Field(0, ge=0)
     messages: tuple[TranscriptMessage, ...]
     session_started_at: AwareDatetime | None = None
+    task_changes: tuple[TaskChange, ...] = ()

@@ -12,7 +12,7 @@ from memstream.models.events.chat import UserErased
 from memstream.models.events.envelope import Event, Frozen, Identifier, Text
 from memstream.models.vectors import MAX_PACKED_CHARS, PACKED_PATTERN
 
-MemoryType = Literal["preference", "fact", "summary", "episode", "correction", "entity"]
+MemoryType = Literal["preference", "fact", "summary", "episode", "correction", "entity", "task"]
 Tier = Literal["short_term", "long_term"]
 
 

@@ -31,7 +31,11 @@ from memstream.models.events.chat import (
     ToolCalled,
     UserErased,
 )
-from memstream.models.events.consolidation import ConsolidationRequested, TranscriptMessage
+from memstream.models.events.consolidation import (
+    ConsolidationRequested,
+    TaskChange,
+    TranscriptMessage,
+)
 from memstream.models.events.envelope import Event
 from memstream.models.events.memory import (
     Claim,
@@ -78,12 +82,16 @@ EXAMPLES: list[Event] = [
         result={"found": SECRET},
         **ENVELOPE,
     ),
-    TaskSet(event_id="e-task", task=f"move to {SECRET}", **ENVELOPE),
+    TaskSet(event_id="e-task", task=f"move to {SECRET}", project=SECRET, **ENVELOPE),
     EntityMentioned(event_id="e-entity", name=SECRET, kind=f"home of {SECRET}", **ENVELOPE),
     TaskProgress(event_id="e-progress", progress=f"flat in {SECRET} found", percent=50, **ENVELOPE),
     ScratchpadUpdated(event_id="e-pad", content=f"note: {SECRET}", **ENVELOPE),
     ConsolidationRequested(
-        event_id="e-span", reason="session_closed", messages=transcript(), session_started_at=T0, **ENVELOPE
+        event_id="e-span", reason="session_closed", messages=transcript(), session_started_at=T0,
+        task_changes=(
+            TaskChange(event_id="e-task", task=f"move to {SECRET}", project=SECRET, occurred_at=T0),
+        ),
+        **ENVELOPE,
     ),
     ExtractionRecorded(
         event_id="e-rec",
@@ -221,6 +229,8 @@ def test_placeholders_follow_the_field_types() -> None:
     assert [m.event_id for m in span.messages] == ["m1", "m2"]
     assert {m.content for m in span.messages} == {ENCRYPTED}
     assert {m.name for m in span.messages} == {None}  # a speaker's name is content too
+    assert span.task_changes == ()  # a task and its project are the user's words
+    assert by_type["task_set"].project is None  # type: ignore[attr-defined]
     recorded = by_type["extraction_recorded"]
     assert recorded.candidates == () and recorded.raw_response == ""  # type: ignore[attr-defined]
     assert by_type["memories_retrieved"].query == ""  # type: ignore[attr-defined]
