@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from datetime import UTC
 from typing import Literal
 
 from memstream.models.conversation import truncate
@@ -94,7 +95,7 @@ def task_candidate(change: TaskChange) -> MemoryCandidate:
         "status": status,
         "progress": progress,
         "percent": percent,
-        "at": change.occurred_at.isoformat(),
+        "at": change.occurred_at.astimezone(UTC).isoformat(),
     }
     return MemoryCandidate(
         memory_type="task",
