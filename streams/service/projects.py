@@ -27,7 +27,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
-from typing import TypedDict
+
+from typing_extensions import TypedDict
 
 from memstream.models.extraction.tasks import read_task
 from memstream.projections.memories import MemoryIndex, MemoryRecord
