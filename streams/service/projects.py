@@ -9,7 +9,8 @@ then memory id); the last state of each task is its current one (``current``), t
 ones its history, and a task whose current state is not ``done`` is open. What was decided
 is read from the memories of the sessions the project's tasks were worked on in: the
 corrections, facts, preferences and summaries there that name the project or say that
-something was decided.
+something was decided, and the user's turns (episodes) there that say something was decided
+("we decided", "agreed", "we'll use").
 
 Projects come most recently worked on first, then by name; a project is named as its first
 task memory spells it and matched case aside. A memory is in the history now when it is
@@ -50,7 +51,8 @@ __all__ = [
 PROJECT_SHARE = 0.3
 #: Most decisions listed per project (the latest).
 MAX_DECIDED = 10
-#: Memory types a project's decisions are read from.
+#: Memory types a project's decisions are read from: these when they name the project or
+#: say a decision, and the user's own turns (episodes) when they say a decision.
 DECISION_TYPES = frozenset({"correction", "fact", "preference", "summary"})
 #: Words that say something was decided, whatever the project's name.
 _DECIDED = re.compile(
@@ -229,13 +231,15 @@ def _task_state(fields: dict[str, str], record: MemoryRecord, current: bool) -> 
 
 
 def _decided(name: str, sessions: set[str], records: Sequence[MemoryRecord]) -> list[DecisionDict]:
-    """The memories of ``sessions`` that name the project or say something was decided,
-    oldest first, the latest :data:`MAX_DECIDED`."""
+    """The memories of ``sessions`` that name the project or say something was decided (an
+    episode: that say it), oldest first, the latest :data:`MAX_DECIDED`."""
     named = re.compile(rf"(?<!\w){re.escape(_key(name))}(?!\w)")
     found = [
         r for r in records
-        if r.session_id in sessions and r.memory_type in DECISION_TYPES
-        and (named.search(r.content.casefold()) or _DECIDED.search(r.content))
+        if r.session_id in sessions and (
+            (r.memory_type in DECISION_TYPES and named.search(r.content.casefold()))
+            or (r.memory_type in DECISION_TYPES | {"episode"} and _DECIDED.search(r.content))
+        )
     ]
     found.sort(key=lambda r: (r.created_at, r.memory_id))
     return [

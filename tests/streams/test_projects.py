@@ -64,6 +64,10 @@ def the_log() -> list[MemoryAdded]:
         in_session(memory_added("sum-s2", "lee", "User: for atlas we decided to keep Postgres",
                                 memory_type="summary", occurred_at=DAY3), "s2"),
         in_session(memory_added("other-s2", "lee", "User likes tea", occurred_at=DAY3), "s2"),
+        in_session(memory_added("said-s1", "lee", "We agreed to copy the schema first",
+                                memory_type="episode", occurred_at=DAY1), "s1"),
+        in_session(memory_added("chat-s1", "lee", "The atlas schema has 40 tables",
+                                memory_type="episode", occurred_at=DAY1), "s1"),
         task_added("k1", "kim", "s9", DAY3, "Write the atlas RFC", "atlas"),
     ]
 
@@ -101,7 +105,8 @@ async def test_a_projects_tasks_across_sessions_what_was_decided_and_what_is_ope
     assert (open_item["task"], open_item["percent"], open_item["memory_id"]) == (
         "Migrate billing", 80.0, "a3")
     assert [d["statement"] for d in atlas["decided"]] == [
-        "User: for atlas we decided to keep Postgres"
+        "We agreed to copy the schema first",  # a turn naming a decision, not every turn
+        "User: for atlas we decided to keep Postgres",
     ]
     assert (atlas["first_at"], atlas["last_at"]) == (DAY1.isoformat(), DAY3.isoformat())
     garden = found["projects"][1]
