@@ -28,13 +28,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
+# pydantic (the HTTP API's answers) takes typing_extensions' TypedDict before Python 3.12.
 from typing_extensions import TypedDict
 
 from memstream.models.extraction.tasks import read_task
-from memstream.projections.memories import MemoryIndex, MemoryRecord
-from memstream.projections.prompt_context import one_line
-from memstream.streams.service.profiles import holds
+
+if TYPE_CHECKING:
+    # The answers' types are imported by the client package, which must not load LanceDB.
+    from memstream.projections.memories import MemoryIndex, MemoryRecord
 
 __all__ = [
     "PROJECT_SHARE",
@@ -113,6 +116,8 @@ def history(
 ) -> ProjectsDict:
     """The project history of ``user_id`` (see the module's docstring): every project's,
     or only ``project``'s (case aside); an unknown project has an empty list."""
+    from memstream.streams.service.profiles import holds
+
     records = [
         r for r in projection.list_memories(user_id, include_inactive=True) if holds(r, as_of)
     ]
@@ -138,6 +143,8 @@ def named_project(
     """The user's known project the ``texts`` name as words, case aside: the one named last
     in the texts' order (the newest turn comes last), ties to the longest name; None when
     none is named or the user has no project."""
+    from memstream.streams.service.profiles import holds
+
     names = sorted(
         {_key(read_task(r.context)["project"]): read_task(r.context)["project"]
          for r in projection.list_memories(user_id, include_inactive=True)
@@ -264,6 +271,11 @@ def _progress(state: TaskStateDict) -> str:
     if state["progress"] and percent:
         return f"{state['progress']} ({percent})"
     return state["progress"] or percent
+
+
+def one_line(text: str) -> str:
+    """``text`` with every run of whitespace one space (as the context's other lines)."""
+    return " ".join(text.split())
 
 
 def _key(name: str) -> str:

@@ -1,6 +1,7 @@
 // The memory inspector: the key, the tenant's users, and one user's memories, searches,
-// timelines, profile and reports. Fetches from /v1 (api.js) and puts the answers in the page
-// (memories.js, search.js, reports.js); errors show in one alert that says what to do.
+// timelines, profile, projects and reports. Fetches from /v1 (api.js) and puts the answers in
+// the page (memories.js, search.js, projects.js, reports.js); errors show in one alert that
+// says what to do.
 
 import { ApiError, apiKey, call, explain, readiness, segment } from "./api.js";
 import { el, fill, when } from "./dom.js";
@@ -8,6 +9,7 @@ import {
   STATUSES, TIERS, TYPES, countBy, filtered, filterOptions, memoryDetail, memoryGroups, summary,
   profileSubjects, profileSummary, timelineSummary, timelineValue,
 } from "./memories.js";
+import { projectsList, projectsSummary } from "./projects.js";
 import { chartFigure, reportOptions, rowsTable } from "./reports.js";
 import { searchHit } from "./search.js";
 
@@ -121,6 +123,8 @@ async function openUser(userId) {
   $("timeline-status").textContent = "";
   fill($("profile-subjects"));
   $("profile-status").textContent = "";
+  fill($("projects-list"));
+  $("projects-status").textContent = "";
   fill($("report-output"));
   fill($("memory-detail"), el("p", { class: "hint" }, "Open a memory to see its history and the messages it came from."));
   fill($("memory-summary"));
@@ -138,7 +142,7 @@ async function openUser(userId) {
 
 // --- tabs --------------------------------------------------------------------------------
 
-const TABS = ["memories", "search", "timeline", "profile", "reports"];
+const TABS = ["memories", "search", "timeline", "profile", "projects", "reports"];
 
 function selectTab(name) {
   for (const tab of TABS) {
@@ -149,6 +153,7 @@ function selectTab(name) {
   }
   if (name === "reports" && state.reports === null) attempt(loadReports);
   if (name === "profile" && $("profile-status").textContent === "") attempt(runProfile);
+  if (name === "projects" && $("projects-status").textContent === "") attempt(runProjects);
 }
 
 function tabKeys(event) {
@@ -277,6 +282,23 @@ async function runProfile() {
   fill($("profile-subjects"), profileSubjects(answer, { onOpen: openMemory }));
 }
 
+// --- projects ----------------------------------------------------------------------------
+
+async function runProjects() {
+  const userId = state.userId;
+  const project = $("projects-project").value.trim();
+  const asOf = $("projects-as-of").value;
+  $("projects-status").textContent = "Reading the projects…";
+  const body = { user_id: userId };
+  if (project) body.project = project;
+  // The field is the browser's local time; the API wants an instant with its zone.
+  if (asOf) body.as_of = new Date(asOf).toISOString();
+  const answer = await call("memories/projects", { method: "POST", body });
+  if (userId !== state.userId) return;
+  $("projects-status").textContent = projectsSummary(answer);
+  fill($("projects-list"), projectsList(answer, { onOpen: openMemory }));
+}
+
 // --- reports -----------------------------------------------------------------------------
 
 async function loadReports() {
@@ -333,6 +355,7 @@ submit($("user-form"), async () => {
 submit($("search-form"), runSearch);
 submit($("timeline-form"), runTimeline);
 submit($("profile-form"), runProfile);
+submit($("projects-form"), runProjects);
 submit($("report-form"), runReport);
 for (const select of ["filter-type", "filter-tier", "filter-status"]) {
   $(select).addEventListener("change", showMemories);
