@@ -116,19 +116,37 @@ def history(
 ) -> ProjectsDict:
     """The project history of ``user_id`` (see the module's docstring): every project's,
     or only ``project``'s (case aside); an unknown project has an empty list."""
+    return _history(projection, user_id, _tasks(projection, user_id, as_of), project, as_of)
+
+
+def _tasks(projection: MemoryIndex, user_id: str, as_of: datetime | None) -> list[MemoryRecord]:
+    """The user's task memories in the view of ``as_of`` (now: the active ones): one read
+    of the task rows alone, which every context makes."""
     from memstream.streams.service.profiles import holds
 
-    records = [
-        r for r in projection.list_memories(user_id, include_inactive=True) if holds(r, as_of)
-    ]
+    return [r for r in projection.task_history(user_id) if holds(r, as_of)]
+
+
+def _history(
+    projection: MemoryIndex,
+    user_id: str,
+    records: Sequence[MemoryRecord],
+    project: str | None,
+    as_of: datetime | None,
+) -> ProjectsDict:
+    """The history of the task memories ``records``; the user's other memories (what was
+    decided) are read only when a project has tasks."""
+    from memstream.streams.service.profiles import holds
+
     tasks: dict[str, list[tuple[dict[str, str], MemoryRecord]]] = {}
     for record in records:
-        if record.memory_type != "task":
-            continue
         fields = read_task(record.context)
         if fields["project"] and (project is None or _key(fields["project"]) == _key(project)):
             tasks.setdefault(_key(fields["project"]), []).append((fields, record))
-    found = [_project(states, records) for states in tasks.values()]
+    others = [
+        r for r in projection.list_memories(user_id, include_inactive=True) if holds(r, as_of)
+    ] if tasks else []
+    found = [_project(states, others) for states in tasks.values()]
     found.sort(key=lambda p: (-_moment(p["last_at"]), _key(p["project"]), p["project"]))
     return {
         "project": project,
@@ -143,12 +161,13 @@ def named_project(
     """The user's known project the ``texts`` name as words, case aside: the one named last
     in the texts' order (the newest turn comes last), ties to the longest name; None when
     none is named or the user has no project."""
-    from memstream.streams.service.profiles import holds
+    return _named(_tasks(projection, user_id, as_of), texts)
 
+
+def _named(records: Sequence[MemoryRecord], texts: Iterable[str]) -> str | None:
     names = sorted(
         {_key(read_task(r.context)["project"]): read_task(r.context)["project"]
-         for r in projection.list_memories(user_id, include_inactive=True)
-         if r.memory_type == "task" and holds(r, as_of)}.items()
+         for r in records if r.memory_type == "task"}.items()
     )
     names = [(key, name) for key, name in names if key]
     if not names:
@@ -300,10 +319,11 @@ def project_context(
     when given, else the known project ``texts`` (the message and recent turns) name
     (:func:`named_project`); within :data:`PROJECT_SHARE` of ``budget``. Empty when the turn
     is about no known project."""
-    name = project if project is not None else named_project(projection, user_id, texts, as_of)
+    records = _tasks(projection, user_id, as_of)  # one read for the name and the history
+    name = project if project is not None else _named(records, texts)
     if name is None:
         return ""
-    found = history(projection, user_id, name, as_of)["projects"]
+    found = _history(projection, user_id, records, name, as_of)["projects"]
     if not found:
         return ""
     return project_section(found[0], int(budget * PROJECT_SHARE), count_tokens)
