@@ -317,8 +317,9 @@ class MemoryService:
         At a session's start (no ``recent_turns`` that say something) the text opens with the
         user's profile (:meth:`profile`, at ``filters.as_of`` if given): what holds about them,
         one line per claim, within half the budget. When the turn is about one of the user's
-        projects (``project``, or a known project the message or recent turns name), the
-        project's history follows (:meth:`projects`), within 30% of the budget.
+        projects (``project``, a known project the message or recent turns name, or the
+        project of the session's task memories), the project's history follows
+        (:meth:`projects`), within 30% of the budget.
 
         Raises
         ------
@@ -345,6 +346,7 @@ class MemoryService:
         section = "" if budget < 0 else await asyncio.to_thread(
             project_context, projection, user_id, project,
             [message, *recent_turns], as_of, budget, retriever.count_tokens,
+            session_id if session_id is not None else filters.session_id if filters else None,
         )
         retrieval = await asyncio.to_thread(
             retriever.retrieve,

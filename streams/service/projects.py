@@ -17,10 +17,11 @@ task memory spells it and matched case aside. A memory is in the history now whe
 active, at ``as_of`` when it was recorded by then and not ended by then (the rule of the
 profile, :func:`~memstream.streams.service.profiles.holds`).
 
-A context names a project when the caller gives it (``project=``), or when the turn's
-message or recent turns name one of the user's known projects as words (case aside): the
-detection is a word match against the project names the user's task memories hold, with no
-model on the read path.
+A context names a project when the caller gives it (``project=``), when the turn's message or
+recent turns name one of the user's known projects as words (case aside: a word match against
+the project names the user's task memories hold), or when the turn's session already has a
+task memory in a project (its task, once a span of the session was consolidated: evicted from
+the window, or a session id used again). No model on the read path.
 """
 
 from __future__ import annotations
@@ -314,19 +315,33 @@ def project_context(
     as_of: datetime | None,
     budget: int,
     count_tokens: Callable[[str], int],
+    session_id: str | None = None,
 ) -> str:
     """The section of a turn's context about the project the turn is about: ``project``
     when given, else the known project ``texts`` (the message and recent turns) name
-    (:func:`named_project`); within :data:`PROJECT_SHARE` of ``budget``. Empty when the turn
-    is about no known project."""
+    (:func:`named_project`), else the project of session ``session_id``'s latest task memory
+    (its task, once a span of the session was consolidated); within :data:`PROJECT_SHARE` of
+    ``budget``. Empty when the turn is about no known project."""
     records = _tasks(projection, user_id, as_of)  # one read for the name and the history
     name = project if project is not None else _named(records, texts)
+    if name is None and session_id is not None:
+        name = _session_project(records, session_id)
     if name is None:
         return ""
     found = _history(projection, user_id, records, name, as_of)["projects"]
     if not found:
         return ""
     return project_section(found[0], int(budget * PROJECT_SHARE), count_tokens)
+
+
+def _session_project(records: Sequence[MemoryRecord], session_id: str) -> str | None:
+    """The project of the latest task memory of ``session_id`` (event time, then id)."""
+    mine = [(read_task(r.context), r) for r in records if r.session_id == session_id]
+    mine = [(fields, r) for fields, r in mine if fields["project"]]
+    if not mine:
+        return None
+    fields, _ = max(mine, key=lambda pair: (_moment(pair[0]["at"]), pair[1].memory_id))
+    return fields["project"]
 
 
 def check_project(project: str | None) -> str | None:

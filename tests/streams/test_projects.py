@@ -151,6 +151,11 @@ async def test_context_holds_the_projects_history_when_the_turn_is_about_it(
     named = await service.memories.context(
         "How far is the billing work?", user_id="lee", recent_turns=["Back on Atlas today"])
     assert "## Project atlas" in named["context"]
+    # Neither named nor asked, in a session whose task memories are atlas's: atlas.
+    in_s2 = await service.memories.context("What next?", user_id="lee", session_id="s2")
+    assert "## Project atlas" in in_s2["context"]
+    in_s0 = await service.memories.context("What next?", user_id="lee", session_id="s0")
+    assert "## Project garden" in in_s0["context"]
     # Not named, not asked: no project; "atlassian" is not "atlas".
     for message in ("Book me a flight", "Is atlassian down?"):
         plain = await service.memories.context(message, user_id="lee")
