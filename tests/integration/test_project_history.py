@@ -83,3 +83,7 @@ def test_a_task_across_two_sessions_is_the_projects_history_and_in_its_context(
             asked["context"])
         named = memory.context("Where are we with atlas?", user_id="lee")
         assert "## Project atlas" in named["context"]
+        # A later turn of session s2 (its task memories are atlas's), atlas unnamed.
+        later = memory.context("What is next?", user_id="lee", session_id="s2")
+        assert "## Project atlas" in later["context"]
+        assert "## Project" not in memory.context("What is next?", user_id="lee")["context"]
