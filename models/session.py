@@ -28,7 +28,9 @@ from memstream.models.events.chat import (
     ToolCalled,
 )
 from memstream.models.events.consolidation import (
+    MAX_TASK_CHANGES,
     ConsolidationRequested,
+    TaskChange,
     ToolUse,
     TranscriptMessage,
 )
@@ -158,6 +160,10 @@ class SessionState(Frozen):
     task: str | None = None
     task_progress: str | None = None
     progress_percent: float | None = None
+    #: The project the current task was set in, and the task's changes not yet handed to
+    #: consolidation (at most :data:`MAX_TASK_CHANGES`, the latest).
+    project: str | None = None
+    task_changes: tuple[TaskChange, ...] = ()
     tool_calls: tuple[ToolCallRecord, ...] = ()
     entities: tuple[str, ...] = ()
     scratchpad: str = ""
@@ -317,9 +323,22 @@ def _apply_other(state: SessionState, event: ChatEvent, limits: WindowLimits) ->
     if isinstance(event, SessionStarted):
         return {"started_at": min(state.started_at, event.occurred_at)}
     if isinstance(event, TaskSet):
-        return {"task": event.task, "task_progress": None, "progress_percent": None}
+        change = TaskChange(
+            event_id=event.event_id, task=event.task, project=event.project,
+            occurred_at=event.occurred_at,
+        )
+        return {
+            "task": event.task, "task_progress": None, "progress_percent": None,
+            "project": event.project, "task_changes": _changes(state, change),
+        }
     if isinstance(event, TaskProgress):
-        return {"task_progress": event.progress, "progress_percent": event.percent}
+        update: dict[str, Any] = {"task_progress": event.progress, "progress_percent": event.percent}
+        if state.task is not None:  # progress on no task set in this session names nothing
+            update["task_changes"] = _changes(state, TaskChange(
+                event_id=event.event_id, task=state.task, project=state.project,
+                progress=event.progress, percent=event.percent, occurred_at=event.occurred_at,
+            ))
+        return update
     if isinstance(event, ScratchpadUpdated):
         return {"scratchpad": event.content}
     if isinstance(event, EntityMentioned):
@@ -334,6 +353,11 @@ def _apply_other(state: SessionState, event: ChatEvent, limits: WindowLimits) ->
         )
         return {"tool_calls": (*state.tool_calls, record)[-limits.max_tool_calls :]}
     raise TypeError(f"not a chat event: {type(event).__name__}")
+
+
+def _changes(state: SessionState, change: TaskChange) -> tuple[TaskChange, ...]:
+    """The session's pending task changes with ``change``, the latest :data:`MAX_TASK_CHANGES`."""
+    return (*state.task_changes, change)[-MAX_TASK_CHANGES:]
 
 
 def _remember_entities(
@@ -439,13 +463,14 @@ def _evict(state: SessionState, limits: WindowLimits) -> Transition:
             "messages": tuple(messages),
             "window_tokens": tokens,
             "evicted_chunks": state.evicted_chunks + 1,
+            "task_changes": (),
         }
     )
     return Transition(state, consolidations=(request,))
 
 
 def _closing(state: SessionState) -> tuple[ConsolidationRequested, ...]:
-    if not state.messages:
+    if not state.messages and not state.task_changes:
         return ()
     return (_consolidation(state, state.messages, "session_closed", state.evicted_chunks),)
 
@@ -456,12 +481,11 @@ def _consolidation(
     reason: Literal["session_closed", "evicted"],
     chunk: int,
 ) -> ConsolidationRequested:
-    last = messages[-1]
+    # A span of task changes alone (a close after them, no message left) is named by them.
+    span = [m.event_id for m in messages] or [c.event_id for c in state.task_changes]
     return ConsolidationRequested(
         # Derived from the span it covers, so a re-delivered close repeats the same id.
-        event_id=derived_id(
-            state.user_id, state.session_id, "consolidate", messages[0].event_id, last.event_id
-        ),
+        event_id=derived_id(state.user_id, state.session_id, "consolidate", span[0], span[-1]),
         user_id=state.user_id,
         agent_id=state.agent_id,
         session_id=state.session_id,
@@ -480,6 +504,7 @@ def _consolidation(
         ),
         session_started_at=state.started_at,
         tools=_tools_used(state),
+        task_changes=state.task_changes,
     )
 
 

@@ -246,6 +246,15 @@ class InMemoryMemoryIndex:
         rows.sort(key=lambda row: (row["valid_from"] or row["created_at"], row["memory_id"]))
         return [MemoryRecord(**_record(row)) for row in rows]
 
+    def task_history(self, user_id: str) -> list[MemoryRecord]:
+        """The user's task memories of every status but deleted, by memory id."""
+        rows = [
+            row for row in self._visible(user_id, SearchFilters(include_inactive=True))
+            if row["memory_type"] == "task" and row["status"] != "deleted"
+        ]
+        rows.sort(key=lambda row: row["memory_id"])
+        return [MemoryRecord(**_record(row)) for row in rows]
+
     def _row(self, event: MemoryAdded, position: SourcePosition) -> dict[str, Any]:
         # The projection's own row of a new memory (fold.new_row), with its vector.
         return {

@@ -42,12 +42,24 @@ class ToolCalled(Event):
     result: JsonData = None
 
 
-class TaskSet(Event):
-    """The session's current task was set."""
+#: A project's name, as a client names it ("atlas", "Billing migration"): bounded, one line.
+ProjectName = Annotated[
+    str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")
+]
 
-    content_fields: ClassVar[tuple[str, ...]] = ("task",)
+
+class TaskSet(Event):
+    """The session's current task was set, optionally within a named ``project``.
+
+    ``project`` is optional: events written before it existed decode without it (a new
+    optional field needs no upcaster), and a task without a project has no history per
+    project. The project's name is the user's words, sealed with the task.
+    """
+
+    content_fields: ClassVar[tuple[str, ...]] = ("task", "project")
     type: Literal["task_set"] = "task_set"
     task: Text
+    project: ProjectName | None = None
 
 
 class TaskProgress(Event):

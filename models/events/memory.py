@@ -14,7 +14,7 @@ from memstream.models.patterns import SpanObservation
 from memstream.models.vectors import MAX_PACKED_CHARS, PACKED_PATTERN
 
 MemoryType = Literal[
-    "preference", "fact", "summary", "episode", "correction", "entity", "pattern"
+    "preference", "fact", "summary", "episode", "correction", "entity", "pattern", "task"
 ]
 Tier = Literal["short_term", "long_term"]
 

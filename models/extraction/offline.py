@@ -74,6 +74,7 @@ from memstream.models.extraction.port import (
 from memstream.models.extraction.sentences import _analyse_sentence
 from memstream.models.extraction.state_ends import state_end
 from memstream.models.extraction.summary import _summary, _Turn
+from memstream.models.extraction.tasks import with_task_candidates
 from memstream.models.extraction.text import _dedup_key, _is_trivial, _sentences, _substance
 
 EPISODE_IMPORTANCE = 0.4
@@ -99,8 +100,9 @@ class OfflineExtractor:
         self, request: ConsolidationRequested, known_claims: Sequence[KnownClaim] = ()
     ) -> Extraction:
         """Extract episodes, preferences, facts, corrections and a summary from ``request``
-        (from its transcript alone: ``known_claims`` are not read)."""
-        candidates = extract_candidates(request.messages)
+        (from its transcript alone: ``known_claims`` are not read), then the task memories of
+        its task changes (:mod:`memstream.models.extraction.tasks`)."""
+        candidates = with_task_candidates(extract_candidates(request.messages), request)
         return Extraction(candidates=candidates, raw_response=dump_candidates(candidates))
 
 

@@ -67,3 +67,8 @@ class MemoryIndex(Protocol):
         """The user's memories that assert a claim, whatever their status but deleted, by
         when the claim began (then memory id): what a timeline is made of."""
         ...
+
+    def task_history(self, user_id: str) -> list[MemoryRecord]:
+        """The user's task memories, whatever their status but deleted, by memory id: what
+        a project's history is made of."""
+        ...

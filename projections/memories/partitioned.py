@@ -324,6 +324,10 @@ class PartitionedMemories:
         """The user's claims of every status (see :meth:`MemoryProjection.claim_history`)."""
         return self.of_user(user_id).claim_history(user_id)
 
+    def task_history(self, user_id: str) -> list[MemoryRecord]:
+        """The user's task memories (see :meth:`MemoryProjection.task_history`)."""
+        return self.of_user(user_id).task_history(user_id)
+
     def follow_live_table(self, user_id: str) -> bool:
         """Whether the user's partition moved to another live table (a replay swapped one
         in) since this object last looked: see :meth:`TableConnection.follow_live_table`."""

@@ -280,6 +280,24 @@ class MemoryReader(TableConnection):
         records = [MemoryRecord(**_record_fields(row)) for row in rows]
         return sorted(records, key=lambda r: (r.valid_from or r.created_at, r.memory_id))
 
+    def task_history(self, user_id: str) -> list[MemoryRecord]:
+        """Every task memory of the user, whatever its status but deleted, by memory id: a
+        project's history, read without the user's other memories."""
+        where = _user_filter(user_id, SearchFilters(include_inactive=True))
+        table = self._open()
+        if table is None or where is None:
+            return []
+        rows = (
+            table.search()
+            .where(f"{where} AND memory_type = 'task' AND status != 'deleted'")
+            .select(_RECORD_COLUMNS)
+            .limit(None)
+            .to_arrow()
+            .to_pylist()
+        )
+        return sorted((MemoryRecord(**_record_fields(row)) for row in rows),
+                      key=lambda r: r.memory_id)
+
     def user_rows(self, user_id: str) -> pa.Table:
         """Every row of the user (every status, every column, the vector too): what
         :class:`~memstream.projections.resident.ResidentMemories` loads on a first touch."""

@@ -1,5 +1,5 @@
 """The memory routes of the HTTP API: add, search, a turn's context, list, get, an attribute's
-timeline, a user's profile and entity graph (and one entity), history (with the chat events a
+timeline, a user's profile, project history and entity graph (and one entity), history (with the chat events a
 memory came from), delete, delete all, and erase a user.
 
 Each route checks the caller's key against the user it names (:func:`scoped_user`), calls
@@ -44,6 +44,8 @@ from memstream.streams.api.schemas import (
     PatternsResponse,
     ProfileRequest,
     ProfileResponse,
+    ProjectsRequest,
+    ProjectsResponse,
     SearchRequest,
     SearchResponse,
     TimelineRequest,
@@ -131,6 +133,7 @@ async def context(body: ContextRequest, key: Caller, service: ServiceDep) -> Con
             session_id=body.session_id,
             token_budget=body.token_budget,
             explain=body.explain,
+            project=body.project,
         )
     except (ValueError, TypeError) as exc:
         raise unprocessable(exc, user_id, body.user_id) from None
@@ -221,6 +224,20 @@ async def patterns(body: PatternsRequest, key: Caller, service: ServiceDep) -> P
     except (ValueError, TypeError) as exc:
         raise unprocessable(exc, user_id, body.user_id) from None
     return PatternsResponse(user_id=body.user_id, **found)
+@router.post("/memories/projects", responses=ERRORS)
+async def projects(body: ProjectsRequest, key: Caller, service: ServiceDep) -> ProjectsResponse:
+    """The user's project history, now or at ``as_of``: per project (most recently worked
+    on first), its tasks in the order they happened, each state with its status, progress,
+    time and session (``current`` for a task's latest), what was decided in those sessions
+    (``decided``) and the tasks still open (``open``). ``project`` keeps one project's."""
+    user_id = scoped_user(key, body.user_id)
+    try:
+        found = await service.memories.projects(
+            user_id=user_id, project=body.project, as_of=body.as_of
+        )
+    except (ValueError, TypeError) as exc:
+        raise unprocessable(exc, user_id, body.user_id) from None
+    return ProjectsResponse(user_id=body.user_id, **found)
 
 
 @router.get("/memories", responses=ERRORS)

@@ -16,6 +16,7 @@ from memstream.streams.api.auth import (
     MAX_CALLER_USER_ID_CHARS,
 )
 from memstream.streams.service.memories import DEFAULT_WAIT_S, MAX_WAIT_S
+from memstream.streams.service.projects import ProjectDict
 from memstream.streams.service.results import (
     EdgeDict,
     EntityFactDict,
@@ -55,6 +56,8 @@ __all__ = [
     "Problem",
     "ProfileRequest",
     "ProfileResponse",
+    "ProjectsRequest",
+    "ProjectsResponse",
     "Readiness",
     "ReportInfo",
     "ReportResponse",
@@ -174,6 +177,13 @@ class ContextRequest(_Request):
     session_id: Identifier | None = None
     token_budget: Annotated[int, Field(ge=0, le=100_000)] | None = None
     explain: bool = False
+    project: Annotated[
+        str | None,
+        Field(
+            min_length=1, max_length=200,
+            description="The project the turn is about: its history joins the context.",
+        ),
+    ] = None
 
 
 class ContextResponse(BaseModel):
@@ -311,6 +321,31 @@ class GraphResponse(BaseModel):
     as_of: str | None
     nodes: list[NodeDict]
     edges: list[EdgeDict]
+
+
+class ProjectsRequest(_Request):
+    """A user's project history, now or at ``as_of``; ``project`` keeps one project's."""
+
+    user_id: UserId
+    project: Annotated[
+        str | None,
+        Field(
+            min_length=1, max_length=200,
+            description="One project's history (its name, case aside); else every project's.",
+        ),
+    ] = None
+    as_of: UtcInstant | None = None
+
+
+class ProjectsResponse(BaseModel):
+    """Per project, most recently worked on first: its tasks in the order they happened
+    (each state with its session, and whether it is the task's current one), what was
+    decided in its sessions, and what is open."""
+
+    user_id: str
+    project: str | None
+    as_of: str | None
+    projects: list[ProjectDict]
 
 
 class HistoryResponse(BaseModel):

@@ -37,6 +37,7 @@ from memstream.streams.cli.memories import (
     cmd_timeline,
 )
 from memstream.streams.cli.patterns import cmd_patterns
+from memstream.streams.cli.projects import add_projects_command
 from memstream.streams.cli.reports import cmd_report, cmd_sql
 from memstream.streams.cli.running import cmd_broker, cmd_demo, cmd_publish, cmd_schema, cmd_worker
 from memstream.streams.cli.serving import add_serve_commands, add_tenant_option, stored_user
@@ -207,6 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     profile.add_argument("--json", action="store_true")
     profile.set_defaults(run=cmd_profile)
     add_tenant_option(profile)
+    add_tenant_option(add_projects_command(commands, _timestamp))
 
     entity = commands.add_parser("entity", help=cmd_entity.__doc__)
     entity.add_argument("name", help="any of its names: 'Ana', \"User's sister\"")

@@ -16,6 +16,7 @@ from memstream.streams.client.shapes import (
     SessionContextDict,
 )
 from memstream.streams.client.sync import MemoryClient
+from memstream.streams.service.projects import ProjectDict, ProjectsDict
 from memstream.streams.service.results import (
     AddResult,
     ClaimDict,
@@ -59,6 +60,8 @@ __all__ = [
     "PatternsDict",
     "ProfileDict",
     "ProfileEntryDict",
+    "ProjectDict",
+    "ProjectsDict",
     "ReportRows",
     "ServiceUnreachable",
     "SessionContextDict",

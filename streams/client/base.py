@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from memstream.streams.client.remote import RemoteMemory
     from memstream.streams.operations.erasure import ErasureReceipt
     from memstream.streams.service.chat_events import Message
+    from memstream.streams.service.projects import ProjectsDict
     from memstream.streams.service.results import (
         AddResult,
         ContextResult,
@@ -175,13 +176,15 @@ class AsyncMemoryClient:
         recent_turns: Sequence[str] = (),
         session_id: str | None = None,
         token_budget: int | None = None,
+        project: str | None = None,
     ) -> ContextResult:
         """The long-term memory context of one turn, for an agent's prompt: per-type quotas
         of the best memories for ``message`` and the last ``recent_turns``, as text within
-        ``token_budget`` tokens; the memories placed count as used."""
+        ``token_budget`` tokens; the memories placed count as used. When the turn is about
+        one of the user's projects (``project``, or one the turns name), its history follows."""
         return await self.backend.context(
             message, user_id=user_id, recent_turns=recent_turns, session_id=session_id,
-            token_budget=token_budget,
+            token_budget=token_budget, project=project,
         )
 
     async def get(self, memory_id: str, *, user_id: str) -> MemoryDict | None:
@@ -210,6 +213,14 @@ class AsyncMemoryClient:
         attribute, each with its value, since when, its memory and the turns that stated it.
         ``subject`` keeps one subject's; ``as_of`` reads what held at a past moment."""
         return await self.backend.profile(user_id=user_id, subject=subject, as_of=as_of)
+
+    async def projects(
+        self, *, user_id: str, project: str | None = None, as_of: datetime | None = None
+    ) -> ProjectsDict:
+        """The user's project history: per project (most recently worked on first), its
+        tasks in the order they happened with their sessions, what was decided there and
+        what is open, now or at ``as_of``; ``project`` keeps one project's (case aside)."""
+        return await self.backend.projects(user_id=user_id, project=project, as_of=as_of)
 
     async def entity(
         self, name: str, *, user_id: str, as_of: datetime | None = None

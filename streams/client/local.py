@@ -47,6 +47,7 @@ from memstream.streams.operations.erasure import ErasureReceipt
 from memstream.streams.service.app import Service
 from memstream.streams.service.chat_events import Message
 from memstream.streams.service.container import Container
+from memstream.streams.service.projects import ProjectsDict
 from memstream.streams.service.results import (
     AddResult,
     ContextResult,
@@ -176,11 +177,12 @@ class LocalMemory:
         recent_turns: Sequence[str] = (),
         session_id: str | None = None,
         token_budget: int | None = None,
+        project: str | None = None,
     ) -> ContextResult:
         """See :meth:`MemoryService.context <memstream.streams.service.memories.MemoryService.context>`."""
         return await self.service.memories.context(
             message, user_id=user_id, recent_turns=recent_turns, session_id=session_id,
-            token_budget=token_budget,
+            token_budget=token_budget, project=project,
         )
 
     async def get(self, memory_id: str, *, user_id: str) -> MemoryDict | None:
@@ -204,6 +206,12 @@ class LocalMemory:
     ) -> ProfileDict:
         """See :meth:`MemoryService.profile <memstream.streams.service.memories.MemoryService.profile>`."""
         return await self.service.memories.profile(user_id=user_id, subject=subject, as_of=as_of)
+
+    async def projects(
+        self, *, user_id: str, project: str | None = None, as_of: datetime | None = None
+    ) -> ProjectsDict:
+        """See :meth:`MemoryService.projects <memstream.streams.service.memories.MemoryService.projects>`."""
+        return await self.service.memories.projects(user_id=user_id, project=project, as_of=as_of)
 
     async def entity(
         self, name: str, *, user_id: str, as_of: datetime | None = None

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from memstream.projections.memories import SearchFilters
     from memstream.streams.operations.erasure import ErasureReceipt
     from memstream.streams.service.chat_events import Message
+    from memstream.streams.service.projects import ProjectsDict
     from memstream.streams.service.results import (
         AddResult,
         ContextResult,
@@ -217,6 +218,7 @@ class RemoteMemory:
         recent_turns: Sequence[str] = (),
         session_id: str | None = None,
         token_budget: int | None = None,
+        project: str | None = None,
     ) -> ContextResult:
         """``POST /v1/memories/context``."""
         if isinstance(recent_turns, str):
@@ -228,6 +230,8 @@ class RemoteMemory:
             body["session_id"] = session_id
         if token_budget is not None:
             body["token_budget"] = token_budget
+        if project is not None:
+            body["project"] = project
         answer = (await self._call("POST", "/memories/context", json=body)).json()
         answer.pop("user_id", None)
         found: ContextResult = answer
@@ -293,6 +297,22 @@ class RemoteMemory:
         answer = response.json()
         answer.pop("user_id", None)
         found: EntityDict = answer
+        return found
+
+    async def projects(
+        self, *, user_id: str, project: str | None = None, as_of: datetime | None = None
+    ) -> ProjectsDict:
+        """``POST /v1/memories/projects``."""
+        body: dict[str, Any] = {"user_id": user_id}
+        if project is not None:
+            body["project"] = project
+        if as_of is not None:
+            body["as_of"] = _time(as_of)
+        response = await self._call("POST", "/memories/projects", json=body)
+        _found(response)
+        answer = response.json()
+        answer.pop("user_id", None)
+        found: ProjectsDict = answer
         return found
 
     async def graph(self, *, user_id: str, as_of: datetime | None = None) -> GraphDict:

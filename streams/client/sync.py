@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from memstream.projections.memories import SearchFilters
     from memstream.streams.operations.erasure import ErasureReceipt
     from memstream.streams.service.chat_events import Message
+    from memstream.streams.service.projects import ProjectsDict
     from memstream.streams.service.results import (
         AddResult,
         ContextResult,
@@ -141,12 +142,13 @@ class MemoryClient:
         recent_turns: Sequence[str] = (),
         session_id: str | None = None,
         token_budget: int | None = None,
+        project: str | None = None,
     ) -> ContextResult:
         """The long-term memory context of one turn (see :meth:`AsyncMemoryClient.context`)."""
         return self._run(
             self._client.context(
                 message, user_id=user_id, recent_turns=recent_turns, session_id=session_id,
-                token_budget=token_budget,
+                token_budget=token_budget, project=project,
             )
         )
 
@@ -174,6 +176,13 @@ class MemoryClient:
         """One entity of the user's graph, its neighbours, facts and edges (see
         :meth:`AsyncMemoryClient.entity`)."""
         return self._run(self._client.entity(name, user_id=user_id, as_of=as_of))
+
+    def projects(
+        self, *, user_id: str, project: str | None = None, as_of: datetime | None = None
+    ) -> ProjectsDict:
+        """The user's project history: tasks, decisions and open items per project (see
+        :meth:`AsyncMemoryClient.projects`)."""
+        return self._run(self._client.projects(user_id=user_id, project=project, as_of=as_of))
 
     def graph(self, *, user_id: str, as_of: datetime | None = None) -> GraphDict:
         """The user's entity graph (see :meth:`AsyncMemoryClient.graph`)."""

@@ -54,6 +54,7 @@ from memstream.models.events.memory import TokenUsage
 from memstream.models.extraction import (
     Extraction,
 )
+from memstream.models.extraction.tasks import task_candidates, with_task_candidates
 from memstream.models.llm_reply import (
     PROMPT_VERSION,
     SYSTEM_PROMPT,
@@ -255,7 +256,7 @@ class LLMExtractor:
         if not any(m.role == "user" for m in transcript):
             # Nothing the user said, so nothing to remember: spend no tokens.
             return Extraction(
-                candidates=(),
+                candidates=task_candidates(request),
                 raw_response="",
                 model=None,
                 prompt_version=self.prompt_version,
@@ -294,7 +295,10 @@ class LLMExtractor:
                 ]
                 continue
             return Extraction(
-                candidates=build_candidates(reply, transcript, shown),
+                # The task memories come from the request's task changes, not the model.
+                candidates=with_task_candidates(
+                    build_candidates(reply, transcript, shown), request
+                ),
                 raw_response=raw,
                 model=_model_name(completion, self.model),
                 prompt_version=self.prompt_version,

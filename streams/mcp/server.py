@@ -37,6 +37,7 @@ from memstream.streams.kafka.logid import LogLost
 from memstream.streams.mcp.entities import EntityAnswer, entity_answer
 from memstream.streams.mcp.errors import OneLineErrors, reasons
 from memstream.streams.mcp.patterns import memory_patterns_tool
+from memstream.streams.mcp.projects import memory_projects_tool
 from memstream.streams.mcp.results import (
     AddAnswer,
     DeleteAnswer,
@@ -85,6 +86,7 @@ it (superseded_by). memory_timeline shows how one thing changed over time ("my b
 - memory_entity: a person, place or thing the user talked about ("Ana", "my sister"), with \
 its facts and relations across conversations.
 - memory_patterns: the user's habits (tools, repeated corrections, usual requests, hours).
+- memory_projects: the user's projects: tasks over time, what was decided, what is open.
 - user_id can be left out when the server has a default user."""
 
 UserId = Annotated[
@@ -500,13 +502,18 @@ def create_mcp_server(
             Identifier | None,
             Field(description="The current conversation's id, recorded with the retrieval."),
         ] = None,
+        project: Annotated[
+            str | None,
+            Field(min_length=1, max_length=200, description="The project the turn is about."),
+        ] = None,
         user_id: UserId = None,
     ) -> MemoryContextAnswer:
         """What the user's long-term memory says that bears on the current turn, as a
         section for your prompt: the most relevant preferences, facts, corrections,
         summaries and episodes, ranked and cut to a token budget. A line starting "until
         <date>:" no longer holds (the user said something newer); "since <date>:" marks what
-        replaced it. Call it at the start of a turn with the user's message."""
+        replaced it. With project, that project's tasks, decisions and open items follow.
+        Call it at the start of a turn with the user's message."""
         who = caller(ctx, user_id)
         try:
             result = await memories.context(
@@ -515,6 +522,7 @@ def create_mcp_server(
                 recent_turns=recent_turns,
                 session_id=session_id,
                 token_budget=token_budget,
+                project=project,
             )
         except (ValueError, TypeError) as exc:
             raise who.refusal(exc) from None
@@ -544,6 +552,7 @@ def create_mcp_server(
         (memory_profile, "What holds about the user", read),
         (memory_entity, "A person, place or thing the user talked about", read),
         (memory_patterns_tool(memories, caller, limits), "The user's learned habits", read),
+        (memory_projects_tool(memories, caller, limits, UserId), "The user's projects", read),
         (session_context, "An open session's working memory", read),
         (memory_context, "Long-term memory for this turn", read),
     ]
@@ -569,6 +578,7 @@ TOOLS = (
     "memory_profile",
     "memory_entity",
     "memory_patterns",
+    "memory_projects",
     "session_context",
     "memory_context",
 )

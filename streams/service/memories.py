@@ -33,6 +33,8 @@ from memstream.streams.service.entities import entity_graph
 from memstream.streams.service.patterns import learned_patterns
 from memstream.streams.service.profiles import profile as read_profile
 from memstream.streams.service.profiles import profile_lines
+from memstream.streams.service.projects import ProjectsDict, check_project, project_context
+from memstream.streams.service.projects import history as project_history
 from memstream.streams.service.results import (
     AddResult,
     ContextResult,
@@ -303,6 +305,7 @@ class MemoryService:
         quotas: Mapping[str, int] | None = None,
         filters: SearchFilters | None = None,
         explain: bool = False,
+        project: str | None = None,
     ) -> ContextResult:
         """The long-term memory context of one turn, for an agent's prompt (the seed's
         "3 preferences, 5 facts, 2 summaries", plus episodes and corrections).
@@ -315,13 +318,16 @@ class MemoryService:
 
         At a session's start (no ``recent_turns`` that say something) the text opens with the
         user's profile (:meth:`profile`, at ``filters.as_of`` if given): what holds about them,
-        one line per claim, within half the budget.
+        one line per claim, within half the budget. When the turn is about one of the user's
+        projects (``project``, a known project the message or recent turns name, or the
+        project of the session's task memories), the project's history follows
+        (:meth:`projects`), within 30% of the budget.
 
         Raises
         ------
         ValueError
             A negative budget or quota; ``message`` empty or only whitespace with no
-            ``recent_turns`` that say something.
+            ``recent_turns`` that say something; ``project`` blank or over 200 characters.
         """
         check_id("user_id", user_id)
         if isinstance(recent_turns, str):
@@ -329,27 +335,39 @@ class MemoryService:
         if not any(isinstance(turn, str) and turn.strip() for turn in recent_turns):
             # The query is the message with the last turn: one of them must say something.
             check_query("message", message)
+        check_project(project)
         projection = await self._projection()
         starting = not any(isinstance(turn, str) and turn.strip() for turn in recent_turns)
         lines: list[tuple[str, str]] = []
+        as_of = filters.as_of if filters is not None else None
         if starting:
-            as_of = filters.as_of if filters is not None else None
             found = await asyncio.to_thread(read_profile, projection, user_id, None, as_of)
             lines = profile_lines(found)
+        retriever = Retriever(projection, self.settings)
+        budget = self.settings.memory_context_tokens if token_budget is None else token_budget
+        section = "" if budget < 0 else await asyncio.to_thread(
+            project_context, projection, user_id, project,
+            [message, *recent_turns], as_of, budget, retriever.count_tokens,
+            session_id if session_id is not None else filters.session_id if filters else None,
+        )
         retrieval = await asyncio.to_thread(
-            Retriever(projection, self.settings).retrieve,
+            retriever.retrieve,
             user_id,
             message,
             recent_turns=recent_turns,
             filters=filters,
-            token_budget=token_budget,
+            token_budget=budget - retriever.count_tokens(f"{section}\n\n") if section else budget,
             quotas=quotas,
             session_id=session_id,
             profile=lines,
         )
         if retrieval.access_event is not None:
             self.accesses.publish(retrieval.access_event)
-        return retrieval_dict(retrieval, explain=explain)
+        result = retrieval_dict(retrieval, explain=explain)
+        joined = "\n\n".join(part for part in (result["context"], section) if part)
+        if section and retriever.count_tokens(joined) <= budget:
+            result["context"], result["tokens"] = joined, retriever.count_tokens(joined)
+        return result
 
     async def ranked(
         self,
@@ -498,6 +516,25 @@ class MemoryService:
         return await asyncio.to_thread(
             learned_patterns, projection, user_id, self.settings, as_of
         )
+
+    async def projects(
+        self, *, user_id: str, project: str | None = None, as_of: datetime | None = None
+    ) -> ProjectsDict:
+        """The user's project history: per project (most recently worked on first), its
+        tasks in the order they happened with their sessions, what was decided there and
+        what is still open, now or at ``as_of`` (see :mod:`~memstream.streams.service.projects`).
+        ``project`` keeps one project's (case aside); an unknown one gives no projects.
+
+        Raises
+        ------
+        ValueError
+            ``project`` blank or over 200 characters; ``as_of`` as :meth:`profile` refuses it.
+        """
+        check_id("user_id", user_id)
+        check_project(project)
+        _check_as_of(as_of)
+        projection = await self._projection()
+        return await asyncio.to_thread(project_history, projection, user_id, project, as_of)
 
     async def entity(
         self, name: str, *, user_id: str, as_of: datetime | None = None

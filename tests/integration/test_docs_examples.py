@@ -109,3 +109,19 @@ def test_the_block_runs_as_written(block: Block, place: Place) -> None:
             assert done.stdout.splitlines() == said, done.stdout
         else:
             assert "[fact] User lives in Oslo" in done.stdout, done.stdout
+    if "memstream projects --user tom --project atlas" in code:  # tom's task across sessions
+        # The decision's line ends with its memory id (a digest): the page shows "…".
+        shown = [line.rsplit(" · ", 1)[0] + " · …" if "decided to keep" in line else line
+                 for line in done.stdout.splitlines()]
+        assert shown[-10:] == [
+            "projects now (1):",
+            "atlas · 2026-05-04 to 2026-05-06 · 2 sessions",
+            "  tasks (3):",
+            "    2026-05-04 Migrate billing (started) · session atlas-1",
+            "    2026-05-04 Migrate billing (open): schema copied (40%) · session atlas-1",
+            "    2026-05-06 Migrate billing (open): data copied, cutover open (80%) · session atlas-2",
+            "  decided (1):",
+            "    2026-05-04 We decided to keep Postgres for billing. · …",
+            "  open (1):",
+            "    2026-05-06 Migrate billing (open): data copied, cutover open (80%) · session atlas-2",
+        ], done.stdout

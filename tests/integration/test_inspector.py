@@ -5,13 +5,15 @@ chromium driven by Playwright, over ``memstream serve`` beside a real worker on 
 A user enters the key, picks a user, sees the memories by type, opens one and reads its
 history and the message it came from, searches and reads every part of a score, sees which
 hits no longer hold (ann moved from Berlin to Munich) and opens what replaced them, follows
-where ann lives over time, reads her profile (Munich now, Berlin before the move), opens a report and sees its chart; HTML in a memory shows as
+where ann lives over time, reads her profile (Munich now, Berlin before the move), reads bo's
+projects (a task in atlas across two sessions, open), opens a report and sees its chart; HTML in a memory shows as
 text; a wrong key, and a key for other users, say what went wrong. Each step is saved as a screenshot (1280x900) under the test's
 temporary directory, and copied to ``MEMSTREAM_SCREENSHOTS_DIR`` when that is set.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -23,13 +25,17 @@ from typing import Any
 
 import httpx
 import pytest
+from harness import wait_for
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 from serving import serve_settings, serving
 
+from memstream.models.events.chat import SessionClosed, TaskProgress, TaskSet
+from memstream.models.events.envelope import Event
 from memstream.streams.api.auth import add_key
+from memstream.streams.service.chat_events import publish_events
 
 #: Debian's chromium (apt-get install chromium): Playwright drives it, never a browser of its own.
 CHROMIUM = Path("/usr/bin/chromium")
@@ -101,6 +107,19 @@ class Inspector:
             shutil.copy(path, Path(wanted) / path.name)
 
 
+def task_session(user: str, session: str, start: datetime, progress: str) -> list[Event]:
+    """A session that sets the task "Migrate billing" in project atlas and moves it on."""
+    common = {"user_id": user, "session_id": session}
+    return [
+        TaskSet(event_id=f"{user}/{session}/task", task="Migrate billing", project="atlas",
+                occurred_at=start, **common),
+        TaskProgress(event_id=f"{user}/{session}/progress", progress=progress,
+                     occurred_at=start + timedelta(minutes=1), **common),
+        SessionClosed(event_id=f"{user}/{session}/close",
+                      occurred_at=start + timedelta(minutes=2), **common),
+    ]
+
+
 @pytest.fixture(scope="module")
 def inspector(
     tmp_path_factory: pytest.TempPathFactory, broker_address: str, broker_kind: str
@@ -134,6 +153,22 @@ def inspector(
                 timeout=90,
             )
             assert made.status_code == 200 and made.json()["status"] == "searchable", made.text
+        # Bo's task in project atlas (tenant acme's user bo): set two days ago, picked up
+        # today and still open.
+        events = [
+            *task_session("acme:bo", "atlas-1", now - timedelta(days=2), "schema copied"),
+            *task_session("acme:bo", "atlas-2", now, "data copied, cutover open"),
+        ]
+        asyncio.run(publish_events(settings, events))
+
+        def bo_tasks() -> int:
+            found = httpx.post(
+                f"{root}/v1/memories/projects", headers={"Authorization": f"Bearer {key}"},
+                json={"user_id": "bo"}, timeout=30,
+            ).json()["projects"]
+            return sum(len(project["tasks"]) for project in found)
+
+        wait_for(bo_tasks, "bo's task memories", until=lambda count: count == 3)
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(
                 executable_path=str(CHROMIUM), args=CHROMIUM_ARGS
@@ -334,6 +369,35 @@ def test_the_patterns_tab_shows_what_the_user_does_again_and_again(
     inspector.assert_no_problems(other)
 
 
+def test_the_projects_show_a_tasks_sessions_and_what_is_open(inspector: Inspector) -> None:
+    page = inspector.page()
+    inspector.open_user(page, inspector.key, "bo")
+    page.get_by_role("tab", name="Projects").click()
+    expect(page.locator("#projects-status")).to_have_text("1 project, 1 open task now.")
+    atlas = page.locator("#projects-list > .project")
+    expect(atlas.locator("h3")).to_have_text(["atlas"])
+    expect(atlas.locator(".tasks-open .task-progress")).to_have_text(["data copied, cutover open"])
+    expect(atlas.locator(".tasks-all .badge-task")).to_have_text(["started", "open", "open"])
+    expect(atlas.locator(".tasks-all .task .meta", has_text="session")).to_have_text(
+        ["session atlas-1", "session atlas-1", "session atlas-2"]
+    )
+    inspector.screenshot(page, "04e-projects")
+    # A task opens its memory.
+    atlas.locator(".tasks-open .task-name").click()
+    expect(page.locator("#memory-detail .detail-text")).to_have_text(
+        "Project atlas: Migrate billing (open): data copied, cutover open"
+    )
+    # A day ago (in any zone of the browser's clock: between the two sessions), the schema
+    # copy was the open item.
+    page.get_by_role("tab", name="Projects").click()
+    before = datetime.now(UTC) - timedelta(hours=24)
+    page.get_by_label("At time").fill(before.strftime("%Y-%m-%dT%H:%M:%S"))
+    page.get_by_role("button", name="Show", exact=True).click()
+    expect(page.locator("#projects-status")).to_contain_text("open task as of")
+    expect(atlas.locator(".tasks-open .task-progress")).to_have_text(["schema copied"])
+    inspector.assert_no_problems(page)
+
+
 def test_a_report_shows_its_rows_and_its_chart(inspector: Inspector) -> None:
     page = inspector.page()
     inspector.open_user(page, inspector.key)
@@ -388,7 +452,7 @@ HOSTILE_TEXT = st.lists(
 RENDER = """async (text) => {
   const load = (name) => import(new URL(name, document.baseURI).href);
   const [m, s, r, p] = await Promise.all(
-    ["memories.js", "search.js", "reports.js", "patterns.js"].map(load));
+    ["memories.js", "search.js", "reports.js", "patterns.js", "projects.js"].map(load));
   const at = "2026-11-02T09:00:00+00:00";
   const claim = {subject: text, attribute: text, value: text, polarity: true, valid_from: at};
   const memory = {memory_id: text, memory: text, type: "fact", tier: "short_term", status: "active",
@@ -409,6 +473,11 @@ RENDER = """async (text) => {
     memory_id: text, turns: [text]};
   const profile = {subject: text, as_of: at,
     subjects: [{subject: text, kinds: [{kind: text, entries: [held]}]}]};
+  const state = {task: text, status: text, progress: text, percent: 40, at, session_id: text,
+    memory_id: text, current: true};
+  const projects = {project: text, as_of: at, projects: [{project: text, first_at: at,
+    last_at: at, sessions: [text], tasks: [state], open: [state],
+    decided: [{statement: text, type: "episode", at, session_id: text, memory_id: text}]}]};
   const nodes = [m.memoryCard(memory), m.memoryDetail(memory, history), s.searchHit(hit),
     s.searchHit(stale), m.timelineValue(value), r.rowsTable(text, [text], [{[text]: text}]),
     Object.assign(document.createElement("p"), {textContent: m.timelineSummary(answer)}),
@@ -417,7 +486,10 @@ RENDER = """async (text) => {
       content: text, session_count: 3, sessions_seen: 4, sessions: [text], event_ids: [text],
       importance: 0.5, decay: 0.5, learned_at: at}]}),
     Object.assign(document.createElement("p"),
-      {textContent: m.profileSummary({...profile, subjects: []})})];
+      {textContent: m.profileSummary({...profile, subjects: []})}),
+    ...p.projectsList(projects),
+    Object.assign(document.createElement("p"),
+      {textContent: p.projectsSummary({...projects, projects: []})})];
   return nodes.map((node) => ({
     tags: [...node.querySelectorAll("*")].map((e) => e.tagName),
     text: node.textContent,

@@ -18,6 +18,8 @@ from harness import archive_caught_up, cli, wait_for, wait_until_projected
 from llm_server import Reply, ScriptedServer, completion
 
 from memstream.models.codec import decode_event, encode_event
+from memstream.models.events.chat import TaskProgress, TaskSet
+from memstream.models.events.envelope import Event
 from memstream.models.events.memory import (
     ExtractionRecorded,
     MemoriesRetrieved,
@@ -48,6 +50,7 @@ from memstream.streams.operations.replay import (
 from memstream.streams.service.chat_events import publish_events
 from memstream.streams.service.entities import entity_graph
 from memstream.streams.service.profiles import profile
+from memstream.streams.service.projects import history as project_history
 from memstream.streams.worker.process import WorkerProcess
 
 SettingsFactory = Callable[..., Settings]
@@ -98,6 +101,18 @@ def everything(projection: MemoryStore, users: list[str]) -> list[MemoryRecord]:
     return [m for u in users for m in projection.list_memories(u, include_inactive=True)]
 
 
+def with_task(events: list[Event], progress: str) -> list[Event]:
+    """``events`` (one session, its close last) with the task "Plan the trip" set in
+    project lisbon after the start and ``progress`` on it before the close."""
+    start, close = events[0], events[-1]
+    common = {"user_id": start.user_id, "session_id": start.session_id}
+    task = TaskSet(event_id=f"{start.event_id}/task", task="Plan the trip", project="lisbon",
+                   occurred_at=start.occurred_at + timedelta(seconds=30), **common)
+    moved = TaskProgress(event_id=f"{start.event_id}/progress", progress=progress,
+                         occurred_at=close.occurred_at - timedelta(seconds=30), **common)
+    return [start, task, *events[1:-1], moved, close]
+
+
 def workload(settings: Settings, users: list[str], tmp_path: Path) -> MemoryStore:
     """Several users and sessions through a real worker: eviction chunks, duplicates,
     supersessions, promotions, expiries, deletions, access events and a malformed record."""
@@ -105,10 +120,13 @@ def workload(settings: Settings, users: list[str], tmp_path: Path) -> MemoryStor
     topics = Topics.from_settings(settings)
     with WorkerProcess(settings, log_path=tmp_path / "worker.log"):
         for user in users:
-            asyncio.run(publish_events(settings, conversation(user, "trip", TRIP)))
+            trip = with_task(conversation(user, "trip", TRIP), "flights booked")
+            asyncio.run(publish_events(settings, trip))
         wait_for(lambda: all(projection.list_memories(u) for u in users), "first memories")
         for user in users:
-            later = conversation(user, "later", LATER, start=datetime(2026, 11, 9, 9, tzinfo=UTC))
+            later = with_task(conversation(
+                user, "later", LATER, start=datetime(2026, 11, 9, 9, tzinfo=UTC)
+            ), "hotel booked, done")
             asyncio.run(publish_events(settings, later))
         wait_for(
             lambda: all(
@@ -171,6 +189,9 @@ def test_a_rebuilt_memory_projection_is_identical_to_the_live_one(
     moments = [None, datetime(2026, 11, 9, 9, tzinfo=UTC)]
     profiles = [profile(projection, u, as_of=at) for u in users for at in moments]
     assert any(found["subjects"] for found in profiles)
+    # And each user's project history (a task in project lisbon across both sessions).
+    histories = [project_history(projection, u, as_of=at) for u in users for at in moments]
+    assert all(found["projects"] for found in histories)
     graphs = [entity_graph(projection, u, as_of=at) for u in users for at in moments]
     assert any(found["edges"] for found in graphs)
     # ...and in SQL: the analytics' graph views read the live table, the rebuilt one after.
@@ -199,6 +220,9 @@ def test_a_rebuilt_memory_projection_is_identical_to_the_live_one(
         settings, embedder_from_settings(settings), swapped
     )
     assert [profile(rebuilt_table, u, as_of=at) for u in users for at in moments] == profiles
+    assert [
+        project_history(rebuilt_table, u, as_of=at) for u in users for at in moments
+    ] == histories
     assert [entity_graph(rebuilt_table, u, as_of=at) for u in users for at in moments] == graphs
     assert [run_sql(settings, query) for query in graph_views] == in_sql
     # Readers follow the pointer: the same answers from the new table.

@@ -344,6 +344,22 @@ class MemoryIndexContract:
         }
         assert index.get_many("bob", ["a-said-1"]) == {}
 
+    def test_a_users_task_history_is_their_task_memories_but_the_deleted_ones(
+        self, index: MemoryIndex
+    ) -> None:
+        index.apply(batch(
+            *ALICE, *BOB,
+            memory("a-task-2", "Project atlas: Migrate billing (open)", memory_type="task"),
+            memory("a-task-1", "Project atlas: Migrate billing (started)", memory_type="task"),
+            memory("a-task-3", "Project atlas: Write the RFC (started)", memory_type="task"),
+            memory("b-task", "Project zeus: Paint (started)", memory_type="task", user_id="bob"),
+        ))
+        index.apply([(change("deleted", "a-task-3"), at(20))])
+        assert [r.memory_id for r in index.task_history("alice")] == ["a-task-1", "a-task-2"]
+        assert [r.memory_type for r in index.task_history("alice")] == ["task", "task"]
+        assert [r.memory_id for r in index.task_history("bob")] == ["b-task"]
+        assert index.task_history("carol") == []
+
 
 def claim_memory(
     memory_id: str, content: str, value: str, *, days: int, stated_in: tuple[str, ...] = ()

@@ -30,7 +30,9 @@ from hypothesis import strategies as st
 from tenants import ACME_ALICE_READ, ACME_ALL, BETA_ALL, KEYS
 
 from memstream.models.events.chat import MessageAdded, SessionClosed, SessionStarted
+from memstream.models.events.consolidation import TaskChange
 from memstream.models.events.memory import MemoryAdded
+from memstream.models.extraction.tasks import task_candidate
 from memstream.projections.memories import SourcePosition
 from memstream.streams.api.app import create_api
 from memstream.streams.api.auth import (
@@ -106,6 +108,7 @@ def requests_for(user: str, memory_id: str) -> list[tuple[str, str, dict[str, An
         ("POST", "/v1/memories/patterns", {"json": {"user_id": user}}),
         ("POST", "/v1/memories/entity", {"json": {"name": "Oslo", "user_id": user}}),
         ("POST", "/v1/memories/graph", {"json": {"user_id": user}}),
+        ("POST", "/v1/memories/projects", {"json": {"user_id": user}}),
         ("GET", f"/v1/memories/{path_of(memory_id)}/history", {"params": {
             "user_id": user, "sources": "true"}}),
         # No worker runs here: the session's context is 503 (or 404 from a worker).
@@ -332,6 +335,14 @@ async def test_bad_input_is_422_and_not_quoted_back(client: httpx.AsyncClient) -
         ("/v1/memories/entity", {"user_id": "alice", "name": "x" * 201}),
         ("/v1/memories/graph", {"user_id": "alice", "as_of": "yesterday"}),
         ("/v1/memories/graph", {"user_id": "alice", "name": "Ana"}),
+        ("/v1/memories/projects", {}),
+        ("/v1/memories/projects", {"user_id": "alice", "project": ""}),
+        ("/v1/memories/projects", {"user_id": "alice", "project": "   "}),
+        ("/v1/memories/projects", {"user_id": "alice", "project": "x" * 201}),
+        ("/v1/memories/projects", {"user_id": "alice", "as_of": "2026-11-02T10:00"}),
+        ("/v1/memories/projects", {"user_id": "alice", "task": "x"}),
+        ("/v1/memories/context", {"message": "hi", "user_id": "alice", "project": ""}),
+        ("/v1/memories/context", {"message": "hi", "user_id": "alice", "project": "x" * 201}),
     ]
     for path, body in bad:
         response = await client.post(path, json=body, headers=auth(ACME_ALL))
@@ -446,6 +457,7 @@ async def test_openapi_and_docs_are_served(client: httpx.AsyncClient) -> None:
         "/v1/memories", "/v1/memories/search", "/v1/memories/context", "/v1/memories/timeline",
         "/v1/memories/profile", "/v1/memories/entity", "/v1/memories/graph",
         "/v1/memories/patterns",
+        "/v1/memories/projects",
         "/v1/memories/{memory_id}",
         "/v1/memories/{memory_id}/history", "/v1/sessions/{session_id}/context",
         "/v1/sessions/{session_id}/close", "/v1/erasures", "/v1/reports", "/v1/reports/{name}",
@@ -464,6 +476,10 @@ async def test_openapi_and_docs_are_served(client: httpx.AsyncClient) -> None:
     assert "user_id" in schemas["TimelineResponse"]["properties"]
     assert {"user_id", "subjects", "as_of"} <= set(schemas["ProfileResponse"]["properties"])
     assert {"user_id", "patterns", "as_of"} <= set(schemas["PatternsResponse"]["properties"])
+    assert {"user_id", "project", "as_of", "projects"} <= set(
+        schemas["ProjectsResponse"]["properties"]
+    )
+    assert {"tasks", "decided", "open", "sessions"} <= set(schemas["ProjectDict"]["properties"])
 
 
 async def test_the_inspector_page_needs_no_key_and_runs_only_its_own_scripts(
@@ -677,6 +693,41 @@ async def test_a_changed_fact_is_marked_in_every_answer_and_has_a_timeline(
             headers=auth(ACME_ALICE_READ),
         )
         assert refused.status_code == 403 and "Munich" not in refused.text
+
+
+async def test_a_project_history_is_the_callers_users_own(
+    client: httpx.AsyncClient, world: World
+) -> None:
+    change = TaskChange(event_id="t-1", task="Migrate billing", project="atlas",
+                        progress="schema copied", occurred_at=datetime(2026, 5, 4, 9, tzinfo=UTC))
+    candidate = task_candidate(change)
+    added = memory_added("acme-alice-task", "acme:alice", candidate.content,
+                         memory_type="task", context=candidate.context)
+    world.service.container.projection.apply(  # type: ignore[attr-defined]
+        [(added, SourcePosition(world.service.container.topics.memories, 0, 99))]
+    )
+    found = await client.post(
+        "/v1/memories/projects", json={"user_id": "alice", "project": "Atlas"},
+        headers=auth(ACME_ALL),
+    )
+    assert found.status_code == 200, found.text
+    (atlas,) = found.json()["projects"]
+    assert (found.json()["user_id"], atlas["project"], atlas["open"][0]["progress"]) == (
+        "alice", "atlas", "schema copied")
+    assert "acme:" not in found.text
+    context = await client.post(
+        "/v1/memories/context", json={"message": "next?", "user_id": "alice", "project": "atlas"},
+        headers=auth(ACME_ALL),
+    )
+    assert "## Project atlas" in context.json()["context"]
+    theirs = await client.post(
+        "/v1/memories/projects", json={"user_id": "alice"}, headers=auth(BETA_ALL)
+    )
+    assert theirs.json() == {"user_id": "alice", "project": None, "as_of": None, "projects": []}
+    refused = await client.post(
+        "/v1/memories/projects", json={"user_id": "bob"}, headers=auth(ACME_ALICE_READ)
+    )
+    assert refused.status_code == 403 and "billing" not in refused.text
 
 
 async def test_add_with_wait_needs_a_close(client: httpx.AsyncClient, world: World) -> None:

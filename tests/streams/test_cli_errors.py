@@ -169,8 +169,13 @@ def test_a_search_without_a_broker_answers_and_says_in_one_line_it_was_not_count
         (["graph", "--user", "ann", "--as-of", "yesterday"], ["--as-of", "not an ISO 8601 time"]),
         (["entity", "--user", "ann", ""], ["error: name", "'Ana'"]),
         (["entity", "Ana"], ["--user"]),
+        (["projects", "--user", "ann", "--as-of", "soon"], ["--as-of", "not an ISO 8601 time"]),
+        (["projects", "--user", "ann", "--project", " "], ["error: project", "'atlas'"]),
+        (["projects", "--user", "ann", "--project", "x" * 201], ["error: project", "'atlas'"]),
+        (["projects", "--project", "atlas"], ["--user"]),
     ],
-    ids=["as-of", "subject", "no user", "graph as-of", "entity name", "entity no user"],
+    ids=["as-of", "subject", "no user", "graph as-of", "entity name", "entity no user",
+         "projects as-of", "projects blank", "projects long", "projects no user"],
 )
 def test_a_profile_asked_wrong_is_one_line(
     no_broker: Path, argv: list[str], words: list[str]

@@ -23,7 +23,9 @@ from fakes import InMemoryPublisher, memory_added, service_on_fakes, unit_settin
 
 from memstream import AccessRefused, AsyncMemoryClient, MemoryClient, ServiceUnreachable
 from memstream.models.events.chat import SessionClosed
-from memstream.models.events.memory import MemoryDeleted
+from memstream.models.events.consolidation import TaskChange
+from memstream.models.events.memory import MemoryAdded, MemoryDeleted
+from memstream.models.extraction.tasks import task_candidate
 from memstream.projections.memories import SearchFilters
 from memstream.streams.api.app import create_api
 from memstream.streams.api.auth import ApiKey, KeyFile
@@ -57,9 +59,27 @@ class Pair:
         return (self.local, f"acme:{user}") if kind == "local" else (self.remote, user)
 
 
+def task_memories(user: str) -> list[MemoryAdded]:
+    """Dee's task memories: "Migrate billing" in project atlas, set in s1, open in s2."""
+    made = []
+    for memory_id, session, day, progress in (
+        ("dee-t1", "s1", 4, None), ("dee-t2", "s2", 6, "data copied, cutover open"),
+    ):
+        candidate = task_candidate(TaskChange(
+            event_id=f"t-{memory_id}", task="Migrate billing", project="atlas",
+            progress=progress, occurred_at=datetime(2026, 5, day, 9, 0, tzinfo=UTC),
+        ))
+        added = memory_added(memory_id, user, candidate.content, memory_type="task",
+                             context=candidate.context,
+                             occurred_at=datetime(2026, 5, day, 10, 0, tzinfo=UTC))
+        made.append(added.model_copy(update={"session_id": session}))
+    return made
+
+
 @pytest.fixture
 def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Service, InMemoryPublisher]:
     seeded = [memory_added(memory_id, user, content) for user, memory_id, content in MEMORIES]
+    seeded += task_memories("acme:dee")
     service, publisher, index = service_on_fakes(unit_settings(tmp_path), seeded, monkeypatch)
     topic = service.container.topics.memories
     asyncio.run(project(index, publisher, topic, moved_home("acme:cy")))
@@ -112,6 +132,29 @@ async def test_both_clients_read_alike(pair: Pair) -> None:
     assert local["search"][0]["memory_id"] == "ann-1"
     assert local["missing"] is None and local["foreign history"] == []
     assert "Oslo" in local["context"]["context"] and local["explained"][0]["explain"]["text"]
+
+
+async def test_both_clients_read_a_project_history_alike(pair: Pair) -> None:
+    found = {}
+    for kind in ("local", "remote"):
+        client, dee = pair.client(kind, "dee")
+        found[kind] = {
+            "all": await client.projects(user_id=dee),
+            "atlas then": await client.projects(
+                user_id=dee, project="ATLAS", as_of=datetime(2026, 5, 5, tzinfo=UTC)
+            ),
+            "none": await client.projects(user_id=client is pair.local and "acme:ann" or "ann"),
+            "context": await client.context("What next?", user_id=dee, project="atlas"),
+        }
+    assert rounded(found["remote"]) == rounded(found["local"])
+    local = found["local"]
+    (atlas,) = local["all"]["projects"]
+    assert (atlas["project"], atlas["sessions"]) == ("atlas", ["s1", "s2"])
+    assert [t["progress"] for t in atlas["open"]] == ["data copied, cutover open"]
+    assert local["atlas then"]["as_of"] == "2026-05-05T00:00:00+00:00"
+    assert [t["status"] for t in local["atlas then"]["projects"][0]["open"]] == ["started"]
+    assert local["none"]["projects"] == []
+    assert "Open: Migrate billing: data copied, cutover open" in local["context"]["context"]
 
 
 async def beliefs(client: AsyncMemoryClient, cy: str, ann: str) -> dict[str, Any]:
@@ -290,6 +333,13 @@ async def test_both_clients_fail_alike(pair: Pair, kind: str) -> None:
             await client.profile(user_id=ann, subject=subject)
     with pytest.raises(ValueError):
         await client.profile(user_id=ann, as_of=datetime(2026, 4, 1))
+    for name in ("", "x" * 201):
+        with pytest.raises(ValueError):
+            await client.projects(user_id=ann, project=name)
+        with pytest.raises(ValueError):
+            await client.context("hi", user_id=ann, project=name)
+    with pytest.raises(ValueError):
+        await client.projects(user_id=ann, as_of=datetime(2026, 4, 1))
     for name in ("", "   ", "x" * 201):
         with pytest.raises(ValueError):
             await client.entity(name, user_id=ann)
@@ -336,6 +386,8 @@ def test_the_sync_client_speaks_http_too(world: tuple[Service, InMemoryPublisher
         assert [entry["value"] for entry in moved["entries"]] == ["Berlin", "Munich"]
         (home,) = memory.profile(user_id="cy")["subjects"][0]["kinds"][0]["entries"]
         assert home["value"] == "Munich"
+        (atlas,) = memory.projects(user_id="dee")["projects"]
+        assert atlas["open"][0]["memory_id"] == "dee-t2"
         assert memory.settings is None
         since = datetime(2026, 1, 1, tzinfo=UTC)
         assert memory.report("growth", user_id="ann", since=since)["report"] == "growth"

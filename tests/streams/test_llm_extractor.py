@@ -19,7 +19,11 @@ from llm_server import Reply, ScriptedServer, completion
 from prometheus_client import REGISTRY
 
 from memstream.models.beliefs import KnownClaim
-from memstream.models.events.consolidation import ConsolidationRequested, TranscriptMessage
+from memstream.models.events.consolidation import (
+    ConsolidationRequested,
+    TaskChange,
+    TranscriptMessage,
+)
 from memstream.models.events.memory import Claim, TokenUsage
 from memstream.models.extraction import Extractor
 from memstream.models.llm_reply import (
@@ -254,6 +258,25 @@ def test_a_transcript_without_user_turns_costs_no_call(
 
     assert extraction.candidates == ()
     assert server.received == []
+
+
+def test_the_spans_task_changes_become_task_memories_after_the_models_candidates(
+    serve: Callable[..., ScriptedServer], make_extractor: Callable[..., LLMExtractor]
+) -> None:
+    server = serve(Reply(completion(json.dumps(GOOD))))
+    extractor = make_extractor(server.base_url)
+    change = TaskChange(
+        event_id="t1", task="Book Kyoto", project="kyoto trip", progress="flights booked",
+        occurred_at=AT,
+    )
+    extraction = extractor.extract(TRIP.model_copy(update={"task_changes": (change,)}))
+    assert [c.memory_type for c in extraction.candidates][-2:] == ["summary", "task"]
+    assert extraction.candidates[-1].content == "Project kyoto trip: Book Kyoto (open): flights booked"
+    # A span with task changes and nothing the user said still costs no call.
+    quiet = request_of(("assistant", "How can I help?"))
+    extraction = extractor.extract(quiet.model_copy(update={"task_changes": (change,)}))
+    assert [c.memory_type for c in extraction.candidates] == ["task"]
+    assert len(server.received) == 1
 
 
 # --- response formats --------------------------------------------------------------------

@@ -35,7 +35,9 @@ from mcp.types import CallToolResult
 from tenants import ACME_ALICE_READ, ACME_ALL, BETA_ALL, KEYS
 
 from memstream.models.events.chat import MessageAdded, SessionClosed
+from memstream.models.events.consolidation import TaskChange
 from memstream.models.events.memory import Claim, MemoryDeleted
+from memstream.models.extraction.tasks import task_candidate
 from memstream.models.session import SessionState, WindowMessage, session_key, working_context
 from memstream.models.settings import Settings
 from memstream.projections.memories import SourcePosition
@@ -187,6 +189,7 @@ async def test_the_tools_are_listed_with_schemas_and_descriptions_an_llm_can_use
         "memory_profile": set(),
         "memory_entity": {"name"},
         "memory_patterns": set(),
+        "memory_projects": set(),
         "session_context": {"session_id"},
         "memory_context": {"message"},
     }
@@ -225,6 +228,14 @@ async def test_the_tools_are_listed_with_schemas_and_descriptions_an_llm_can_use
     learned = listed["memory_patterns"]
     assert "date-time" in str(learned.input_schema["properties"]["as_of"])
     assert "patterns" in learned.output_schema["properties"]  # type: ignore[index]
+    projects = listed["memory_projects"]
+    assert projects.input_schema["properties"]["project"]["anyOf"][0]["maxLength"] == 200
+    assert "date-time" in str(projects.input_schema["properties"]["as_of"])
+    assert {"projects", "asked", "note"} <= set(projects.output_schema["properties"])  # type: ignore[index]
+    assert {"tasks", "decided", "open"} <= set(
+        projects.output_schema["$defs"]["ProjectAnswer"]["properties"]  # type: ignore[index]
+    )
+    assert "project" in listed["memory_context"].input_schema["properties"]
 
 
 # --- every tool, for the caller's own user ----------------------------------------------------
@@ -496,6 +507,46 @@ async def test_an_entity_has_its_facts_and_relations_and_is_the_callers_own(
                       {"name": "Munich", "as_of": "2026-04-01T09:00"}):
         message = error(await call(acme, "memory_entity", {"user_id": "alice", **arguments}))
         assert "acme:" not in message and len(message) < 2000
+
+
+async def test_the_projects_are_the_callers_own_with_what_is_open(world: World) -> None:
+    for memory_id, user, day, progress in (
+        ("alice-t1", "acme:alice", 4, None), ("alice-t2", "acme:alice", 6, "data copied"),
+        ("bob-t1", "acme:bob", 5, "bob's own"),
+    ):
+        change = TaskChange(event_id=f"t-{memory_id}", task="Migrate billing", project="atlas",
+                            progress=progress, occurred_at=datetime(2026, 5, day, 9, tzinfo=UTC))
+        made = task_candidate(change)
+        added = memory_added(memory_id, user, made.content, memory_type="task",
+                             context=made.context, occurred_at=change.occurred_at)
+        world.index.apply([(added, SourcePosition("t.memories", 0, 100 + day))])
+    acme = world.server(ACME_ALL)
+    found = answer(await call(acme, "memory_projects", {"user_id": "alice"}))
+    (atlas,) = found["projects"]
+    assert (found["user_id"], found["asked"], found["note"]) == ("alice", None, None)
+    assert [(t["memory_id"], t["current"]) for t in atlas["tasks"]] == [
+        ("alice-t1", False), ("alice-t2", True)
+    ]
+    assert [t["progress"] for t in atlas["open"]] == ["data copied"]
+    then = answer(await call(acme, "memory_projects", {
+        "user_id": "alice", "project": "ATLAS", "as_of": "2026-05-05T00:00:00Z"}))
+    assert [t["status"] for t in then["projects"][0]["open"]] == ["started"]
+    context = answer(await call(acme, "memory_context", {
+        "user_id": "alice", "message": "next?", "project": "atlas"}))
+    assert "Open: Migrate billing: data copied" in str(context)
+    for server, who in ((world.server(BETA_ALL), "alice"), (acme, "carol")):
+        none = answer(await call(server, "memory_projects", {"user_id": who}))
+        assert none["projects"] == [] and "No task" in none["note"]
+    assert "may not act for that user" in error(await call(
+        world.server(ACME_ALICE_READ), "memory_projects", {"user_id": "bob"}
+    ))
+    small = answer(await call(world.server(ACME_ALL, result_chars=300), "memory_projects",
+                              {"user_id": "alice"}))
+    assert small["projects"] == [] and "1 more projects left out" in small["note"]
+    for arguments in ({"project": ""}, {"project": "x" * 201}, {"project": "   "},
+                      {"as_of": "2026-05-01T09:00"}):
+        message = error(await call(acme, "memory_projects", {"user_id": "alice", **arguments}))
+        assert "acme:" not in message and len(message) < 2000 and "\n" not in message
 
 
 async def test_memory_context_is_the_callers_long_term_memory_for_the_turn(world: World) -> None:
@@ -820,6 +871,9 @@ _ARGUMENTS = {
     }),
     "memory_entity": st.fixed_dictionaries({"name": hostile_text}, optional={"as_of": _time}),
     "memory_patterns": st.fixed_dictionaries({}, optional={"as_of": _time}),
+    "memory_projects": st.fixed_dictionaries({}, optional={
+        "project": st.one_of(st.none(), hostile_text), "as_of": _time,
+    }),
     "session_context": st.fixed_dictionaries(
         {"session_id": hostile_text}, optional={"token_budget": st.integers(1, 5000)}
     ),

@@ -33,6 +33,7 @@ from memstream.models.events.chat import (
 )
 from memstream.models.events.consolidation import (
     ConsolidationRequested,
+    TaskChange,
     ToolUse,
     TranscriptMessage,
 )
@@ -83,13 +84,17 @@ EXAMPLES: list[Event] = [
         result={"found": SECRET},
         **ENVELOPE,
     ),
-    TaskSet(event_id="e-task", task=f"move to {SECRET}", **ENVELOPE),
+    TaskSet(event_id="e-task", task=f"move to {SECRET}", project=SECRET, **ENVELOPE),
     EntityMentioned(event_id="e-entity", name=SECRET, kind=f"home of {SECRET}", **ENVELOPE),
     TaskProgress(event_id="e-progress", progress=f"flat in {SECRET} found", percent=50, **ENVELOPE),
     ScratchpadUpdated(event_id="e-pad", content=f"note: {SECRET}", **ENVELOPE),
     ConsolidationRequested(
         event_id="e-span", reason="session_closed", messages=transcript(), session_started_at=T0,
-        tools=(ToolUse(event_id="t1", name=SECRET),), **ENVELOPE
+        tools=(ToolUse(event_id="t1", name=SECRET),),
+        task_changes=(
+            TaskChange(event_id="e-task", task=f"move to {SECRET}", project=SECRET, occurred_at=T0),
+        ),
+        **ENVELOPE,
     ),
     ExtractionRecorded(
         event_id="e-rec",
@@ -231,6 +236,8 @@ def test_placeholders_follow_the_field_types() -> None:
     assert [m.event_id for m in span.messages] == ["m1", "m2"]
     assert {m.content for m in span.messages} == {ENCRYPTED}
     assert {m.name for m in span.messages} == {None}  # a speaker's name is content too
+    assert span.task_changes == ()  # a task and its project are the user's words
+    assert by_type["task_set"].project is None  # type: ignore[attr-defined]
     recorded = by_type["extraction_recorded"]
     assert recorded.candidates == () and recorded.raw_response == ""  # type: ignore[attr-defined]
     assert by_type["memories_retrieved"].query == ""  # type: ignore[attr-defined]

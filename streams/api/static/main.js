@@ -1,6 +1,7 @@
 // The memory inspector: the key, the tenant's users, and one user's memories, searches,
-// timelines, profile, entity graph and reports. Fetches from /v1 (api.js) and puts the answers
-// in the page (memories.js, search.js, graph.js, reports.js); errors show in one alert that
+// timelines, profile, projects, patterns, entity graph and reports. Fetches from /v1
+// (api.js) and puts the answers in the page (memories.js, search.js, projects.js,
+// patterns.js, graph.js, reports.js); errors show in one alert that
 // says what to do.
 
 import { ApiError, apiKey, call, explain, readiness, segment } from "./api.js";
@@ -11,6 +12,7 @@ import {
 } from "./memories.js";
 import { patternList, patternsSummary } from "./patterns.js";
 import { entityDetail, graphDrawing, graphSummary } from "./graph.js";
+import { projectsList, projectsSummary } from "./projects.js";
 import { chartFigure, reportOptions, rowsTable } from "./reports.js";
 import { searchHit } from "./search.js";
 
@@ -131,6 +133,8 @@ async function openUser(userId) {
   fill($("graph-entity"), el("p", { class: "hint" }, "Pick an entity in the drawing."));
   $("graph-status").textContent = "";
   state.graph = null;
+  fill($("projects-list"));
+  $("projects-status").textContent = "";
   fill($("report-output"));
   fill($("memory-detail"), el("p", { class: "hint" }, "Open a memory to see its history and the messages it came from."));
   fill($("memory-summary"));
@@ -148,7 +152,7 @@ async function openUser(userId) {
 
 // --- tabs --------------------------------------------------------------------------------
 
-const TABS = ["memories", "search", "timeline", "profile", "patterns", "graph", "reports"];
+const TABS = ["memories", "search", "timeline", "profile", "projects", "patterns", "graph", "reports"];
 
 function selectTab(name) {
   for (const tab of TABS) {
@@ -161,6 +165,7 @@ function selectTab(name) {
   if (name === "profile" && $("profile-status").textContent === "") attempt(runProfile);
   if (name === "patterns" && $("patterns-status").textContent === "") attempt(runPatterns);
   if (name === "graph" && $("graph-status").textContent === "") attempt(runGraph);
+  if (name === "projects" && $("projects-status").textContent === "") attempt(runProjects);
 }
 
 function tabKeys(event) {
@@ -346,6 +351,23 @@ async function showEntity(name) {
   detail.scrollIntoView({ block: "nearest" });
 }
 
+// --- projects ----------------------------------------------------------------------------
+
+async function runProjects() {
+  const userId = state.userId;
+  const project = $("projects-project").value.trim();
+  const asOf = $("projects-as-of").value;
+  $("projects-status").textContent = "Reading the projects…";
+  const body = { user_id: userId };
+  if (project) body.project = project;
+  // The field is the browser's local time; the API wants an instant with its zone.
+  if (asOf) body.as_of = new Date(asOf).toISOString();
+  const answer = await call("memories/projects", { method: "POST", body });
+  if (userId !== state.userId) return;
+  $("projects-status").textContent = projectsSummary(answer);
+  fill($("projects-list"), projectsList(answer, { onOpen: openMemory }));
+}
+
 // --- reports -----------------------------------------------------------------------------
 
 async function loadReports() {
@@ -404,6 +426,7 @@ submit($("timeline-form"), runTimeline);
 submit($("profile-form"), runProfile);
 submit($("patterns-form"), runPatterns);
 submit($("graph-form"), runGraph);
+submit($("projects-form"), runProjects);
 submit($("report-form"), runReport);
 for (const select of ["filter-type", "filter-tier", "filter-status"]) {
   $(select).addEventListener("change", showMemories);

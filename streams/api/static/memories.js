@@ -7,7 +7,7 @@
 
 import { badge, day, el, fraction, terms, when, words } from "./dom.js";
 
-export const TYPES = ["preference", "fact", "correction", "episode", "summary", "entity", "pattern"];
+export const TYPES = ["preference", "fact", "correction", "episode", "summary", "task", "entity", "pattern"];
 export const TIERS = ["short_term", "long_term"];
 export const STATUSES = ["active", "superseded", "expired", "forgotten", "deleted"];
 const TYPE_TITLES = {
@@ -16,6 +16,7 @@ const TYPE_TITLES = {
   correction: "Corrections",
   episode: "Episodes",
   summary: "Summaries",
+  task: "Tasks",
   entity: "Entities",
   pattern: "Patterns",
 };
