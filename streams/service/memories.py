@@ -27,6 +27,7 @@ from memstream.projections.retrieval import MAX_CANDIDATES, RankedMemory, Retrie
 from memstream.streams.operations.erasure import ErasureReceipt
 from memstream.streams.service.accesses import AccessSender
 from memstream.streams.service.chat_events import Message, chat_events_for_add
+from memstream.streams.service.checks import check_as_of, check_id, check_query
 from memstream.streams.service.container import Container
 from memstream.streams.service.entities import entity as read_entity
 from memstream.streams.service.entities import entity_graph
@@ -72,49 +73,6 @@ log = logging.getLogger(__name__)
 #: How long ``add(wait=True)`` follows a session by default, and at most.
 DEFAULT_WAIT_S = 30.0
 MAX_WAIT_S = 300.0
-
-
-def check_id(name: str, value: object) -> str:
-    """``value`` if it is a string (an id from a caller); TypeError otherwise."""
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be a string, not {type(value).__name__}")
-    return value
-
-
-def _check_as_of(as_of: datetime | None) -> None:
-    """Refuse an ``as_of`` without a time zone or outside the years 1 to 9999 in UTC."""
-    if as_of is not None:
-        try:
-            utc_instant(as_of)
-        except ValueError as exc:
-            raise ValueError(f"as_of {exc}") from None
-
-
-def check_query(name: str, value: object) -> str:
-    """``value`` if it is text with something in it to look for; every search of every
-    interface (the client, the CLI, HTTP, MCP) goes through this one rule.
-
-    Raises
-    ------
-    ValueError
-        ``value`` is empty or only whitespace: it would match nothing, and "no memories
-        found" would say something false.
-    TypeError
-        ``value`` is not a string.
-
-    Examples
-    --------
-    >>> check_query("query", " where do I live? ")
-    ' where do I live? '
-    >>> check_query("query", "   ")
-    Traceback (most recent call last):
-    ValueError: query is empty: say what to look for, e.g. 'where do I live?'
-    """
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be a string, not {type(value).__name__}")
-    if not value.strip():
-        raise ValueError(f"{name} is empty: say what to look for, e.g. 'where do I live?'")
-    return value
 
 
 class MemoryService:
@@ -496,7 +454,7 @@ class MemoryService:
             check_id("subject", subject)
             if not subject.strip() or len(subject) > 200:
                 raise ValueError("subject must name whose profile, e.g. 'User' or 'Maya'")
-        _check_as_of(as_of)
+        check_as_of(as_of)
         projection = await self._projection()
         return await asyncio.to_thread(read_profile, projection, user_id, subject, as_of)
 
@@ -511,7 +469,7 @@ class MemoryService:
             ``as_of`` without a time zone or outside the years 1 to 9999 in UTC.
         """
         check_id("user_id", user_id)
-        _check_as_of(as_of)
+        check_as_of(as_of)
         projection = await self._projection()
         return await asyncio.to_thread(
             learned_patterns, projection, user_id, self.settings, as_of
@@ -532,7 +490,7 @@ class MemoryService:
         """
         check_id("user_id", user_id)
         check_project(project)
-        _check_as_of(as_of)
+        check_as_of(as_of)
         projection = await self._projection()
         return await asyncio.to_thread(project_history, projection, user_id, project, as_of)
 
@@ -554,7 +512,7 @@ class MemoryService:
         check_id("name", name)
         if not name.strip() or len(name) > 200:
             raise ValueError("name must name an entity, e.g. 'Ana' or 'User's sister'")
-        _check_as_of(as_of)
+        check_as_of(as_of)
         projection = await self._projection()
         return await asyncio.to_thread(read_entity, projection, user_id, name, as_of)
 
@@ -570,7 +528,7 @@ class MemoryService:
             ``as_of`` as :meth:`profile` refuses it.
         """
         check_id("user_id", user_id)
-        _check_as_of(as_of)
+        check_as_of(as_of)
         projection = await self._projection()
         return await asyncio.to_thread(entity_graph, projection, user_id, as_of)
 
