@@ -265,38 +265,30 @@ class MemoryReader(TableConnection):
     def claim_history(self, user_id: str) -> list[MemoryRecord]:
         """Every memory of the user that asserts a claim, whatever its status but deleted
         (superseded ones are a timeline's past), by when the claim began, then memory id."""
-        where = _user_filter(user_id, SearchFilters(include_inactive=True))
-        table = self._open()
-        if table is None or where is None:
-            return []
-        rows = (
-            table.search()
-            .where(f"{where} AND claim_attribute IS NOT NULL AND status != 'deleted'")
-            .select(_RECORD_COLUMNS)
-            .limit(None)
-            .to_arrow()
-            .to_pylist()
-        )
-        records = [MemoryRecord(**_record_fields(row)) for row in rows]
+        records = self._kept_rows(user_id, "claim_attribute IS NOT NULL")
         return sorted(records, key=lambda r: (r.valid_from or r.created_at, r.memory_id))
 
     def task_history(self, user_id: str) -> list[MemoryRecord]:
         """Every task memory of the user, whatever its status but deleted, by memory id: a
         project's history, read without the user's other memories."""
+        return sorted(self._kept_rows(user_id, "memory_type = 'task'"), key=lambda r: r.memory_id)
+
+    def _kept_rows(self, user_id: str, clause: str) -> list[MemoryRecord]:
+        """The user's rows of every status but deleted that match ``clause`` (code-made SQL,
+        never a caller's text)."""
         where = _user_filter(user_id, SearchFilters(include_inactive=True))
         table = self._open()
         if table is None or where is None:
             return []
         rows = (
             table.search()
-            .where(f"{where} AND memory_type = 'task' AND status != 'deleted'")
+            .where(f"{where} AND {clause} AND status != 'deleted'")
             .select(_RECORD_COLUMNS)
             .limit(None)
             .to_arrow()
             .to_pylist()
         )
-        return sorted((MemoryRecord(**_record_fields(row)) for row in rows),
-                      key=lambda r: r.memory_id)
+        return [MemoryRecord(**_record_fields(row)) for row in rows]
 
     def user_rows(self, user_id: str) -> pa.Table:
         """Every row of the user (every status, every column, the vector too): what
