@@ -5,10 +5,10 @@ facts, each with the memories it comes from."""
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
+
+from memstream.streams.cli.answers import print_answer
 
 if TYPE_CHECKING:
     from memstream.streams.service.container import Container
@@ -101,29 +101,19 @@ def entity_lines(found: EntityDict) -> list[str]:
 def cmd_graph(args: argparse.Namespace, container: Container) -> int:
     """Show a user's entity graph now (or as of a past time): the people, places and things
     their memories name, and the relations between them."""
-    from memstream.streams.client import MemoryClient
-    from memstream.streams.service.app import Service
-
-    with MemoryClient(service=Service(container)) as client:
-        try:
-            found = client.graph(user_id=args.user, as_of=args.as_of)
-        except (ValueError, TypeError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-    print(json.dumps(found, indent=2) if args.json else "\n".join(graph_lines(found)))
-    return 0
+    return print_answer(
+        container,
+        lambda client: client.graph(user_id=args.user, as_of=args.as_of),
+        graph_lines,
+        args.json,
+    )
 
 
 def cmd_entity(args: argparse.Namespace, container: Container) -> int:
     """Show one entity of a user's graph by any of its names: its facts and relations."""
-    from memstream.streams.client import MemoryClient
-    from memstream.streams.service.app import Service
-
-    with MemoryClient(service=Service(container)) as client:
-        try:
-            found = client.entity(args.name, user_id=args.user, as_of=args.as_of)
-        except (ValueError, TypeError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-    print(json.dumps(found, indent=2) if args.json else "\n".join(entity_lines(found)))
-    return 0
+    return print_answer(
+        container,
+        lambda client: client.entity(args.name, user_id=args.user, as_of=args.as_of),
+        entity_lines,
+        args.json,
+    )

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from memstream.streams.cli.answers import print_answer
+
 if TYPE_CHECKING:
     from memstream.streams.service.container import Container
     from memstream.streams.service.results import ProfileDict, TimelineDict
@@ -245,20 +247,12 @@ def cmd_memories_get(args: argparse.Namespace, container: Container) -> int:
 def cmd_timeline(args: argparse.Namespace, container: Container) -> int:
     """Show how one attribute of a user changed over time ("budget", "where I live"): each
     value it held, oldest first, with its interval."""
-    from memstream.streams.client import MemoryClient
-    from memstream.streams.service.app import Service
-
-    with MemoryClient(service=Service(container)) as client:
-        try:
-            found = client.timeline(args.about, user_id=args.user, subject=args.subject)
-        except (ValueError, TypeError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-    if args.json:
-        print(json.dumps(found, indent=2))
-        return 0
-    print("\n".join(timeline_lines(found)))
-    return 0
+    return print_answer(
+        container,
+        lambda client: client.timeline(args.about, user_id=args.user, subject=args.subject),
+        timeline_lines,
+        args.json,
+    )
 
 
 def profile_lines(found: ProfileDict) -> list[str]:
@@ -301,20 +295,12 @@ def profile_lines(found: ProfileDict) -> list[str]:
 def cmd_profile(args: argparse.Namespace, container: Container) -> int:
     """Show what holds about a user now (or as of a past time): their facts and preferences
     by subject and kind, one line each."""
-    from memstream.streams.client import MemoryClient
-    from memstream.streams.service.app import Service
-
-    with MemoryClient(service=Service(container)) as client:
-        try:
-            found = client.profile(user_id=args.user, subject=args.subject, as_of=args.as_of)
-        except (ValueError, TypeError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-    if args.json:
-        print(json.dumps(found, indent=2))
-        return 0
-    print("\n".join(profile_lines(found)))
-    return 0
+    return print_answer(
+        container,
+        lambda client: client.profile(user_id=args.user, subject=args.subject, as_of=args.as_of),
+        profile_lines,
+        args.json,
+    )
 
 
 def cmd_memories_history(args: argparse.Namespace, container: Container) -> int:

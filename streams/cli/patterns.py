@@ -5,9 +5,9 @@ each with the sessions that show it and its decay score."""
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from typing import TYPE_CHECKING
+
+from memstream.streams.cli.answers import print_answer
 
 if TYPE_CHECKING:
     from memstream.streams.service.container import Container
@@ -44,17 +44,9 @@ def pattern_lines(found: PatternsDict) -> list[str]:
 def cmd_patterns(args: argparse.Namespace, container: Container) -> int:
     """Show a user's learned patterns (what they usually ask about, their tools, repeated
     corrections, when they are active), one line each with its evidence."""
-    from memstream.streams.client import MemoryClient
-    from memstream.streams.service.app import Service
-
-    with MemoryClient(service=Service(container)) as client:
-        try:
-            found = client.patterns(user_id=args.user, as_of=args.as_of)
-        except (ValueError, TypeError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-    if args.json:
-        print(json.dumps(found, indent=2))
-        return 0
-    print("\n".join(pattern_lines(found)))
-    return 0
+    return print_answer(
+        container,
+        lambda client: client.patterns(user_id=args.user, as_of=args.as_of),
+        pattern_lines,
+        args.json,
+    )

@@ -5,11 +5,11 @@ open."""
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
+
+from memstream.streams.cli.answers import print_answer
 
 if TYPE_CHECKING:
     from memstream.streams.service.container import Container
@@ -68,17 +68,12 @@ def projects_lines(found: ProjectsDict) -> list[str]:
 def cmd_projects(args: argparse.Namespace, container: Container) -> int:
     """Show a user's project history now (or as of a past time): per project, the tasks in
     the order they happened, what was decided and what is open."""
-    from memstream.streams.client import MemoryClient
-    from memstream.streams.service.app import Service
-
-    with MemoryClient(service=Service(container)) as client:
-        try:
-            found = client.projects(user_id=args.user, project=args.project, as_of=args.as_of)
-        except (ValueError, TypeError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-    print(json.dumps(found, indent=2) if args.json else "\n".join(projects_lines(found)))
-    return 0
+    return print_answer(
+        container,
+        lambda client: client.projects(user_id=args.user, project=args.project, as_of=args.as_of),
+        projects_lines,
+        args.json,
+    )
 
 
 def add_projects_command(
