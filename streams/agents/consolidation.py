@@ -28,7 +28,7 @@ from memstream.streams.agents.boundary import RecordBoundary
 from memstream.streams.agents.decisions import MemoryDecider
 from memstream.streams.agents.decoding import decode_opened
 from memstream.streams.agents.ordering import InOrder
-from memstream.streams.agents.patterns import PatternLearner, observe_request
+from memstream.streams.agents.patterns import PatternLearner, observe_request, with_vectors
 from memstream.streams.agents.publishing import Publish
 from memstream.streams.kafka.deadletters import DeadLetterSink
 from memstream.streams.kafka.logid import LogWatch
@@ -260,7 +260,12 @@ class ExtractionAgent:
 
     async def learned(self, recorded: ExtractionRecorded) -> list[Event]:
         """The pattern events ``recorded`` causes (see :class:`PatternLearner`)."""
-        return [] if self.learner is None else await self.learner.learn(recorded)
+        if self.learner is None:
+            return []
+        events = await self.learner.learn(recorded)
+        if not events:
+            return []
+        return await asyncio.to_thread(with_vectors, events, self.memory_decider().embedder)
 
     async def publish_learned(self, events: list[Event], key_ids: list[str | None]) -> None:
         """Publish ``events``; if that fails, the learner forgets their users' books (it
