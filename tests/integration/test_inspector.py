@@ -451,7 +451,7 @@ HOSTILE_TEXT = st.lists(
 #: which elements each made.
 RENDER = """async (text) => {
   const load = (name) => import(new URL(name, document.baseURI).href);
-  const [m, s, r, p] = await Promise.all(
+  const [m, s, r, p, j] = await Promise.all(
     ["memories.js", "search.js", "reports.js", "patterns.js", "projects.js"].map(load));
   const at = "2026-11-02T09:00:00+00:00";
   const claim = {subject: text, attribute: text, value: text, polarity: true, valid_from: at};
@@ -487,9 +487,9 @@ RENDER = """async (text) => {
       importance: 0.5, decay: 0.5, learned_at: at}]}),
     Object.assign(document.createElement("p"),
       {textContent: m.profileSummary({...profile, subjects: []})}),
-    ...p.projectsList(projects),
+    ...j.projectsList(projects),
     Object.assign(document.createElement("p"),
-      {textContent: p.projectsSummary({...projects, projects: []})})];
+      {textContent: j.projectsSummary({...projects, projects: []})})];
   return nodes.map((node) => ({
     tags: [...node.querySelectorAll("*")].map((e) => e.tagName),
     text: node.textContent,
