@@ -25,6 +25,7 @@ from typing import Any
 
 import httpx
 import pytest
+from browser import CHROMIUM, CHROMIUM_ARGS, needs_chromium
 from harness import wait_for
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
@@ -37,18 +38,9 @@ from memstream.models.events.envelope import Event
 from memstream.streams.api.auth import add_key
 from memstream.streams.service.chat_events import publish_events
 
-#: Debian's chromium (apt-get install chromium): Playwright drives it, never a browser of its own.
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-    "--disable-background-networking", "--disable-component-update", "--no-first-run",
-]
 WIDE = {"width": 1280, "height": 900}
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason="the memory inspector's browser test needs Debian's chromium: apt-get install chromium",
-)
+pytestmark = needs_chromium("the memory inspector's browser test")
 
 HOSTILE = 'My favourite HTML tag is <img src=x onerror="window.__pwned=1"> and I like <b>bold</b> text.'
 FIRST_SESSION = [

@@ -13,21 +13,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from browser import CHROMIUM, CHROMIUM_ARGS, needs_chromium
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 from serving import serve_settings, serving
 
 from memstream.streams.api.auth import add_key
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-    "--disable-background-networking", "--disable-component-update", "--no-first-run",
-]
-
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason="the memory inspector's browser test needs Debian's chromium: apt-get install chromium",
-)
+pytestmark = needs_chromium("the memory inspector's browser test")
 
 #: A name that is markup: the offline extractor takes it whole as rui's sister's employer.
 HOSTILE = "Evil<img/src=x/onerror=__pwned=1>"

@@ -10,6 +10,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from browser import CHROMIUM, CHROMIUM_ARGS, needs_chromium
 from fakes import unit_settings
 from harness import wait_for
 from playwright.sync_api import Route, expect, sync_playwright
@@ -21,17 +22,7 @@ from memstream.streams.api.server import api_server
 from memstream.streams.kafka.broker import free_port
 from memstream.streams.service.app import Service
 
-#: Debian's chromium (apt-get install chromium): Playwright drives it, never a browser of its own.
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-    "--disable-background-networking", "--disable-component-update", "--no-first-run",
-]
-
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason="the docs page's browser test needs Debian's chromium: apt-get install chromium",
-)
+pytestmark = needs_chromium("the docs page's browser test")
 
 
 @pytest.fixture
