@@ -121,18 +121,7 @@ class ResidentMemories:
     ) -> list[MemoryHit]:
         """The user's memories most relevant to ``query``, best first (as the table's)."""
         filters = search_filters(limit, memory_types, filters)
-        if not isinstance(user_id, str):
-            raise TypeError("user_id must be a string")
-        if not query.strip():
-            return []
-        user = self._resident(user_id)
-        if user is None:
-            return list(self.projection.search(user_id, query, limit=limit, filters=filters))
-        vector = self.query_vector(query)
-        # One user's product is small: on more BLAS threads it costs ten times the CPU, spent
-        # spinning (see _BLAS). Searches hold the lock, so none restores another's limit.
-        with self._lock, _BLAS.limit(limits=1, user_api="blas"):
-            return user.search(query, vector, limit, filters)
+        return self._search(user_id, query, limit, filters, by_words=False)
 
     def search_by_words(
         self, user_id: str, query: str, *, limit: int, filters: SearchFilters
@@ -141,6 +130,13 @@ class ResidentMemories:
         how the cross-session recall looks up the names a search's hits mention, at the
         cost of one pass over the user's words. A user not held is searched in the table
         (hybrid, as :meth:`search`)."""
+        return self._search(user_id, query, limit, filters, by_words=True)
+
+    def _search(
+        self, user_id: str, query: str, limit: int, filters: SearchFilters, *, by_words: bool
+    ) -> list[MemoryHit]:
+        """One search of a held user (the table's for one not held): by meaning and words,
+        or ``by_words`` alone (a zero vector scores every row's meaning 0)."""
         if not isinstance(user_id, str):
             raise TypeError("user_id must be a string")
         if not query.strip():
@@ -148,11 +144,15 @@ class ResidentMemories:
         user = self._resident(user_id)
         if user is None:
             return list(self.projection.search(user_id, query, limit=limit, filters=filters))
-        # A zero vector scores every row's meaning 0: the words alone rank.
-        nothing = np.zeros(user.dimensions, dtype=np.float32)
+        if by_words:
+            vector = np.zeros(user.dimensions, dtype=np.float32)
+        else:
+            vector = self.query_vector(query)
+        # One user's product is small: on more BLAS threads it costs ten times the CPU, spent
+        # spinning (see _BLAS). Searches hold the lock, so none restores another's limit.
         with self._lock, _BLAS.limit(limits=1, user_api="blas"):
-            hits = user.search(query, nothing, limit, filters)
-        return [hit for hit in hits if hit.words > 0]
+            hits = user.search(query, vector, limit, filters)
+        return [hit for hit in hits if hit.words > 0] if by_words else hits
 
     def get(self, user_id: str, memory_id: str) -> MemoryRecord | None:
         return self.get_many(user_id, [memory_id]).get(memory_id)
