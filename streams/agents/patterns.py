@@ -96,16 +96,19 @@ def pattern_events(recorded: ExtractionRecorded, changes: Iterable[PatternChange
     ``pattern`` for each new version (its evidence as JSON in ``context``, its evidence's
     events as sources) and a :class:`MemorySuperseded` of the version it replaces."""
     events: list[Event] = []
+    # The envelope of every event learned from ``recorded``.
+    common = {
+        "user_id": recorded.user_id,
+        "agent_id": recorded.agent_id,
+        "session_id": recorded.session_id,
+        "occurred_at": recorded.occurred_at,
+    }
     for change in changes:
         pattern = change.pattern
         memory_id = pattern.memory_id(recorded.user_id)
         events.append(
             MemoryAdded(
                 event_id=derived_id(memory_id, "pattern-added"),
-                user_id=recorded.user_id,
-                agent_id=recorded.agent_id,
-                session_id=recorded.session_id,
-                occurred_at=recorded.occurred_at,
                 extractor=PATTERN_EXTRACTOR,
                 memory_id=memory_id,
                 memory_type="pattern",
@@ -114,6 +117,7 @@ def pattern_events(recorded: ExtractionRecorded, changes: Iterable[PatternChange
                 extraction_event_id=recorded.event_id,
                 source_event_ids=pattern.event_ids,
                 context=pattern.evidence(),
+                **common,
             )
         )
         if change.supersedes is not None:
@@ -121,15 +125,12 @@ def pattern_events(recorded: ExtractionRecorded, changes: Iterable[PatternChange
             events.append(
                 MemorySuperseded(
                     event_id=derived_id(old_id, "pattern-superseded", memory_id),
-                    user_id=recorded.user_id,
-                    agent_id=recorded.agent_id,
-                    session_id=recorded.session_id,
-                    occurred_at=recorded.occurred_at,
                     memory_id=old_id,
                     superseded_by=memory_id,
                     reason="pattern seen in more sessions",
                     similarity=1.0,
                     valid_until=recorded.occurred_at,
+                    **common,
                 )
             )
     return events
