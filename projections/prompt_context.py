@@ -32,7 +32,7 @@ SECTION_HEADERS: Mapping[str, str] = {
     "preference": "Preferences",
     "fact": "Facts",
     "summary": "Earlier conversations",
-    "episode": "What the user said",
+    "episode": "What was said",
     "entity": "People, places and things",
 }
 
@@ -221,7 +221,7 @@ def render_context(items: Sequence[RankedMemory]) -> str:
     - since 2026-04-02: User lives in Porto (2026-04-02)
     - User works at Siemens (2026-01-05)
     <BLANKLINE>
-    ## What the user said
+    ## What was said
     - until 2026-04-02: 2026-03-01 (Sunday) | User: I live in Lisbon.
     """
     sections: dict[str, list[str]] = {}

@@ -6,9 +6,13 @@ yields the same candidates, in the same order, with the same ``raw_response``.
 
 Conventions of the offline extractor
 ------------------------------------
-* **Source roles.** Only what the *user* said becomes an episode, preference, fact or
-  correction. Assistant turns feed the summary alone, labelled as the assistant's, so an
-  assistant's "I recommend ..." is never stored as the user's taste. System and tool messages
+* **Source roles.** Only what the *user* said becomes a preference, fact or correction,
+  or an episode of theirs. Assistant turns feed the summary, labelled as the assistant's,
+  so an assistant's "I recommend ..." is never stored as the user's taste. In a
+  conversation between named people (every message carries a name, the other side's not
+  the user's: two friends talking), the other person's turns become episodes too, written
+  about them by name ("Tom: I started at Bosch in May"): what they said of themselves is
+  the user's to remember (who works where), and a question naming them finds it. System and tool messages
   are ignored: they hold prompts and recalled memories, and extracting recalled memories
   again is how junk multiplies.
 * **Statements** (preferences, facts, corrections) are third-person sentences with ``User``
@@ -139,8 +143,11 @@ def extract_candidates(messages: Sequence[TranscriptMessage]) -> tuple[MemoryCan
     known_names = _mid_sentence_capitals(sentence for turn in turns for sentence in turn.sentences)
     drafts = _Drafts()
     referent: str | None = None  # whom "she" or "his" means: the last person named
+    people = _between_people(said)
     for index, turn in enumerate(turns):
         if turn.message.role != "user":
+            if people:
+                _other_persons_episode(drafts, said, index, turn, known_names)
             continue
         source = (turn.message.event_id,)
         subject = speaker(turn.message) if attributed else None
@@ -178,6 +185,44 @@ def extract_candidates(messages: Sequence[TranscriptMessage]) -> tuple[MemoryCan
             "summary", summary.content, SUMMARY_IMPORTANCE, summary.sources, summary.entities
         )
     return drafts.candidates()
+
+
+def _between_people(messages: Sequence[TranscriptMessage]) -> bool:
+    """Whether the conversation is between named people: every message carries a name, and
+    the other side's differ from the user's ("Maya" and "Tom", not an assistant)."""
+    users = {speaker(m).casefold() for m in messages if m.role == "user"}
+    others = {speaker(m).casefold() for m in messages if m.role == "assistant"}
+    return (
+        bool(users and others)
+        and all(m.name for m in messages)
+        and not others & users
+    )
+
+
+def _other_persons_episode(
+    drafts: _Drafts,
+    said: Sequence[TranscriptMessage],
+    index: int,
+    turn: _Turn,
+    known_names: frozenset[str],
+) -> None:
+    """The other person's turn as an episode written about them by name ("Tom: I started at
+    Bosch in May"), with its context: what they said of themselves is the user's to
+    remember, but never the user's own preference, fact or claim."""
+    text = " ".join(turn.message.content[:MAX_ANALYSED_CHARS].split())
+    if not text:
+        return
+    entities = [name for s in turn.sentences for name in _entities(s, known_names)]
+    context, shown = turn_context(said, index)
+    source = turn.message.event_id
+    drafts.add(
+        "episode",
+        f"{speaker(turn.message)}: {text}",
+        _episode_importance(text, entities),
+        (source, *(s for s in shown if s != source)),
+        entities,
+        context,
+    )
 
 
 def _attributed_speakers(messages: Sequence[TranscriptMessage]) -> bool:

@@ -99,7 +99,8 @@ def test_episodes_cite_every_turn_their_context_shows() -> None:
         said("t1", "assistant", "Where did you end up going for the long weekend?", "Tom"),
         said("t2", "user", "Lisbon! It rained, but the food made up for it.", "Maya"),
     ]
-    [episode] = [c for c in extract_candidates(turns) if c.memory_type == "episode"]
+    episodes = [c for c in extract_candidates(turns) if c.memory_type == "episode"]
+    [episode] = [c for c in episodes if c.source_event_ids[0] == "t2"]
     assert episode.content == "Lisbon! It rained, but the food made up for it."
     assert episode.source_event_ids == ("t2", "t1")
     assert "Tom: Where did you end up going for the long weekend?" in episode.context

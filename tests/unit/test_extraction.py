@@ -445,3 +445,40 @@ def test_code_blocks_are_not_read_as_statements() -> None:
 def test_statements_in_the_words_people_chat_in(said: str, stored: list[str]) -> None:
     candidates = extract(("user", said))
     assert [c.content for c in candidates if c.memory_type not in ("episode", "summary")] == stored
+
+
+def named(*turns: tuple[str, str, str]) -> tuple[MemoryCandidate, ...]:
+    """The candidates of a transcript whose turns are (role, name, words)."""
+    plain = request(*((role, content) for role, _, content in turns))
+    messages = tuple(
+        message.model_copy(update={"name": name})
+        for message, (_, name, _) in zip(plain.messages, turns, strict=True)
+    )
+    return OfflineExtractor().extract(plain.model_copy(update={"messages": messages})).candidates
+
+
+def test_between_named_people_the_other_persons_turns_are_episodes_of_theirs() -> None:
+    candidates = named(
+        ("assistant", "Karl", "How is work going for you?"),
+        ("user", "Ines", "Busy, we ship the new release on Friday."),
+        ("assistant", "Karl", "I started at Heineken in February, and I love my team there."),
+        ("user", "Ines", "That's great news, congratulations!"),
+    )
+    karl = find(candidates, "Karl: I started at Heineken in February, and I love my team there.")
+    assert karl.memory_type == "episode" and karl.source_event_ids[0] == "m3"
+    assert "Ines: Busy, we ship the new release on Friday." in karl.context
+    # What Karl asked is his too: a name he asks about links the sessions that mention it.
+    assert [e.source_event_ids[0] for e in of_type(candidates, "episode")] == ["m1", "m2", "m3"]
+    # What Karl says of himself is never the user's fact, preference or claim.
+    for candidate in candidates:
+        if candidate.memory_type != "episode" and candidate.memory_type != "summary":
+            assert "Heineken" not in candidate.content
+    assert all(c.claim is None for c in candidates if "Heineken" in c.content)
+
+
+def test_a_named_assistant_beside_an_unnamed_user_gives_no_episodes_of_its_own() -> None:
+    candidates = named(
+        ("user", "", "Can you suggest a coffee for my espresso machine?"),
+        ("assistant", "Coffeebot", "I recommend the Ethiopian Yirgacheffe, I love light roasts."),
+    )
+    assert [e.source_event_ids[0] for e in of_type(candidates, "episode")] == ["m1"]
