@@ -356,11 +356,11 @@ class Settings(BaseSettings):
     #: Cross-session recall (docs/search.md), each step measured on the dialogue benchmark
     #: (``dialogue_recall.py --steps``). Entity expansion: the names the best hits mention
     #: (people, places, ...) pull in the user's other memories naming them, one hop and one
-    #: more, each hop scored 0.9 of the hit that led to it.
-    recall_entity_expansion: bool = False
+    #: more, each hop scored 0.9 of the hit that led to it and ranked below it.
+    recall_entity_expansion: bool = True
     #: Most hits of one session among a search's first ones before another session's next
     #: hit gets a place (0: no cap), so evidence spread over sessions is not crowded out.
-    recall_session_cap: int = Field(0, ge=0)
+    recall_session_cap: int = Field(2, ge=0)
     #: Reranking of a search's candidates: ``none``, or ``lexical`` (the share of the
     #: question's content words a memory holds, added to its relevance). No cross-encoder
     #: installs from the package registry with its weights inside (docs/search.md).

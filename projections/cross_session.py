@@ -29,8 +29,8 @@ Everything is deterministic: ties break on the search's order, then on memory id
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from memstream.projections.memories import MemoryHit, SearchFilters
 from memstream.projections.prompt_context import RankedMemory
@@ -38,6 +38,8 @@ from memstream.projections.resident.words import tokens
 
 __all__ = [
     "HOP_WEIGHT",
+    "Expansion",
+    "below_their_leads",
     "diversify_sessions",
     "expand_by_entities",
     "lexical_rerank",
@@ -56,6 +58,11 @@ HOPS = 2
 HOP_CANDIDATES = 20
 #: A name mentioned by more than this share of the candidates is a hub and leads nowhere.
 HUB_SHARE = 0.5
+#: A memory an expansion found ranks at most this share of the one that led to it.
+BELOW_LEAD = 0.999
+#: A session's memory over the cap waits only for other sessions' memories scoring at least
+#: this share of its own.
+DIVERSITY_MARGIN = 0.7
 #: Weight of the lexical rerank's word share against relevance.
 LEXICAL_WEIGHT = 0.1
 
@@ -75,17 +82,28 @@ def name_tokens(name: str) -> tuple[str, ...]:
     return tuple(tokens(name))
 
 
+@dataclass(frozen=True)
+class Expansion:
+    """What :func:`expand_by_entities` found: the hits, and for each memory a hop found or
+    raised, the memory that led to it."""
+
+    hits: list[MemoryHit]
+    #: memory id -> the memory id of the hit whose name led to it.
+    led_by: dict[str, str]
+
+
 def expand_by_entities(
     search: Search,
     user_id: str,
     question: str,
     hits: Sequence[MemoryHit],
     filters: SearchFilters,
-) -> list[MemoryHit]:
+) -> Expansion:
     """``hits`` and, after them, the user's memories that mention the names the hits lead
     to (see the module's docstring), each at most once: a memory found by a hop scores
     :data:`HOP_WEIGHT` of the hit that led to it (its score for the names it was found by
     says nothing of the question), a hit found directly keeps its own score when higher.
+    :func:`below_their_leads` then keeps each such memory below the one that led to it.
 
     Parameters
     ----------
@@ -102,6 +120,7 @@ def expand_by_entities(
     """
     asked = set(tokens(question))
     found = {hit.memory_id: hit for hit in hits}
+    led_by: dict[str, str] = {}
     order = [hit.memory_id for hit in hits]
     hubs = _hubs(hits)
     used: set[tuple[str, ...]] = set()
@@ -114,29 +133,59 @@ def expand_by_entities(
         query = " ".join(" ".join(lead) for lead in leads)
         frontier = []
         for hit in search(user_id, query, HOP_CANDIDATES, filters):
-            led_by = [leads[name] for name in leads if _mentions(hit, name)]
-            if not led_by:
+            leaders = [leads[name] for name in leads if _mentions(hit, name)]
+            if not leaders:
                 continue
             # Its score as an answer to the question, not to the names it was found by.
-            score = max(parent.score for parent in led_by) * HOP_WEIGHT
+            leader = max(leaders, key=lambda parent: parent.score)
+            score = leader.score * HOP_WEIGHT
             known = found.get(hit.memory_id)
             if known is not None and known.score >= score:
                 continue
             if known is None:
                 order.append(hit.memory_id)
             found[hit.memory_id] = replace(hit, score=score)
+            led_by[hit.memory_id] = leader.memory_id
             frontier.append(found[hit.memory_id])
-    return [found[memory_id] for memory_id in order]
+    return Expansion([found[memory_id] for memory_id in order], led_by)
+
+
+def below_their_leads(ranked: Sequence[RankedMemory], led_by: Mapping[str, str]) -> list[RankedMemory]:
+    """``ranked`` with every memory an expansion found or raised ranked below the memory
+    that led to it: its rank score at most :data:`BELOW_LEAD` of its leader's (after the
+    leader's own cap: a chain keeps its order). With their priors a memory found through a
+    name could otherwise pass the hit that named it, and a plain question's direct answer
+    would lose its place to what it led to. Ties keep the given order.
+    """
+    if not led_by:
+        return list(ranked)
+    scores = {item.memory.memory_id: item.rank_score for item in ranked}
+    capped: dict[str, float] = {}
+
+    def cap(memory_id: str) -> float:
+        if memory_id not in capped:
+            capped[memory_id] = scores[memory_id]  # a cycle (never made) ends here
+            leader = led_by.get(memory_id)
+            if leader is not None and leader in scores:
+                capped[memory_id] = min(scores[memory_id], cap(leader) * BELOW_LEAD)
+        return capped[memory_id]
+
+    rescored = [replace(item, rank_score=cap(item.memory.memory_id)) for item in ranked]
+    # sorted() is stable: equal scores keep the given order.
+    return sorted(rescored, key=lambda item: -item.rank_score)
 
 
 def diversify_sessions(ranked: Sequence[RankedMemory], cap: int) -> list[RankedMemory]:
     """``ranked`` with at most ``cap`` memories of one session before every other session's
-    next one: a session's further memories wait until each other session had its turn
-    (``cap`` 0 keeps the order). Memories without a session are never held back.
+    next one, unless that one is far worse: a session's further memories wait until each
+    other session had its turn, but never behind a memory scoring under
+    :data:`DIVERSITY_MARGIN` of theirs (``cap`` 0 keeps the order). Memories without a
+    session are never held back.
 
     Examples
     --------
-    Sessions a, a, a, b with cap 2 become a, a, b, a.
+    Sessions a, a, a, b with cap 2 become a, a, b, a when b scores near the third a; a, a,
+    a, b when b scores under half of it.
     """
     if cap <= 0:
         return list(ranked)
@@ -144,6 +193,8 @@ def diversify_sessions(ranked: Sequence[RankedMemory], cap: int) -> list[RankedM
     waiting: list[RankedMemory] = []
     per_session: dict[str, int] = {}
     for item in ranked:
+        while waiting and item.rank_score < waiting[0].rank_score * DIVERSITY_MARGIN:
+            placed.append(waiting.pop(0))
         session = item.memory.session_id
         if session and per_session.get(session, 0) >= cap:
             waiting.append(item)

@@ -54,6 +54,7 @@ from memstream.models.ranking import RankWeights
 from memstream.models.session import TokenCounter, estimate_tokens
 from memstream.models.settings import Settings
 from memstream.projections.cross_session import (
+    below_their_leads,
     diversify_sessions,
     expand_by_entities,
     lexical_rerank,
@@ -309,12 +310,15 @@ class Retriever:
         cross-session steps the settings switch on (expansion, rerank, session cap): the
         one path of :meth:`search` and :meth:`retrieve`."""
         hits = self.projection.search(user_id, query, limit=limit, filters=filters)
+        led_by: dict[str, str] = {}
         if self.settings.recall_entity_expansion and hits:
-            hits = expand_by_entities(self._search_by_names, user_id, query, hits, filters)
+            expansion = expand_by_entities(self._search_by_names, user_id, query, hits, filters)
+            hits, led_by = expansion.hits, expansion.led_by
         ranked = rank(hits, self.weights, now)
         if self.settings.recall_rerank == "lexical":
             ranked = lexical_rerank(query, ranked)
-        ranked = self.current_first(user_id, ranked, now, filters)
+        # Last: neither a newer near tie nor a stale hit's move lifts a hop over its lead.
+        ranked = below_their_leads(self.current_first(user_id, ranked, now, filters), led_by)
         return diversify_sessions(ranked, self.settings.recall_session_cap)
 
     def _search_by_names(

@@ -197,7 +197,7 @@ def run_demo(settings: Settings, timeout_s: float = 120.0) -> int:
         retriever = Retriever(projection, settings)
         print("scores: 0-1, how well a memory matches (see memstream search --explain)\n")
         for search in sample_searches():
-            ranked = retriever.search(search["user"], search["query"], limit=3)
+            ranked = retriever.search(search["user"], search["query"], limit=5)
             digits = score_digits([item.rank_score for item in ranked])
             print(f"search --user {search['user']} {search['query']!r}")
             for item in ranked:

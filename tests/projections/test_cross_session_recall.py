@@ -6,6 +6,7 @@ another session's memory a place; the same table rebuilt answers the same."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -13,10 +14,15 @@ import pytest
 
 from memstream.models.events.memory import MemoryAdded
 from memstream.models.settings import Settings
-from memstream.projections.cross_session import diversify_sessions, lexical_rerank
+from memstream.projections.cross_session import (
+    DIVERSITY_MARGIN,
+    below_their_leads,
+    diversify_sessions,
+    lexical_rerank,
+)
 from memstream.projections.embedder import MiniLMOnnxEmbedder
 from memstream.projections.memories import MemoryProjection, SourcePosition
-from memstream.projections.prompt_context import rank
+from memstream.projections.prompt_context import RankedMemory, rank
 from memstream.projections.resident import ResidentMemories
 from memstream.projections.retrieval import Retriever
 
@@ -139,11 +145,47 @@ def test_a_session_cap_gives_another_sessions_memory_a_place(
 ) -> None:
     hits = projection.search("maya", "work busy tired met", limit=10)
     ranked = rank(hits, Retriever(projection, PLAIN).weights, NOW)
-    sessions = [item.memory.session_id for item in diversify_sessions(ranked, 1)]
+    level = [replace(item, rank_score=0.5) for item in ranked]
+    sessions = [item.memory.session_id for item in diversify_sessions(level, 1)]
     # No session has a second memory before every other session had its first.
     firsts = len(set(sessions))
     assert len(set(sessions[:firsts])) == firsts
     assert sorted(sessions) == sorted(item.memory.session_id for item in ranked)
+
+
+def test_a_session_cap_never_puts_a_far_worse_memory_first(
+    projection: MemoryProjection,
+) -> None:
+    hits = projection.search("maya", "work busy tired met", limit=10)
+    ranked = rank(hits, Retriever(projection, PLAIN).weights, NOW)
+    by_session: dict[str, list[RankedMemory]] = {}
+    for item in ranked:
+        by_session.setdefault(item.memory.session_id or "", []).append(item)
+    crowded = next(items for items in by_session.values() if len(items) >= 2)
+    other = next(items[0] for items in by_session.values() if items is not crowded)
+    strong = [replace(crowded[0], rank_score=0.9), replace(crowded[1], rank_score=0.8)]
+    for share, expected in ((0.5, [0, 1, 2]), (DIVERSITY_MARGIN + 0.05, [0, 2, 1])):
+        weak = replace(other, rank_score=0.8 * share)
+        given = [*strong, weak]
+        again = diversify_sessions(given, 1)
+        assert [given.index(item) for item in again] == expected
+
+
+def test_a_memory_a_name_led_to_never_ranks_above_the_hit_that_named_it(
+    projection: MemoryProjection,
+) -> None:
+    retriever = Retriever(projection, EXPANDING, clock=lambda: NOW)
+    for limit in (3, 5):
+        order = [item.memory.memory_id for item in retriever.search("maya", QUESTION, limit=limit)]
+        assert order.index("m-choir") < order.index("m-job")
+    hits = projection.search("maya", "choir", limit=3)
+    lead, follower, other = rank(hits, Retriever(projection, PLAIN).weights, NOW)
+    given = [replace(follower, rank_score=0.9), replace(lead, rank_score=0.5), other]
+    guarded = below_their_leads(given, {follower.memory.memory_id: lead.memory.memory_id})
+    assert [item.memory.memory_id for item in guarded][:2] == [
+        lead.memory.memory_id, follower.memory.memory_id
+    ]
+    assert guarded[1].rank_score < guarded[0].rank_score
 
 
 def test_ties_keep_the_search_order_whatever_the_step(projection: MemoryProjection) -> None:
