@@ -228,9 +228,8 @@ def graph_rows(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The rows of the analytics views ``entity_nodes`` and ``entity_edges`` for one user:
     the whole graph (no limit: :func:`graph_of_records` with every node), node for node
-    and edge for edge, with the
-    user's id, each node's key (its normal form) and when its memories were recorded
-    (first and last), and each edge's times as datetimes.
+    and edge for edge, with the user's id, each node's key (its normal form) and when its
+    memories were recorded (first and last), and each edge's times as datetimes.
 
     Examples
     --------
