@@ -25,33 +25,52 @@ something is not so gives a fact, no edge), with the claim's validity: one that 
 carries its end, and ``as_of`` reads what held then (the rule of a profile); and co-mentions,
 two entities in one memory that holds. Everything is in a fixed order: nodes ``User`` first,
 then by name; edges by source, target, relation, then when, then memory id.
+
+The verbs answer with a bounded part of a large graph (the analytics views stay whole):
+``graph`` with at most ``limit`` nodes, ``User`` and then the most mentioned entities (the most
+connected first among equals, then by name key), and only the edges among them; ``entity``
+with at most ``limit`` neighbours (chosen the same way), facts (those that hold first, then
+the latest) and edges (to the neighbours kept; claims that hold first, then ended claims, then
+co-mentions, the most memories first). Each answer says how much there was (``total_*``) and
+whether it was cut (``truncated``); what it keeps stays in the fixed order above.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from typing_extensions import TypedDict
 
-from memstream.models.beliefs import subject_key
 from memstream.projections.claims import claim_turns, holds
+from memstream.projections.entity_names import (
+    is_entity,
+    name_key,
+    resolve_descriptions,
+    subject_kind,
+    value_kind,
+)
 
 if TYPE_CHECKING:
     from memstream.projections.memories import MemoryIndex, MemoryRecord
 
 __all__ = [
+    "ENTITY_LIMIT",
+    "GRAPH_LIMIT",
     "KINDS",
+    "MAX_ENTITY_LIMIT",
+    "MAX_GRAPH_LIMIT",
     "MENTIONED_WITH",
     "EdgeDict",
     "EntityDict",
     "EntityFactDict",
     "GraphDict",
     "NodeDict",
+    "check_limit",
     "entity",
     "entity_graph",
     "graph_of_records",
@@ -59,35 +78,15 @@ __all__ = [
     "name_key",
 ]
 
+#: The most nodes the ``graph`` verb answers with unless asked for fewer or more, and its cap.
+GRAPH_LIMIT, MAX_GRAPH_LIMIT = 200, 2_000
+#: The most neighbours, facts and edges (each) the ``entity`` verb answers with, and its cap.
+ENTITY_LIMIT, MAX_ENTITY_LIMIT = 100, 1_000
+
 #: The relation of a co-mention edge.
 MENTIONED_WITH = "mentioned with"
 #: The kinds a node may have, in the order one wins when the evidence names several.
 KINDS = ("user", "person", "pet", "organisation", "place", "project", "thing")
-#: What a claim's attribute says its value is.
-_VALUE_KINDS = {
-    "home": "place", "whereabouts": "place", "work place": "place", "trip destination": "place",
-    "moving plan": "place", "employer": "organisation", "car": "thing", "project": "project",
-}
-#: Relations by which a user names people (the extractor's own list: `claim_words.py`).
-_RELATIONS = frozenset({
-    "best friend", "sister", "brother", "mom", "mum", "mother", "dad", "father", "wife",
-    "husband", "partner", "girlfriend", "boyfriend", "fiance", "fiancé", "fiancee", "fiancée",
-    "son", "daughter", "kid", "child", "friend", "boss", "manager", "roommate", "flatmate",
-    "cousin", "aunt", "uncle", "grandma", "grandmother", "grandpa", "grandfather", "niece",
-    "nephew", "colleague", "coworker", "co-worker", "neighbor", "neighbour", "twin", "sibling",
-    "stepmom", "stepdad",
-})
-_ANIMALS = frozenset({
-    "dog", "cat", "puppy", "kitten", "rabbit", "bunny", "hamster", "bird", "parrot", "fish",
-    "horse", "turtle", "tortoise",
-})
-#: "<owner>'s <relation> <Name>": a person named by relation and by name at once.
-_NAMED_RELATION = re.compile(
-    r"^(?P<description>.+?'s(?:\s+[a-z][\w-]*)+)\s+(?P<name>[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*)$"
-)
-_POSSESSIVE_END = re.compile(r"'s$")
-
-
 class NodeDict(TypedDict):
     """An entity of a user's graph: its name (``User`` for the user), the other names it was
     given (``User's sister``), its kind when known (user, person, pet, organisation, place,
@@ -121,11 +120,15 @@ class EdgeDict(TypedDict):
 
 class GraphDict(TypedDict):
     """A user's entity graph (now, or at ``as_of``): nodes ``User`` first, then by name;
-    edges by source, target, relation, then validity and memory ids."""
+    edges by source, target, relation, then validity and memory ids. ``total_nodes`` and
+    ``total_edges`` count the whole graph; ``truncated`` says the limit left some out."""
 
     as_of: str | None
     nodes: list[NodeDict]
     edges: list[EdgeDict]
+    total_nodes: int
+    total_edges: int
+    truncated: bool
 
 
 class EntityFactDict(TypedDict):
@@ -145,7 +148,8 @@ class EntityFactDict(TypedDict):
 
 class EntityDict(TypedDict):
     """One entity of a user's graph as ``name`` finds it (None when no entity has that
-    name): its node, the entities it has an edge with, its facts and its edges."""
+    name): its node, the entities it has an edge with, its facts and its edges, each at
+    most the limit asked, with how many there are (``total_*``) and whether any was cut."""
 
     name: str
     as_of: str | None
@@ -153,49 +157,79 @@ class EntityDict(TypedDict):
     neighbours: list[str]
     facts: list[EntityFactDict]
     edges: list[EdgeDict]
-
-
-# A graph asks the key of the same few names again and again (every mention of each).
-@lru_cache(maxsize=65_536)
-def name_key(name: str) -> str:
-    """A name in its normal form: case, punctuation and a trailing possessive aside, "my"
-    as the user's.
-
-    Examples
-    --------
-    >>> name_key("Ana's"), name_key("User's  Sister"), name_key("my sister"), name_key("A.N.A!")
-    ('ana', "user's sister", "user's sister", 'a n a')
-    """
-    key = _POSSESSIVE_END.sub("", subject_key(name))
-    if key.startswith("my "):
-        key = "user's " + key[3:]
-    return key
+    total_neighbours: int
+    total_facts: int
+    total_edges: int
+    truncated: bool
 
 
 def entity_graph(
-    projection: MemoryIndex, user_id: str, as_of: datetime | None = None
+    projection: MemoryIndex, user_id: str, as_of: datetime | None = None,
+    limit: int = GRAPH_LIMIT,
 ) -> GraphDict:
-    """The entity graph of ``user_id`` now, or at ``as_of`` (see the module's docstring)."""
-    return graph_of_records(projection.list_memories(user_id, include_inactive=True), as_of)
+    """The entity graph of ``user_id`` now, or at ``as_of``, with at most ``limit`` nodes
+    (see the module's docstring).
+
+    Raises
+    ------
+    ValueError
+        ``limit`` is not between 1 and :data:`MAX_GRAPH_LIMIT`.
+    """
+    check_limit(limit, MAX_GRAPH_LIMIT)
+    return graph_of_records(
+        projection.list_memories(user_id, include_inactive=True), as_of, limit
+    )
 
 
-def graph_of_records(records: Iterable[MemoryRecord], as_of: datetime | None = None) -> GraphDict:
-    """The entity graph of one user's memory rows (every status), now or at ``as_of``."""
+def graph_of_records(
+    records: Iterable[MemoryRecord], as_of: datetime | None = None, limit: int = GRAPH_LIMIT
+) -> GraphDict:
+    """The entity graph of one user's memory rows (every status), now or at ``as_of``: at
+    most ``limit`` nodes, ``User`` and the most mentioned, and the edges among them.
+
+    Examples
+    --------
+    >>> graph = graph_of_records([], limit=50)
+    >>> graph["nodes"], graph["total_nodes"], graph["truncated"]
+    ([], 0, False)
+    """
+    check_limit(limit, MAX_GRAPH_LIMIT)
     graph = _Graph.read(records, as_of)
+    kept = set(graph.ranked_nodes()[:limit])
+    names = {graph.names[node] for node in kept}
+    edges = [e for e in graph.edges if e["source"] in names and e["target"] in names]
     return {
         "as_of": _iso(as_of),
-        "nodes": [graph.node_dict(n) for n in graph.ordered_nodes()],
-        "edges": graph.edges,
+        "nodes": [graph.node_dict(n) for n in graph.ordered_nodes() if n in kept],
+        "edges": edges,
+        "total_nodes": len(graph.mentions),
+        "total_edges": len(graph.edges),
+        "truncated": len(kept) < len(graph.mentions),  # an edge is left out only with a node
     }
+
+
+def check_limit(limit: int, most: int) -> None:
+    """Refuse a ``limit`` that is not a whole number from 1 to ``most``.
+
+    Examples
+    --------
+    >>> check_limit(0, 2_000)
+    Traceback (most recent call last):
+    ValueError: limit must be between 1 and 2000
+    """
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise TypeError(f"limit must be a whole number, not {type(limit).__name__}")
+    if not 1 <= limit <= most:
+        raise ValueError(f"limit must be between 1 and {most}")
 
 
 def graph_rows(
     records: Iterable[MemoryRecord], user_id: str, as_of: datetime | None = None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The rows of the analytics views ``entity_nodes`` and ``entity_edges`` for one user:
-    the graph :func:`graph_of_records` gives, node for node and edge for edge, with the
-    user's id, each node's key (its normal form) and when its memories were recorded
-    (first and last), and each edge's times as datetimes.
+    the whole graph (no limit: :func:`graph_of_records` with every node), node for node
+    and edge for edge, with the user's id, each node's key (its normal form) and when its
+    memories were recorded (first and last), and each edge's times as datetimes.
 
     Examples
     --------
@@ -234,27 +268,67 @@ def graph_rows(
 
 
 def entity(
-    projection: MemoryIndex, user_id: str, name: str, as_of: datetime | None = None
+    projection: MemoryIndex, user_id: str, name: str, as_of: datetime | None = None,
+    limit: int = ENTITY_LIMIT,
 ) -> EntityDict:
     """The entity of ``user_id``'s graph that ``name`` names (by any of its names, in normal
-    form), with its neighbours, its facts (the claims about it) and its edges; ``entity``
-    None when no entity has that name."""
+    form), with at most ``limit`` each of its neighbours, its facts (the claims about it) and
+    its edges (see the module's docstring for which); ``entity`` None when no entity has
+    that name.
+
+    Raises
+    ------
+    ValueError
+        ``limit`` is not between 1 and :data:`MAX_ENTITY_LIMIT`.
+    """
+    check_limit(limit, MAX_ENTITY_LIMIT)
     graph = _Graph.read(projection.list_memories(user_id, include_inactive=True), as_of)
     node = graph.node_of.get(name_key(name))
     if node is None or node not in graph.names:
         return {"name": name, "as_of": _iso(as_of), "entity": None, "neighbours": [],
-                "facts": [], "edges": []}
+                "facts": [], "edges": [], "total_neighbours": 0, "total_facts": 0,
+                "total_edges": 0, "truncated": False}
     shown = graph.names[node]
     edges = [e for e in graph.edges if shown in (e["source"], e["target"])]
-    neighbours = {e["target"] if e["source"] == shown else e["source"] for e in edges}
+    neighbours = {e["target"] if e["source"] == shown else e["source"] for e in edges} - {shown}
+    rank = graph.node_rank()
+    key_of = {graph.names[n]: n for n in graph.names}
+    kept = set(sorted(neighbours, key=lambda n: rank(key_of[n]))[:limit])
+    to_kept = [e for e in edges if {e["source"], e["target"]} - {shown} <= kept]
+    facts = graph.facts.get(node, [])
+    kept_facts = _first(facts, limit, lambda i: (not facts[i]["holds"], -i))
+    kept_edges = _first(to_kept, limit, lambda i: (_edge_weight(to_kept[i]), i))
     return {
         "name": name,
         "as_of": _iso(as_of),
         "entity": graph.node_dict(node),
-        "neighbours": sorted(neighbours - {shown}, key=_name_order),
-        "facts": graph.facts.get(node, []),
-        "edges": edges,
+        "neighbours": sorted(kept, key=_name_order),
+        "facts": kept_facts,
+        "edges": kept_edges,
+        "total_neighbours": len(neighbours),
+        "total_facts": len(facts),
+        "total_edges": len(edges),
+        "truncated": (len(kept), len(kept_facts), len(kept_edges))
+        != (len(neighbours), len(facts), len(edges)),
     }
+
+
+_T = TypeVar("_T")
+
+
+def _first(items: list[_T], limit: int, rank: Callable[[int], Any]) -> list[_T]:
+    """The ``limit`` best of ``items`` by ``rank`` (of each one's position), in their order."""
+    if len(items) <= limit:
+        return items
+    kept = sorted(sorted(range(len(items)), key=rank)[:limit])
+    return [items[i] for i in kept]
+
+
+def _edge_weight(edge: EdgeDict) -> tuple[int, int]:
+    """Which of an entity's edges it keeps first: claims that hold, ended claims, then
+    co-mentions; the most memories first among equals."""
+    tier = 0 if edge["kind"] == "claim" and edge["holds"] else 1 if edge["kind"] == "claim" else 2
+    return tier, -len(edge["memory_ids"])
 
 
 @dataclass
@@ -291,7 +365,7 @@ class _Graph:
         rows.sort(key=lambda r: (r.created_at, r.memory_id))
         claims = [r for r in rows if r.claim is not None]
         stating = {r.memory_id: r for r in rows}
-        node_of, described = _resolve(claims)
+        node_of, described = resolve_descriptions(claims)
         graph = cls(node_of, {}, {}, [], {})
         for record in rows:
             graph._mention_all(record)
@@ -332,9 +406,9 @@ class _Graph:
         (with ``known``) the known names its text says."""
         claim = record.claim
         if claim is not None:
-            self._mention(claim.subject, record, _subject_kind(claim.subject))
-            if _is_entity(claim.value):
-                self._mention(claim.value, record, _value_kind(claim.attribute))
+            self._mention(claim.subject, record, subject_kind(claim.subject))
+            if is_entity(claim.value):
+                self._mention(claim.value, record, value_kind(claim.attribute))
         for name in record.entities:
             self._mention(name, record)
         if known is not None:
@@ -372,6 +446,22 @@ class _Graph:
         """The nodes, ``User`` first, then by name."""
         return sorted(self.mentions, key=lambda n: _name_order(self.names[n]))
 
+    def node_rank(self) -> Callable[[str], tuple[bool, int, int, str]]:
+        """The order in which a bounded answer keeps nodes: ``User``, then the most
+        mentioned (memories naming it), then the most connected (edges), then by key."""
+        degree = Counter(e["source"] for e in self.edges)
+        degree.update(e["target"] for e in self.edges)
+
+        def rank(node: str) -> tuple[bool, int, int, str]:
+            mentions = len(self.mentions[node].memory_ids)
+            return self.names[node] != "User", -mentions, -degree[self.names[node]], node
+
+        return rank
+
+    def ranked_nodes(self) -> list[str]:
+        """The nodes in the order a bounded graph keeps them (:meth:`node_rank`)."""
+        return sorted(self.mentions, key=self.node_rank())
+
     def node_dict(self, node: str) -> NodeDict:
         """A node as the graph gives it."""
         seen = self.mentions[node]
@@ -397,7 +487,7 @@ class _Graph:
         for record in claims:
             claim = record.claim
             assert claim is not None
-            if not claim.polarity or not _is_entity(claim.value):
+            if not claim.polarity or not is_entity(claim.value):
                 continue
             source, target = self._named(claim.subject), self._named(claim.value)
             if source is None or target is None or source == target:
@@ -464,95 +554,6 @@ class _Graph:
             "memory_id": record.memory_id,
             "turns": claim_turns(record, stating),
         })
-
-
-def _resolve(claims: Sequence[MemoryRecord]) -> tuple[dict[str, str], dict[str, str]]:
-    """Descriptions to the key of the one name each was given, if exactly one (see the
-    module's docstring), and how each such description was first spelt; every other key is
-    its own node, added as the graph reads it."""
-    given: dict[str, dict[str, None]] = {}  # description key -> name keys, in order
-    spelt: dict[str, str] = {}
-    for record in claims:
-        claim = record.claim
-        assert claim is not None
-        named = _NAMED_RELATION.match(" ".join(claim.subject.split()))
-        pairs: list[tuple[str, str]] = []
-        if named:
-            pairs += [(named["description"], named["name"]), (claim.subject, named["name"])]
-        description = _described(claim.subject, claim.attribute)
-        if description and claim.polarity and _is_entity(claim.value):
-            pairs.append((description, claim.value))
-        for spelling, name in pairs:
-            key = name_key(spelling)
-            given.setdefault(key, {})[name_key(name)] = None
-            spelt.setdefault(key, " ".join(spelling.split()))
-    one_name: dict[str, str] = {}
-    for description, names in given.items():
-        (name, *others) = names
-        if not others and name and description and name != "user" and description != name:
-            one_name[description] = name
-    # A name may itself be a description named in turn ("User's partner" is "User's
-    # sister", who is "Ana"): each to the end of its chain; a cycle joins nothing.
-    node_of = {description: _end_of_chain(description, one_name) for description in one_name}
-    node_of = {key: node for key, node in node_of.items() if key != node}
-    return node_of, {k: spelt[k] for k in node_of}
-
-
-def _end_of_chain(start: str, named: dict[str, str]) -> str:
-    """The name at the end of ``start``'s chain of names; ``start`` itself in a cycle."""
-    key, seen = start, {start}
-    while key in named:
-        key = named[key]
-        if key in seen:
-            return start
-        seen.add(key)
-    return key
-
-
-def _described(subject: str, attribute: str) -> str | None:
-    """The description a claim gives a name to, if it does: "User"'s "sister" (or
-    "sister's name") is "User's sister"; "User's sister"'s "name" is "User's sister"."""
-    key = subject_key(attribute)
-    words = key.split()
-    if words and words[-1] == "name":
-        relation = _POSSESSIVE_END.sub("", " ".join(words[:-1])).strip()
-    elif key in _RELATIONS:
-        relation = key
-    else:
-        return None
-    if not relation or name_key(subject).endswith(f"'s {relation}"):
-        return subject
-    return f"{subject}'s {relation}"
-
-
-def _subject_kind(subject: str) -> str | None:
-    key = name_key(subject)
-    if key == "user":
-        return "user"
-    if "'s " in key:
-        relation = key.rsplit("'s ", 1)[1]
-        if relation in _ANIMALS:
-            return "pet"
-        return "person" if relation.split()[0] in _RELATIONS or relation in _RELATIONS else None
-    return None
-
-
-def _value_kind(attribute: str) -> str | None:
-    key = subject_key(attribute)
-    if key in _RELATIONS:
-        return "person"
-    if key.endswith(" name") and _POSSESSIVE_END.sub("", key.removesuffix(" name")) in _ANIMALS:
-        return "pet"
-    if "project" in key.split():
-        return "project"
-    return _VALUE_KINDS.get(key)
-
-
-def _is_entity(value: str) -> bool:
-    """Whether a claim's value names an entity: a name ("Acme", "New York"), capitalised
-    as the extractor takes names; not a phrase like "a dog" or "window"."""
-    text = value.strip()
-    return bool(text) and len(text) <= 200 and text[0].isupper()
 
 
 def _ended(record: MemoryRecord, as_of: datetime | None) -> datetime | None:

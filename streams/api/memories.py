@@ -188,10 +188,13 @@ async def entity(body: EntityRequest, key: Caller, service: ServiceDep) -> Entit
     """One entity of the user's graph found by any of its names ("Ana", "User's sister"),
     now or at ``as_of``: its node (aliases, kind, and the memories, turns and sessions that
     name it), its neighbours, its facts (the claims about it, each with its validity and
-    turns) and its edges. ``entity`` is null when no entity has that name."""
+    turns) and its edges, at most ``limit`` of each (``total_*`` count them all).
+    ``entity`` is null when no entity has that name."""
     user_id = scoped_user(key, body.user_id)
     try:
-        found = await service.memories.entity(body.name, user_id=user_id, as_of=body.as_of)
+        found = await service.memories.entity(
+            body.name, user_id=user_id, as_of=body.as_of, limit=body.limit
+        )
     except (ValueError, TypeError) as exc:
         raise unprocessable(exc, user_id, body.user_id) from None
     return EntityResponse(user_id=body.user_id, **found)
@@ -202,10 +205,14 @@ async def graph(body: GraphRequest, key: Caller, service: ServiceDep) -> GraphRe
     """The user's entity graph, now or at ``as_of``: the people, places, organisations,
     pets, projects and things their memories name, and the relations between them (claims,
     with ``valid_from``, ``valid_until`` and ``holds``; co-mentions), each with the memories,
-    turns and sessions it comes from."""
+    turns and sessions it comes from: at most ``limit`` entities (the user, then the most
+    mentioned) and the relations among them; ``total_nodes``, ``total_edges`` and
+    ``truncated`` say what was left out."""
     user_id = scoped_user(key, body.user_id)
     try:
-        found = await service.memories.graph(user_id=user_id, as_of=body.as_of)
+        found = await service.memories.graph(
+            user_id=user_id, as_of=body.as_of, limit=body.limit
+        )
     except (ValueError, TypeError) as exc:
         raise unprocessable(exc, user_id, body.user_id) from None
     return GraphResponse(user_id=body.user_id, **found)

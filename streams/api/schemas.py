@@ -15,6 +15,12 @@ from memstream.streams.api.auth import (
     CALLER_USER_ID_RULE,
     MAX_CALLER_USER_ID_CHARS,
 )
+from memstream.streams.service.entities import (
+    ENTITY_LIMIT,
+    GRAPH_LIMIT,
+    MAX_ENTITY_LIMIT,
+    MAX_GRAPH_LIMIT,
+)
 from memstream.streams.service.memories import DEFAULT_WAIT_S, MAX_WAIT_S
 from memstream.streams.service.projects import ProjectDict
 from memstream.streams.service.results import (
@@ -283,7 +289,8 @@ class ProfileResponse(BaseModel):
 
 
 class EntityRequest(_Request):
-    """One entity of a user's graph, by any of its names, now or at ``as_of``."""
+    """One entity of a user's graph, by any of its names, now or at ``as_of``; at most
+    ``limit`` of its neighbours, facts and edges each."""
 
     user_id: UserId
     name: Annotated[
@@ -291,6 +298,11 @@ class EntityRequest(_Request):
         Field(min_length=1, max_length=200, description="A name: 'Ana', \"User's sister\"."),
     ]
     as_of: UtcInstant | None = None
+    limit: Annotated[
+        int,
+        Field(ge=1, le=MAX_ENTITY_LIMIT, description="The most neighbours, facts and edges "
+              "(each) in the answer: the busiest neighbours, the facts that hold, the latest."),
+    ] = ENTITY_LIMIT
 
 
 class EntityResponse(BaseModel):
@@ -304,23 +316,36 @@ class EntityResponse(BaseModel):
     neighbours: list[str]
     facts: list[EntityFactDict]
     edges: list[EdgeDict]
+    total_neighbours: int
+    total_facts: int
+    total_edges: int
+    truncated: bool
 
 
 class GraphRequest(_Request):
-    """A user's entity graph, now or at ``as_of``."""
+    """A user's entity graph, now or at ``as_of``: at most ``limit`` entities of it."""
 
     user_id: UserId
     as_of: UtcInstant | None = None
+    limit: Annotated[
+        int,
+        Field(ge=1, le=MAX_GRAPH_LIMIT, description="The most entities in the answer: the "
+              "user, then the most mentioned; only the relations among them."),
+    ] = GRAPH_LIMIT
 
 
 class GraphResponse(BaseModel):
     """The entities a user's memories name (``User`` first, then by name) and the relations
-    between them: claims with their validity, co-mentions, each with its sources."""
+    between them: claims with their validity, co-mentions, each with its sources; how many
+    the whole graph has (``total_nodes``, ``total_edges``) and whether the limit cut it."""
 
     user_id: str
     as_of: str | None
     nodes: list[NodeDict]
     edges: list[EdgeDict]
+    total_nodes: int
+    total_edges: int
+    truncated: bool
 
 
 class ProjectsRequest(_Request):

@@ -22,6 +22,12 @@ from pydantic_settings import SettingsError
 from memstream.models.events.envelope import CODE_PATTERN, utc_instant
 from memstream.models.events.memory import MemoryType
 from memstream.models.settings import Settings
+from memstream.projections.entity_graph import (
+    ENTITY_LIMIT,
+    GRAPH_LIMIT,
+    MAX_ENTITY_LIMIT,
+    MAX_GRAPH_LIMIT,
+)
 from memstream.streams.cli.chatting import add_chat_command
 from memstream.streams.cli.entities import cmd_entity, cmd_graph
 from memstream.streams.cli.log import cmd_replay, cmd_restore, cmd_verify
@@ -216,6 +222,11 @@ def build_parser() -> argparse.ArgumentParser:
     entity.add_argument(
         "--as-of", type=_timestamp, help="what held at this time (ISO 8601; UTC if no zone)"
     )
+    entity.add_argument(
+        "--limit", type=int, default=ENTITY_LIMIT,
+        help=f"the most neighbours, facts and relations, each (default {ENTITY_LIMIT}, "
+        f"at most {MAX_ENTITY_LIMIT})",
+    )
     entity.add_argument("--json", action="store_true")
     entity.set_defaults(run=cmd_entity)
     add_tenant_option(entity)
@@ -224,6 +235,11 @@ def build_parser() -> argparse.ArgumentParser:
     graph.add_argument("--user", required=True)
     graph.add_argument(
         "--as-of", type=_timestamp, help="what held at this time (ISO 8601; UTC if no zone)"
+    )
+    graph.add_argument(
+        "--limit", type=int, default=GRAPH_LIMIT,
+        help=f"the most entities: the user, then the most mentioned (default {GRAPH_LIMIT}, "
+        f"at most {MAX_GRAPH_LIMIT})",
     )
     graph.add_argument("--json", action="store_true")
     graph.set_defaults(run=cmd_graph)

@@ -66,15 +66,29 @@ def edge_line(edge: EdgeDict) -> str:
     )
 
 
+def _count(shown: int, total: int) -> str:
+    """How many are shown: "3", or "200 of 1,234" when the limit left some out.
+
+    Examples
+    --------
+    >>> _count(3, 3), _count(200, 1234)
+    ('3', '200 of 1,234')
+    """
+    return f"{shown:,}" if shown == total else f"{shown:,} of {total:,}"
+
+
 def graph_lines(found: GraphDict) -> list[str]:
-    """``memstream graph``'s lines: the entities, then the relations."""
+    """``memstream graph``'s lines: the entities, then the relations (with their totals when
+    the limit left some out)."""
     when = f"as of {found['as_of']}" if found["as_of"] else "now"
     if not found["nodes"]:
         return [f"no entities {when}: nothing named yet"]
-    lines = [f"entities {when} ({len(found['nodes'])}):"]
+    lines = [f"entities {when} ({_count(len(found['nodes']), found['total_nodes'])}):"]
     lines += [f"  {node_line(node)}" for node in found["nodes"]]
-    lines.append(f"relations ({len(found['edges'])}):")
+    lines.append(f"relations ({_count(len(found['edges']), found['total_edges'])}):")
     lines += [f"  {edge_line(edge)}" for edge in found["edges"]]
+    if found["truncated"]:
+        lines.append("(the most mentioned entities and the relations among them: --limit for more)")
     return lines
 
 
@@ -84,7 +98,7 @@ def entity_lines(found: EntityDict) -> list[str]:
     node = found["entity"]
     if node is None:
         return [f"no entity named {found['name']!r} {when}"]
-    lines = [node_line(node), f"facts ({len(found['facts'])}):"]
+    lines = [node_line(node), f"facts ({_count(len(found['facts']), found['total_facts'])}):"]
     for fact in found["facts"]:
         value = fact["value"] if fact["polarity"] else f"not {fact['value']}"
         until = f" to {_day(fact['valid_until'])}" if fact["valid_until"] else ""
@@ -93,8 +107,11 @@ def entity_lines(found: EntityDict) -> list[str]:
             f"  {fact['attribute'] or '-'}: {value}"
             f" ({_day(fact['valid_from'])}{until}{state}) · {fact['memory_id']}"
         )
-    lines.append(f"relations ({len(found['edges'])}):")
+    lines.append(f"relations ({_count(len(found['edges']), found['total_edges'])}):")
     lines += [f"  {edge_line(edge)}" for edge in found["edges"]]
+    if found["truncated"]:
+        shown = _count(len(found["neighbours"]), found["total_neighbours"])
+        lines.append(f"(neighbours: {shown}; --limit for more)")
     return lines
 
 
@@ -103,7 +120,7 @@ def cmd_graph(args: argparse.Namespace, container: Container) -> int:
     their memories name, and the relations between them."""
     return print_answer(
         container,
-        lambda client: client.graph(user_id=args.user, as_of=args.as_of),
+        lambda client: client.graph(user_id=args.user, as_of=args.as_of, limit=args.limit),
         graph_lines,
         args.json,
     )
@@ -113,7 +130,9 @@ def cmd_entity(args: argparse.Namespace, container: Container) -> int:
     """Show one entity of a user's graph by any of its names: its facts and relations."""
     return print_answer(
         container,
-        lambda client: client.entity(args.name, user_id=args.user, as_of=args.as_of),
+        lambda client: client.entity(
+            args.name, user_id=args.user, as_of=args.as_of, limit=args.limit
+        ),
         entity_lines,
         args.json,
     )

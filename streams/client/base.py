@@ -22,7 +22,13 @@ from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from memstream.streams.client.shapes import DEFAULT_WAIT_S, ReportRows, SessionContextDict
+from memstream.streams.client.shapes import (
+    DEFAULT_WAIT_S,
+    ENTITY_LIMIT,
+    GRAPH_LIMIT,
+    ReportRows,
+    SessionContextDict,
+)
 
 if TYPE_CHECKING:
     from memstream.models.settings import Settings
@@ -223,19 +229,24 @@ class AsyncMemoryClient:
         return await self.backend.projects(user_id=user_id, project=project, as_of=as_of)
 
     async def entity(
-        self, name: str, *, user_id: str, as_of: datetime | None = None
+        self, name: str, *, user_id: str, as_of: datetime | None = None,
+        limit: int = ENTITY_LIMIT,
     ) -> EntityDict:
         """One entity of the user's graph found by any of its names ("Ana", "User's
         sister"): its node (aliases, kind, the memories, turns and sessions naming it), its
-        neighbours, its facts and its edges, now or at ``as_of``; ``entity`` None when no
+        neighbours, its facts and its edges (at most ``limit``, 1 to 1000, of each; the
+        ``total_*`` say how many there are), now or at ``as_of``; ``entity`` None when no
         entity has that name."""
-        return await self.backend.entity(name, user_id=user_id, as_of=as_of)
+        return await self.backend.entity(name, user_id=user_id, as_of=as_of, limit=limit)
 
-    async def graph(self, *, user_id: str, as_of: datetime | None = None) -> GraphDict:
-        """The user's entity graph, now or at ``as_of``: the entities their memories name
-        and the relations between them (claims with their validity, co-mentions), each with
-        its memories, turns and sessions."""
-        return await self.backend.graph(user_id=user_id, as_of=as_of)
+    async def graph(
+        self, *, user_id: str, as_of: datetime | None = None, limit: int = GRAPH_LIMIT
+    ) -> GraphDict:
+        """The user's entity graph, now or at ``as_of``: at most ``limit`` (1 to 2000) of
+        the entities their memories name (``User`` and the most mentioned) and the relations
+        among them (claims with their validity, co-mentions), each with its memories, turns
+        and sessions; ``total_nodes``, ``total_edges`` and ``truncated`` say what was cut."""
+        return await self.backend.graph(user_id=user_id, as_of=as_of, limit=limit)
 
     async def patterns(self, *, user_id: str, as_of: datetime | None = None) -> PatternsDict:
         """The user's learned patterns (what they usually ask about, their tools, repeated

@@ -40,7 +40,13 @@ from typing import Any
 from memstream.models.settings import Settings
 from memstream.projections.analytics import ReportOptions, Scope, json_rows
 from memstream.projections.memories import MemoryIndex, SearchFilters
-from memstream.streams.client.shapes import DEFAULT_WAIT_S, ReportRows, SessionContextDict
+from memstream.streams.client.shapes import (
+    DEFAULT_WAIT_S,
+    ENTITY_LIMIT,
+    GRAPH_LIMIT,
+    ReportRows,
+    SessionContextDict,
+)
 from memstream.streams.kafka.publisher import EventPublisher
 from memstream.streams.keys.store import KeyStore
 from memstream.streams.operations.erasure import ErasureReceipt
@@ -214,14 +220,19 @@ class LocalMemory:
         return await self.service.memories.projects(user_id=user_id, project=project, as_of=as_of)
 
     async def entity(
-        self, name: str, *, user_id: str, as_of: datetime | None = None
+        self, name: str, *, user_id: str, as_of: datetime | None = None,
+        limit: int = ENTITY_LIMIT,
     ) -> EntityDict:
         """See :meth:`MemoryService.entity <memstream.streams.service.memories.MemoryService.entity>`."""
-        return await self.service.memories.entity(name, user_id=user_id, as_of=as_of)
+        return await self.service.memories.entity(
+            name, user_id=user_id, as_of=as_of, limit=limit
+        )
 
-    async def graph(self, *, user_id: str, as_of: datetime | None = None) -> GraphDict:
+    async def graph(
+        self, *, user_id: str, as_of: datetime | None = None, limit: int = GRAPH_LIMIT
+    ) -> GraphDict:
         """See :meth:`MemoryService.graph <memstream.streams.service.memories.MemoryService.graph>`."""
-        return await self.service.memories.graph(user_id=user_id, as_of=as_of)
+        return await self.service.memories.graph(user_id=user_id, as_of=as_of, limit=limit)
 
     async def patterns(self, *, user_id: str, as_of: datetime | None = None) -> PatternsDict:
         """See :meth:`MemoryService.patterns <memstream.streams.service.memories.MemoryService.patterns>`."""

@@ -18,7 +18,9 @@ import httpx
 
 from memstream.streams.client.shapes import (
     DEFAULT_WAIT_S,
+    ENTITY_LIMIT,
     FILTER_FIELDS,
+    GRAPH_LIMIT,
     AccessRefused,
     ReportRows,
     ServiceUnreachable,
@@ -286,10 +288,11 @@ class RemoteMemory:
         return found
 
     async def entity(
-        self, name: str, *, user_id: str, as_of: datetime | None = None
+        self, name: str, *, user_id: str, as_of: datetime | None = None,
+        limit: int = ENTITY_LIMIT,
     ) -> EntityDict:
         """``POST /v1/memories/entity``."""
-        body: dict[str, Any] = {"user_id": user_id, "name": name}
+        body: dict[str, Any] = {"user_id": user_id, "name": name, "limit": limit}
         if as_of is not None:
             body["as_of"] = _time(as_of)
         response = await self._call("POST", "/memories/entity", json=body)
@@ -315,9 +318,11 @@ class RemoteMemory:
         found: ProjectsDict = answer
         return found
 
-    async def graph(self, *, user_id: str, as_of: datetime | None = None) -> GraphDict:
+    async def graph(
+        self, *, user_id: str, as_of: datetime | None = None, limit: int = GRAPH_LIMIT
+    ) -> GraphDict:
         """``POST /v1/memories/graph``."""
-        body: dict[str, Any] = {"user_id": user_id}
+        body: dict[str, Any] = {"user_id": user_id, "limit": limit}
         if as_of is not None:
             body["as_of"] = _time(as_of)
         response = await self._call("POST", "/memories/graph", json=body)

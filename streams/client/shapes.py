@@ -8,9 +8,14 @@ from typing import Any
 
 from typing_extensions import TypedDict
 
+# The service's own defaults (the graph module is pure Python: no LanceDB comes with it).
+from memstream.projections.entity_graph import ENTITY_LIMIT, GRAPH_LIMIT
+
 __all__ = [
     "DEFAULT_WAIT_S",
+    "ENTITY_LIMIT",
     "FILTER_FIELDS",
+    "GRAPH_LIMIT",
     "AccessRefused",
     "ReportRows",
     "ServiceUnreachable",

@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from memstream.streams.client.base import AsyncMemoryClient
 from memstream.streams.client.loop import LoopThread
-from memstream.streams.client.shapes import DEFAULT_WAIT_S, ReportRows, SessionContextDict
+from memstream.streams.client.shapes import (
+    DEFAULT_WAIT_S,
+    ENTITY_LIMIT,
+    GRAPH_LIMIT,
+    ReportRows,
+    SessionContextDict,
+)
 
 if TYPE_CHECKING:
     from memstream.models.settings import Settings
@@ -172,10 +178,13 @@ class MemoryClient:
         :meth:`AsyncMemoryClient.profile`)."""
         return self._run(self._client.profile(user_id=user_id, subject=subject, as_of=as_of))
 
-    def entity(self, name: str, *, user_id: str, as_of: datetime | None = None) -> EntityDict:
-        """One entity of the user's graph, its neighbours, facts and edges (see
-        :meth:`AsyncMemoryClient.entity`)."""
-        return self._run(self._client.entity(name, user_id=user_id, as_of=as_of))
+    def entity(
+        self, name: str, *, user_id: str, as_of: datetime | None = None,
+        limit: int = ENTITY_LIMIT,
+    ) -> EntityDict:
+        """One entity of the user's graph, at most ``limit`` of its neighbours, facts and
+        edges each (see :meth:`AsyncMemoryClient.entity`)."""
+        return self._run(self._client.entity(name, user_id=user_id, as_of=as_of, limit=limit))
 
     def projects(
         self, *, user_id: str, project: str | None = None, as_of: datetime | None = None
@@ -184,9 +193,12 @@ class MemoryClient:
         :meth:`AsyncMemoryClient.projects`)."""
         return self._run(self._client.projects(user_id=user_id, project=project, as_of=as_of))
 
-    def graph(self, *, user_id: str, as_of: datetime | None = None) -> GraphDict:
-        """The user's entity graph (see :meth:`AsyncMemoryClient.graph`)."""
-        return self._run(self._client.graph(user_id=user_id, as_of=as_of))
+    def graph(
+        self, *, user_id: str, as_of: datetime | None = None, limit: int = GRAPH_LIMIT
+    ) -> GraphDict:
+        """The user's entity graph, at most ``limit`` entities of it (see
+        :meth:`AsyncMemoryClient.graph`)."""
+        return self._run(self._client.graph(user_id=user_id, as_of=as_of, limit=limit))
 
     def patterns(self, *, user_id: str, as_of: datetime | None = None) -> PatternsDict:
         """The user's learned patterns with their evidence (see

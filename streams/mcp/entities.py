@@ -1,13 +1,30 @@
 """What the MCP tool memory_entity answers with: one entity of the user's graph, its facts and
 its relations, each with its sources, named by the caller's own user id and cut to fit a
-model's context window as the other answers are (:mod:`memstream.streams.mcp.results`)."""
+model's context window as the other answers are (:mod:`memstream.streams.mcp.results`), and
+first to the tool's ``limit`` of neighbours, facts and relations (the service's choice)."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
+from pydantic import Field
+
 from memstream.streams.mcp.results import Limits, _Answer, _Cuts
+from memstream.streams.service.entities import ENTITY_LIMIT, MAX_ENTITY_LIMIT
 from memstream.streams.service.results import EntityDict
 
-__all__ = ["EntityAnswer", "EntityFact", "EntityRelation", "entity_answer"]
+__all__ = ["ENTITY_LIMIT", "EntityAnswer", "EntityFact", "EntityLimit", "EntityRelation",
+           "entity_answer"]
+
+#: The tool's ``limit`` argument, checked as the HTTP API checks it.
+EntityLimit = Annotated[
+    int,
+    Field(
+        ge=1, le=MAX_ENTITY_LIMIT,
+        description="The most neighbours, facts and relations (each): the most mentioned "
+        "neighbours, the facts that hold, then the latest.",
+    ),
+]
 
 #: The most memories, turns or sessions one node, fact or relation lists.
 _SOURCES = 20
@@ -49,7 +66,8 @@ class EntityRelation(_Answer):
 class EntityAnswer(_Answer):
     """One entity (``found`` False when no entity has the name asked): its name, kind, the
     other names it was given, the memories, turns and sessions that name it, its neighbours,
-    facts and relations."""
+    facts and relations, and how many of each it has (``total_*``: the limit may keep
+    fewer)."""
 
     user_id: str
     asked: str
@@ -64,6 +82,9 @@ class EntityAnswer(_Answer):
     neighbours: list[str]
     facts: list[EntityFact]
     relations: list[EntityRelation]
+    total_neighbours: int
+    total_facts: int
+    total_relations: int
     note: str | None
 
 
@@ -72,6 +93,13 @@ def entity_answer(user_id: str, found: EntityDict, limits: Limits) -> EntityAnsw
     fit, each text cut and each list of sources its first few."""
     cuts = _Cuts(what="facts or relations")
     node = found["entity"]
+    if found["truncated"]:
+        cuts.others.append(
+            f"the limit kept {len(found['neighbours'])} of {found['total_neighbours']} "
+            f"neighbours, {len(found['facts'])} of {found['total_facts']} facts and "
+            f"{len(found['edges'])} of {found['total_edges']} relations"
+        )
+        cuts.hints.append(f"a higher limit (at most {MAX_ENTITY_LIMIT}) shows more")
     facts = [
         EntityFact(
             attribute=fact["attribute"],
@@ -121,5 +149,8 @@ def entity_answer(user_id: str, found: EntityDict, limits: Limits) -> EntityAnsw
         neighbours=found["neighbours"][:_SOURCES],
         facts=kept_facts,
         relations=kept_relations,
+        total_neighbours=found["total_neighbours"],
+        total_facts=found["total_facts"],
+        total_relations=found["total_edges"],
         note=note,
     )

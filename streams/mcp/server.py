@@ -34,7 +34,7 @@ from memstream.projections.memories import SearchFilters
 from memstream.streams.api.auth import ApiKey, Refused
 from memstream.streams.api.deps import API_KEY_STATE
 from memstream.streams.kafka.logid import LogLost
-from memstream.streams.mcp.entities import EntityAnswer, entity_answer
+from memstream.streams.mcp.entities import ENTITY_LIMIT, EntityAnswer, EntityLimit, entity_answer
 from memstream.streams.mcp.errors import OneLineErrors, reasons
 from memstream.streams.mcp.patterns import memory_patterns_tool
 from memstream.streams.mcp.projects import memory_projects_tool
@@ -427,16 +427,18 @@ def create_mcp_server(
             UtcInstant | None,
             Field(description="What held at this time (ISO 8601 with a zone); left out: now."),
         ] = None,
+        limit: EntityLimit = ENTITY_LIMIT,
         user_id: UserId = None,
     ) -> EntityAnswer:
         """One person, place, organisation, pet, project or thing of the user's memories,
         found by any of its names across conversations: its kind, other names, the memories,
         turns and sessions that name it, its neighbours, its facts (claims about it, each with
         valid_from, valid_until and whether it holds) and its relations (claims whose value
-        is another entity, and entities named in the same memory), each with its sources."""
+        is another entity, and entities named in the same memory), each with its sources;
+        at most limit of each (total_* count them all)."""
         who = caller(ctx, user_id)
         try:
-            found = await memories.entity(name, user_id=who.namespaced, as_of=as_of)
+            found = await memories.entity(name, user_id=who.namespaced, as_of=as_of, limit=limit)
         except (ValueError, TypeError) as exc:
             raise who.refusal(exc) from None
         return entity_answer(who.user_id, found, limits)

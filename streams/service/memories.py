@@ -29,8 +29,15 @@ from memstream.streams.service.accesses import AccessSender
 from memstream.streams.service.chat_events import Message, chat_events_for_add
 from memstream.streams.service.checks import check_as_of, check_id, check_query
 from memstream.streams.service.container import Container
+from memstream.streams.service.entities import (
+    ENTITY_LIMIT,
+    GRAPH_LIMIT,
+    MAX_ENTITY_LIMIT,
+    MAX_GRAPH_LIMIT,
+    check_limit,
+    entity_graph,
+)
 from memstream.streams.service.entities import entity as read_entity
-from memstream.streams.service.entities import entity_graph
 from memstream.streams.service.patterns import learned_patterns
 from memstream.streams.service.profiles import profile as read_profile
 from memstream.streams.service.profiles import profile_lines
@@ -495,42 +502,50 @@ class MemoryService:
         return await asyncio.to_thread(project_history, projection, user_id, project, as_of)
 
     async def entity(
-        self, name: str, *, user_id: str, as_of: datetime | None = None
+        self, name: str, *, user_id: str, as_of: datetime | None = None,
+        limit: int = ENTITY_LIMIT,
     ) -> EntityDict:
         """One entity of the user's graph (a person, place, organisation, pet, project or
         thing their memories name) found by any of its names: its node with aliases, kind
-        and sources, its neighbours, its facts (the claims about it) and its edges, now or
-        at ``as_of`` (see :mod:`~memstream.streams.service.entities`). ``entity`` is None
-        when no entity has that name.
+        and sources, its neighbours, its facts (the claims about it) and its edges, at most
+        ``limit`` of each, with their totals, now or at ``as_of`` (see
+        :mod:`~memstream.streams.service.entities`). ``entity`` is None when no entity has
+        that name.
 
         Raises
         ------
         ValueError
-            ``name`` empty or over 200 characters; ``as_of`` as :meth:`profile` refuses it.
+            ``name`` empty or over 200 characters; ``limit`` not from 1 to 1000; ``as_of``
+            as :meth:`profile` refuses it.
         """
         check_id("user_id", user_id)
         check_id("name", name)
         if not name.strip() or len(name) > 200:
             raise ValueError("name must name an entity, e.g. 'Ana' or 'User's sister'")
+        check_limit(limit, MAX_ENTITY_LIMIT)
         check_as_of(as_of)
         projection = await self._projection()
-        return await asyncio.to_thread(read_entity, projection, user_id, name, as_of)
+        return await asyncio.to_thread(read_entity, projection, user_id, name, as_of, limit)
 
-    async def graph(self, *, user_id: str, as_of: datetime | None = None) -> GraphDict:
-        """The user's entity graph, now or at ``as_of``: the entities their memories name
-        (``User`` first, then by name) with aliases, kind and sources, and the relations
-        between them (claims, with their validity, and co-mentions), each with its memories,
-        turns and sessions.
+    async def graph(
+        self, *, user_id: str, as_of: datetime | None = None, limit: int = GRAPH_LIMIT
+    ) -> GraphDict:
+        """The user's entity graph, now or at ``as_of``: at most ``limit`` of the entities
+        their memories name (``User`` and the most mentioned; listed ``User`` first, then by
+        name) with aliases, kind and sources, and the relations among those (claims, with
+        their validity, and co-mentions), each with its memories, turns and sessions;
+        ``total_nodes``, ``total_edges`` and ``truncated`` say what was left out.
 
         Raises
         ------
         ValueError
-            ``as_of`` as :meth:`profile` refuses it.
+            ``limit`` not from 1 to 2000; ``as_of`` as :meth:`profile` refuses it.
         """
         check_id("user_id", user_id)
+        check_limit(limit, MAX_GRAPH_LIMIT)
         check_as_of(as_of)
         projection = await self._projection()
-        return await asyncio.to_thread(entity_graph, projection, user_id, as_of)
+        return await asyncio.to_thread(entity_graph, projection, user_id, as_of, limit)
 
     async def history(self, memory_id: str, *, user_id: str) -> list[HistoryEntry]:
         """The life of one of the user's memories from the memories topic, in log order.

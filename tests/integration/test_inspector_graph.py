@@ -191,6 +191,8 @@ LARGE_GRAPH = """async () => {
         claims: drawing.querySelectorAll(".edge-claim").length,
         coMentions: drawing.querySelectorAll(".edge-co-mention").length,
         summary: graph.graphSummary(answer),
+        // As the API answers when its limit cut the graph.
+        cut: graph.graphSummary({...answer, total_nodes: 1234, total_edges: 9999, truncated: true}),
     };
 }"""
 
@@ -202,4 +204,6 @@ def test_a_large_graph_is_drawn_within_bounds_the_most_named_first(stack: Stack)
     assert drawn["fewest"] >= drawn["most"]  # no entity left out is named more than one drawn
     assert 0 < drawn["coMentions"] <= 150
     assert "Drawn: the 60 most named entities" in drawn["summary"]
+    assert "Showing" not in drawn["summary"]
+    assert drawn["cut"].startswith("Showing 301 of 1,234 entities (the most mentioned) and ")
     assert problems == []

@@ -685,8 +685,28 @@ async def test_a_changed_fact_is_marked_in_every_answer_and_has_a_timeline(
     assert munich.json()["entity"]["name"] == "Munich"
     assert munich.json()["neighbours"] == ["User"]
     assert "acme:" not in graph.text + munich.text
+    # At most `limit` entities, the user always; the totals say what the limit left out.
+    assert (graph.json()["total_nodes"], graph.json()["truncated"]) == (3, False)
+    one = await client.post(
+        "/v1/memories/graph", json={"user_id": "alice", "limit": 1}, headers=auth(ACME_ALL)
+    )
+    assert one.status_code == 200, one.text
+    assert ([n["name"] for n in one.json()["nodes"]], one.json()["edges"]) == (["User"], [])
+    assert (one.json()["total_nodes"], one.json()["total_edges"], one.json()["truncated"]) == (
+        3, 2, True
+    )
+    for path, body, most in (("graph", {}, 2_000), ("entity", {"name": "Munich"}, 1_000)):
+        for limit in (0, most + 1, "many"):
+            refused = await client.post(
+                f"/v1/memories/{path}", json={"user_id": "alice", **body, "limit": limit},
+                headers=auth(ACME_ALL),
+            )
+            assert refused.status_code == 422, (path, limit, refused.text)
+            (error,) = refused.json()["detail"]
+            assert error["loc"] == ["body", "limit"] and "\n" not in error["msg"]
     theirs = await client.post("/v1/memories/graph", json={"user_id": "alice"}, headers=auth(BETA_ALL))
-    assert theirs.json() == {"user_id": "alice", "as_of": None, "nodes": [], "edges": []}
+    assert theirs.json() == {"user_id": "alice", "as_of": None, "nodes": [], "edges": [],
+                             "total_nodes": 0, "total_edges": 0, "truncated": False}
     for path, body in (("graph", {}), ("entity", {"name": "Munich"})):
         refused = await client.post(
             f"/v1/memories/{path}", json={"user_id": "bob", **body},

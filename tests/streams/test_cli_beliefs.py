@@ -164,6 +164,36 @@ def test_a_graph_and_an_entity_print_the_move_with_its_sources(
     found = json.loads(capsys.readouterr().out)
     assert [e["turns"] for e in found["edges"]] == [[f"m-{BERLIN}", f"m-{BERLIN_SAID}"],
                                                     [f"m-{MUNICH}"]]
+    assert (found["total_nodes"], found["truncated"]) == (3, False)
+
+
+def test_a_limited_graph_and_entity_say_what_they_left_out(
+    container: Container, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The user, then the most mentioned (Berlin: the fact and the turn that said it).
+    assert run(container, "graph", "--user", "ann", "--limit", "2") == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "entities now (2 of 3):",
+        "  User (user) · 2 memories in 1 session",
+        "  Berlin (place) · 2 memories in 1 session",
+        "relations (1 of 2):",
+        f"  User --home--> Berlin (2026-03-01 to 2026-04-02, ended) · {BERLIN}",
+        "(the most mentioned entities and the relations among them: --limit for more)",
+    ]
+    assert run(container, "graph", "--user", "ann", "--limit", "1", "--json") == 0
+    found = json.loads(capsys.readouterr().out)
+    assert ([n["name"] for n in found["nodes"]], found["edges"]) == (["User"], [])
+    assert (found["total_nodes"], found["total_edges"], found["truncated"]) == (3, 2, True)
+    # The user's facts: the one that holds (Munich) before the ended one.
+    assert run(container, "entity", "--user", "ann", "user", "--limit", "1") == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1:3] == ["facts (1 of 2):", f"  home: Munich (2026-04-02) · {MUNICH}"]
+    assert lines[3] == "relations (1 of 2):" and lines[-1] == "(neighbours: 1 of 2; --limit for more)"
+    for command, most in ((["graph"], 2000), (["entity", "user"], 1000)):
+        for limit in ("0", str(most + 1)):
+            assert run(container, *command, "--user", "ann", "--limit", limit) == 2
+            said = capsys.readouterr()
+            assert said.out == "" and said.err == f"error: limit must be between 1 and {most}\n"
 
 
 def test_a_graph_of_nothing_says_so_and_bad_input_is_one_line(

@@ -169,12 +169,16 @@ def test_a_search_without_a_broker_answers_and_says_in_one_line_it_was_not_count
         (["graph", "--user", "ann", "--as-of", "yesterday"], ["--as-of", "not an ISO 8601 time"]),
         (["entity", "--user", "ann", ""], ["error: name", "'Ana'"]),
         (["entity", "Ana"], ["--user"]),
+        (["graph", "--user", "ann", "--limit", "many"], ["--limit", "invalid int value"]),
+        (["graph", "--user", "ann", "--limit", "0"], ["error: limit", "between 1 and 2000"]),
+        (["entity", "--user", "ann", "Ana", "--limit", "1001"], ["error: limit", "1000"]),
         (["projects", "--user", "ann", "--as-of", "soon"], ["--as-of", "not an ISO 8601 time"]),
         (["projects", "--user", "ann", "--project", " "], ["error: project", "'atlas'"]),
         (["projects", "--user", "ann", "--project", "x" * 201], ["error: project", "'atlas'"]),
         (["projects", "--project", "atlas"], ["--user"]),
     ],
     ids=["as-of", "subject", "no user", "graph as-of", "entity name", "entity no user",
+         "graph limit word", "graph limit 0", "entity limit",
          "projects as-of", "projects blank", "projects long", "projects no user"],
 )
 def test_a_profile_asked_wrong_is_one_line(

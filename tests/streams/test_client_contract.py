@@ -177,6 +177,8 @@ async def beliefs(client: AsyncMemoryClient, cy: str, ann: str) -> dict[str, Any
         "entity": await client.entity("munich", user_id=cy),
         "no entity": await client.entity("Ana", user_id=cy),
         "no graph": await client.graph(user_id=ann),
+        "graph of one": await client.graph(user_id=cy, limit=1),
+        "entity of one": await client.entity("user", user_id=cy, limit=1),
         "search": await client.search("where does the user live", user_id=cy, limit=5),
         "outdated": await client.get(BERLIN_SAID, user_id=cy),
         "all": await client.get_all(user_id=cy, include_inactive=True),
@@ -229,6 +231,13 @@ async def test_both_clients_follow_a_changed_fact_alike(pair: Pair) -> None:
     assert (found["neighbours"], found["edges"][0]["turns"]) == (["User"], [f"m-{MUNICH}"])
     assert local["no entity"]["entity"] is None
     assert (local["no graph"]["nodes"], local["no graph"]["edges"]) == ([], [])
+    one = local["graph of one"]
+    assert ([n["name"] for n in one["nodes"]], one["total_nodes"], one["truncated"]) == (
+        ["User"], 3, True
+    )
+    user = local["entity of one"]
+    assert ([f["value"] for f in user["facts"]], user["total_facts"]) == (["Munich"], 2)
+    assert (len(user["neighbours"]), user["total_neighbours"], user["truncated"]) == (1, 2, True)
     # The episode that said Berlin is found, marked, below what replaced it.
     hits = {hit["memory_id"]: hit for hit in local["search"]}
     order = [hit["memory_id"] for hit in local["search"]]
@@ -345,6 +354,11 @@ async def test_both_clients_fail_alike(pair: Pair, kind: str) -> None:
             await client.entity(name, user_id=ann)
     with pytest.raises(ValueError):
         await client.graph(user_id=ann, as_of=datetime(2026, 4, 1))
+    for limit in (0, 2_001):
+        with pytest.raises(ValueError):
+            await client.graph(user_id=ann, limit=limit)
+    with pytest.raises(ValueError):
+        await client.entity("Ana", user_id=ann, limit=1_001)
     with pytest.raises(ValueError):
         await client.patterns(user_id=ann, as_of=datetime(2026, 4, 1))
     # No worker runs here.

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from memstream.models.events.memory import MemoryAdded, MemoryChange
+from memstream.models.events.memory import MemoryAdded, MemoryChange, MemorySuperseded
 from memstream.projections.memories import MemoryProjection, SourcePosition
 from memstream.streams.kafka.publisher import EventLimits
 from memstream.streams.keys.store import FileKeyStore
@@ -245,3 +245,91 @@ def test_an_erased_user_has_no_graph_and_the_others_keep_theirs(tmp_path: Path) 
     assert (erased["nodes"], erased["edges"]) == ([], [])
     assert entity(projection, "lee", "Ana")["entity"] is None
     assert entity_graph(projection, "kim") == kim
+
+
+def crowd(user: str = "max") -> list[MemoryAdded | MemoryChange]:
+    """Max names Zoe in three memories, Bob and Cal in two each (Bob and Cal each linked to
+    two others), Dee (linked to Bob) and Eve (linked to no one) in one; lives with Cal;
+    took up chess, then go (chess superseded), and drinks tea."""
+    at = [SAID_AT + timedelta(hours=h) for h in range(10)]
+    return [
+        said(f"{user}-1", user, "c1", "a note", at[0], ("Zoe", "Bob")),
+        said(f"{user}-2", user, "c1", "a note", at[1], ("Zoe", "Cal")),
+        said(f"{user}-3", user, "c2", "a note", at[2], ("Zoe",)),
+        said(f"{user}-4", user, "c2", "a note", at[3], ("Bob", "Dee")),
+        claimed(f"{user}-home", user, "c3", "lives there", at[4], ("User", "home", "Cal"),
+                ("Cal",)),
+        said(f"{user}-6", user, "c3", "a note", at[5], ("Eve",)),
+        claimed(f"{user}-chess", user, "c4", "plays chess", at[6], ("User", "hobby", "chess")),
+        claimed(f"{user}-tea", user, "c4", "drinks tea", at[7], ("User", "drink", "tea")),
+        claimed(f"{user}-go", user, "c5", "plays go", at[8], ("User", "hobby", "go")),
+        MemorySuperseded(
+            event_id=f"sup-{user}-chess", user_id=user, session_id="c5", occurred_at=at[8],
+            memory_id=f"{user}-chess", superseded_by=f"{user}-go", reason="changed",
+            similarity=0.8, change="updated", decided_by="rules", valid_until=at[8],
+        ),
+    ]
+
+
+def test_a_bounded_graph_keeps_the_user_and_the_most_mentioned_and_their_edges(
+    tmp_path: Path,
+) -> None:
+    projection = projected(tmp_path / "crowd", crowd(), batch=1)
+    whole = entity_graph(projection, "max", limit=2_000)
+    assert [n["name"] for n in whole["nodes"]] == ["User", "Bob", "Cal", "Dee", "Eve", "Zoe"]
+    assert (whole["total_nodes"], whole["total_edges"], whole["truncated"]) == (6, 4, False)
+    # The order kept: User, Zoe (3 memories), Bob and Cal (2 each, 2 edges each: by key),
+    # Dee (1 memory, 1 edge), Eve (1 memory, no edge); listed User first, then by name.
+    expected = [["User"], ["User", "Zoe"], ["User", "Bob", "Zoe"], ["User", "Bob", "Cal", "Zoe"],
+                ["User", "Bob", "Cal", "Dee", "Zoe"], ["User", "Bob", "Cal", "Dee", "Eve", "Zoe"]]
+    for limit, names in enumerate(expected, start=1):
+        graph = entity_graph(projection, "max", limit=limit)
+        assert [n["name"] for n in graph["nodes"]] == names, limit
+        assert graph["nodes"] == [n for n in whole["nodes"] if n["name"] in names]
+        assert graph["edges"] == [
+            e for e in whole["edges"] if e["source"] in names and e["target"] in names
+        ]
+        assert (graph["total_nodes"], graph["total_edges"]) == (6, 4)
+        assert graph["truncated"] == (limit < 6)
+    three = entity_graph(projection, "max", limit=3)
+    assert [(e["source"], e["target"]) for e in three["edges"]] == [("Bob", "Zoe")]
+    # The same answer from a table written in one batch, and by default (200) the whole.
+    replayed = projected(tmp_path / "replayed", crowd(), batch=len(crowd()))
+    assert entity_graph(replayed, "max", limit=3) == three
+    assert entity_graph(projection, "max") == whole
+    for limit in (0, -1, 2_001):
+        with pytest.raises(ValueError, match="limit must be between 1 and 2000"):
+            entity_graph(projection, "max", limit=limit)
+
+
+def test_a_bounded_entity_keeps_its_busiest_neighbours_and_current_facts(
+    tmp_path: Path,
+) -> None:
+    projection = projected(tmp_path / "crowd", crowd(), batch=1)
+    zoe = entity(projection, "max", "Zoe", limit=1)
+    assert (zoe["neighbours"], zoe["total_neighbours"]) == (["Bob"], 2)  # Bob before Cal: key
+    assert [(e["source"], e["target"]) for e in zoe["edges"]] == [("Bob", "Zoe")]
+    assert (zoe["total_edges"], zoe["truncated"]) == (2, True)
+    bob = entity(projection, "max", "Bob", limit=1)
+    assert bob["neighbours"] == ["Zoe"]  # three memories name Zoe, one Dee
+    # The user's facts: those that hold first (chess ended), then the latest; in their order.
+    user = entity(projection, "max", "User", limit=2)
+    assert [(f["value"], f["holds"]) for f in user["facts"]] == [("tea", True), ("go", True)]
+    assert (user["total_facts"], user["truncated"]) == (4, True)
+    whole = entity(projection, "max", "User")
+    assert [f["value"] for f in whole["facts"]] == ["Cal", "chess", "tea", "go"]
+    assert (whole["neighbours"], whole["truncated"]) == (["Cal"], False)
+    assert entity(projection, "max", "Nobody", limit=1)["total_facts"] == 0
+
+
+async def test_the_service_refuses_a_limit_out_of_range(service: Service) -> None:
+    for limit in (0, 2_001):
+        with pytest.raises(ValueError, match="limit must be between 1 and 2000"):
+            await service.memories.graph(user_id="lee", limit=limit)
+    with pytest.raises(ValueError, match="limit must be between 1 and 1000"):
+        await service.memories.entity("Ana", user_id="lee", limit=1_001)
+    with pytest.raises(TypeError, match="limit"):
+        await service.memories.graph(user_id="lee", limit="5")  # type: ignore[arg-type]
+    one = await service.memories.graph(user_id="lee", limit=1)
+    assert ([n["name"] for n in one["nodes"]], one["edges"]) == (["User"], [])
+    assert (one["total_nodes"], one["truncated"]) == (5, True)

@@ -492,6 +492,18 @@ async def test_an_entity_has_its_facts_and_relations_and_is_the_callers_own(
     assert [(r["target"], r["turns"]) for r in user["relations"]] == [
         ("Berlin", [f"m-{BERLIN}", f"m-{BERLIN_SAID}"]), ("Munich", [f"m-{MUNICH}"])
     ]
+    assert (user["total_neighbours"], user["total_facts"], user["total_relations"]) == (2, 2, 2)
+    # A limit keeps the most mentioned neighbour (Berlin: the fact and the turn that said
+    # it), the fact that holds, and the relation to the neighbour kept; the note says so.
+    one = answer(await call(acme, "memory_entity", {"user_id": "alice", "name": "user",
+                                                    "limit": 1}))
+    assert (one["neighbours"], [f["value"] for f in one["facts"]]) == (["Berlin"], ["Munich"])
+    assert [r["target"] for r in one["relations"]] == ["Berlin"]
+    assert "kept 1 of 2 neighbours, 1 of 2 facts and 1 of 2 relations" in one["note"]
+    for limit in (0, 1_001, "many"):
+        message = error(await call(acme, "memory_entity",
+                                   {"user_id": "alice", "name": "user", "limit": limit}))
+        assert "limit" in message and "\n" not in message
     before = answer(await call(
         acme, "memory_entity",
         {"user_id": "alice", "name": "MUNICH", "as_of": "2026-04-01T09:00:00Z"},
@@ -869,7 +881,9 @@ _ARGUMENTS = {
     "memory_profile": st.fixed_dictionaries({}, optional={
         "subject": st.one_of(st.none(), hostile_text), "as_of": _time,
     }),
-    "memory_entity": st.fixed_dictionaries({"name": hostile_text}, optional={"as_of": _time}),
+    "memory_entity": st.fixed_dictionaries(
+        {"name": hostile_text}, optional={"as_of": _time, "limit": st.integers(1, 1000)}
+    ),
     "memory_patterns": st.fixed_dictionaries({}, optional={"as_of": _time}),
     "memory_projects": st.fixed_dictionaries({}, optional={
         "project": st.one_of(st.none(), hostile_text), "as_of": _time,

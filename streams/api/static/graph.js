@@ -1,5 +1,7 @@
 // The graph tab: a user's entity graph (POST /v1/memories/graph) drawn as SVG, and one
-// entity (POST /v1/memories/entity): its facts and relations with their sources.
+// entity (POST /v1/memories/entity): its facts and relations with their sources. The API
+// sends at most its default limit of a large graph (the user, then the most mentioned),
+// and says so (`truncated`, `total_nodes`): the summary line tells the reader.
 //
 // Pure rendering, as memories.js: each function takes what the API answered and returns
 // elements. The drawing is made with createElementNS and every name goes in as a text node,
@@ -59,7 +61,14 @@ export function drawable(answer) {
   };
 }
 
-/** One line that says what the graph holds, and when (and what the drawing leaves out). */
+/** A count as the page shows it: 1,234. */
+const count = (n) => n.toLocaleString("en");
+
+/**
+ * One line that says what the graph holds, and when: when the API cut the graph (its
+ * `limit`: the user, then the most mentioned), how many of its entities it sent; and what
+ * the drawing leaves out of those.
+ */
 export function graphSummary(answer) {
   const when = answer.as_of ? `as of ${answer.as_of}` : "now";
   if (answer.nodes.length === 0) return `No entity is named in this user's memories ${when}.`;
@@ -70,7 +79,11 @@ export function graphSummary(answer) {
   const cut = leftOut.nodes || leftOut.edges
     ? ` Drawn: the ${nodes - leftOut.nodes} most named entities and ${answer.edges.length - leftOut.edges} of the lines between them; pick an entity for all of its relations.`
     : "";
-  return `${nodes} entit${nodes === 1 ? "y" : "ies"} and ${claims.length} relation${claims.length === 1 ? "" : "s"}`
+  const entities = answer.truncated
+    ? `Showing ${count(nodes)} of ${count(answer.total_nodes)} entities (the most mentioned)`
+    : `${count(nodes)} entit${nodes === 1 ? "y" : "ies"}`;
+  const among = answer.truncated ? " among them" : "";
+  return `${entities} and ${count(claims.length)} relation${claims.length === 1 ? "" : "s"}${among}`
     + ` (${ended} ended), ${answer.edges.length - claims.length} co-mention${answer.edges.length - claims.length === 1 ? "" : "s"}, ${when}.${cut}`;
 }
 
@@ -229,6 +242,11 @@ function sources(memoryIds, onOpen, textOf) {
   );
 }
 
+/** " (showing 100 of 250)" when the API's limit kept fewer than there are; else nothing. */
+function shownOf(shown, total) {
+  return total > shown ? ` (showing ${count(shown)} of ${count(total)})` : null;
+}
+
 /**
  * One entity (the answer of POST /v1/memories/entity): its names and kind, its facts, its
  * relations, each with its validity and the memories (and turns) that say it; `textOf(id)`
@@ -247,7 +265,7 @@ export function entityDetail(answer, { onOpen, textOf = () => null } = {}) {
       node.aliases.length ? ["; also ", node.aliases.join(", ")] : null,
       `; named in ${node.memory_ids.length} memor${node.memory_ids.length === 1 ? "y" : "ies"}, ${seen} session${seen === 1 ? "" : "s"}`,
     ),
-    el("h4", {}, "Facts"),
+    el("h4", {}, "Facts", shownOf(answer.facts.length, answer.total_facts)),
     answer.facts.length
       ? el("ul", { class: "entity-facts" }, answer.facts.map((fact) => el(
         "li",
@@ -259,7 +277,7 @@ export function entityDetail(answer, { onOpen, textOf = () => null } = {}) {
         sources([fact.memory_id], onOpen, textOf),
       )))
       : el("p", { class: "hint" }, "No claim is about it."),
-    el("h4", {}, "Relations"),
+    el("h4", {}, "Relations", shownOf(answer.edges.length, answer.total_edges)),
     answer.edges.length
       ? el("ul", { class: "entity-edges" }, answer.edges.map((edge) => el(
         "li",
