@@ -164,6 +164,15 @@ class ResidentMemories:
         with self._lock:
             return user.get_many(memory_ids)
 
+    def task_history(self, user_id: str) -> list[MemoryRecord]:
+        """The user's task memories, every status but deleted, by memory id: held, the
+        project a context is about is found without reading the table."""
+        user = self._resident(user_id)
+        if user is None:
+            return list(self.projection.task_history(user_id))
+        with self._lock:
+            return user.records_of_type("task")
+
     def query_vector(self, query: str) -> np.ndarray:
         """``query`` embedded, from the cache when it was asked before."""
         with self._lock:

@@ -195,6 +195,16 @@ class ResidentUser:
             if memory_id in self.slot_of
         }
 
+    def records_of_type(self, memory_type: str) -> list[MemoryRecord]:
+        """The held memories of ``memory_type``, every status but deleted, by memory id (as
+        the table's ``task_history`` reads them)."""
+        count = len(self.rows)
+        wanted = (self._type[:count] == self._known(memory_type)) & (
+            self._status[:count] != self._known("deleted")
+        )
+        records = [MemoryRecord(**self.record_fields(int(slot))) for slot in np.flatnonzero(wanted)]
+        return sorted(records, key=lambda record: record.memory_id)
+
     def record_fields(self, slot: int) -> dict[str, Any]:
         row = self.rows[slot]
         return _record_fields({column: row[column] for column in _RECORD_COLUMNS})

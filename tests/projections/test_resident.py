@@ -267,3 +267,26 @@ def test_a_search_multiplies_on_one_blas_thread_and_leaves_the_process_its_threa
     assert resident.search(user_id, question, limit=LIMIT)
     assert seen == [{1}] or not before  # numpy without a BLAS it can limit: nothing to see
     assert blas_threads() == before
+
+
+def test_a_held_users_task_history_is_the_tables_read_from_memory(
+    tmp_path: Path, embedder: MiniLMOnnxEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    projection = MemoryProjection(tmp_path / "memories", embedder)
+    tasks = [
+        memory("a-task-2", "Project atlas: Migrate billing (open)", memory_type="task"),
+        memory("a-task-1", "Project atlas: Migrate billing (started)", memory_type="task"),
+        memory("a-task-3", "Project atlas: Write the RFC (started)", memory_type="task"),
+    ]
+    projection.apply(batch(*ALICE, *tasks))
+    projection.apply(batch(change("deleted", "a-task-3"), first_offset=10))
+    resident = ResidentMemories(projection, budget_bytes=BIG)
+    assert resident.search("alice", "billing", limit=1)  # held from here on
+    expected = projection.task_history("alice")
+
+    def no_table_read(user_id: str) -> list[object]:
+        raise AssertionError("a held user's task history read the table")
+
+    monkeypatch.setattr(projection, "task_history", no_table_read)
+    assert resident.task_history("alice") == expected
+    assert [r.memory_id for r in expected] == ["a-task-1", "a-task-2"]
