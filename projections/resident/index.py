@@ -164,6 +164,16 @@ class ResidentMemories:
         with self._lock:
             return user.get_many(memory_ids)
 
+    def list_memories(self, user_id: str, *, include_inactive: bool = False) -> list[MemoryRecord]:
+        """The user's memories (active ones unless asked otherwise), newest first, then by
+        memory id, as the table's: held, a profile, a graph or a project's history is read
+        without the table."""
+        user = self._resident(user_id)
+        if user is None:
+            return list(self.projection.list_memories(user_id, include_inactive=include_inactive))
+        with self._lock:
+            return user.records(SearchFilters(include_inactive=include_inactive))
+
     def task_history(self, user_id: str) -> list[MemoryRecord]:
         """The user's task memories, every status but deleted, by memory id: held, the
         project a context is about is found without reading the table."""

@@ -195,6 +195,17 @@ class ResidentUser:
             if memory_id in self.slot_of
         }
 
+    def records(self, filters: SearchFilters) -> list[MemoryRecord]:
+        """The held memories ``filters`` let through (as the table's SQL does), newest
+        first, then by memory id (as the table's ``list_memories`` orders them)."""
+        allowed = self._allowed(filters)
+        if allowed is None:
+            return []
+        records = [MemoryRecord(**self.record_fields(int(slot))) for slot in np.flatnonzero(allowed)]
+        records.sort(key=lambda record: record.memory_id)
+        records.sort(key=lambda record: record.created_at, reverse=True)  # stable: ids stay
+        return records
+
     def records_of_type(self, memory_type: str) -> list[MemoryRecord]:
         """The held memories of ``memory_type``, every status but deleted, by memory id (as
         the table's ``task_history`` reads them)."""

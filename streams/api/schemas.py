@@ -9,17 +9,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memstream.models.events.envelope import CODE_PATTERN, Identifier, Role, UtcInstant
 from memstream.models.events.memory import MemoryType
+from memstream.projections.entity_graph import (
+    ENTITY_LIMIT,
+    GRAPH_LIMIT,
+    MAX_ENTITY_LIMIT,
+    MAX_GRAPH_LIMIT,
+)
 from memstream.projections.retrieval import MAX_CANDIDATES
 from memstream.streams.api.auth import (
     CALLER_USER_ID_PATTERN,
     CALLER_USER_ID_RULE,
     MAX_CALLER_USER_ID_CHARS,
-)
-from memstream.streams.service.entities import (
-    ENTITY_LIMIT,
-    GRAPH_LIMIT,
-    MAX_ENTITY_LIMIT,
-    MAX_GRAPH_LIMIT,
 )
 from memstream.streams.service.memories import DEFAULT_WAIT_S, MAX_WAIT_S
 from memstream.streams.service.projects import ProjectDict

@@ -9,8 +9,8 @@ from typing import Annotated
 
 from pydantic import Field
 
+from memstream.projections.entity_graph import ENTITY_LIMIT, MAX_ENTITY_LIMIT
 from memstream.streams.mcp.results import Limits, _Answer, _Cuts
-from memstream.streams.service.entities import ENTITY_LIMIT, MAX_ENTITY_LIMIT
 from memstream.streams.service.results import EntityDict
 
 __all__ = ["ENTITY_LIMIT", "EntityAnswer", "EntityFact", "EntityLimit", "EntityRelation",

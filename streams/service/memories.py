@@ -22,14 +22,7 @@ from typing import Any
 
 from memstream.models.events.envelope import Event, derived_id, utc_instant
 from memstream.models.events.memory import MemoriesRetrieved, MemoryDeleted
-from memstream.projections.memories import MemoryIndex, MemoryRecord, SearchFilters
-from memstream.projections.retrieval import MAX_CANDIDATES, RankedMemory, Retriever
-from memstream.streams.operations.erasure import ErasureReceipt
-from memstream.streams.service.accesses import AccessSender
-from memstream.streams.service.chat_events import Message, chat_events_for_add
-from memstream.streams.service.checks import check_as_of, check_id, check_query
-from memstream.streams.service.container import Container
-from memstream.streams.service.entities import (
+from memstream.projections.entity_graph import (
     ENTITY_LIMIT,
     GRAPH_LIMIT,
     MAX_ENTITY_LIMIT,
@@ -37,7 +30,14 @@ from memstream.streams.service.entities import (
     check_limit,
     entity_graph,
 )
-from memstream.streams.service.entities import entity as read_entity
+from memstream.projections.entity_graph import entity as read_entity
+from memstream.projections.memories import MemoryIndex, MemoryRecord, SearchFilters
+from memstream.projections.retrieval import MAX_CANDIDATES, RankedMemory, Retriever
+from memstream.streams.operations.erasure import ErasureReceipt
+from memstream.streams.service.accesses import AccessSender
+from memstream.streams.service.chat_events import Message, chat_events_for_add
+from memstream.streams.service.checks import check_as_of, check_id, check_query
+from memstream.streams.service.container import Container
 from memstream.streams.service.patterns import learned_patterns
 from memstream.streams.service.profiles import profile as read_profile
 from memstream.streams.service.profiles import profile_lines
@@ -509,7 +509,7 @@ class MemoryService:
         thing their memories name) found by any of its names: its node with aliases, kind
         and sources, its neighbours, its facts (the claims about it) and its edges, at most
         ``limit`` of each, with their totals, now or at ``as_of`` (see
-        :mod:`~memstream.streams.service.entities`). ``entity`` is None when no entity has
+        :mod:`~memstream.projections.entity_graph`). ``entity`` is None when no entity has
         that name.
 
         Raises

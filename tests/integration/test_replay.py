@@ -30,6 +30,7 @@ from memstream.models.settings import Settings
 from memstream.models.upcasting import UNRECORDED_EXTRACTOR
 from memstream.projections.analytics import run_sql
 from memstream.projections.embedder import embedder_from_settings
+from memstream.projections.entity_graph import entity_graph
 from memstream.projections.memories import (
     MemoryRecord,
     MemoryStore,
@@ -48,7 +49,6 @@ from memstream.streams.operations.replay import (
     verify_memories,
 )
 from memstream.streams.service.chat_events import publish_events
-from memstream.streams.service.entities import entity_graph
 from memstream.streams.service.profiles import profile
 from memstream.streams.service.projects import history as project_history
 from memstream.streams.worker.process import WorkerProcess

@@ -106,16 +106,25 @@ def test_on_the_dialogue_data_it_finds_the_tables_evidence_and_mostly_its_memori
     assert evidence_resident >= evidence_table * 0.95, (evidence_resident, evidence_table)
 
 
-def test_a_user_loaded_from_the_table_answers_exactly_as_one_kept_current_by_writes(
+def kept_current(
     tmp_path: Path, dialogues: list[Dialogue], embedder: MiniLMOnnxEmbedder
-) -> None:
+) -> tuple[MemoryProjection, ResidentMemories, list[str]]:
+    """A table, the resident memories written through (every user held before anything is
+    written, so every write folds in) and the users."""
     projection = MemoryProjection(tmp_path / "memories", embedder)
     kept = ResidentMemories(projection, budget_bytes=BIG)
     users = sorted({d.user_id for d in dialogues})
-    for user_id in users:  # resident before anything is written: every write folds in
+    for user_id in users:
         assert kept.search(user_id, "anything", limit=1) == []
     build_extracted(conversations(dialogues), kept, embedder)
     assert all(kept.holds(user_id) for user_id in users)
+    return projection, kept, users
+
+
+def test_a_user_loaded_from_the_table_answers_exactly_as_one_kept_current_by_writes(
+    tmp_path: Path, dialogues: list[Dialogue], embedder: MiniLMOnnxEmbedder
+) -> None:
+    projection, kept, users = kept_current(tmp_path, dialogues, embedder)
     loaded = ResidentMemories(projection, budget_bytes=BIG)
     for user_id, question, _ in questions(dialogues):
         assert ranking(kept.search(user_id, question, limit=LIMIT)) == ranking(
@@ -290,3 +299,26 @@ def test_a_held_users_task_history_is_the_tables_read_from_memory(
     monkeypatch.setattr(projection, "task_history", no_table_read)
     assert resident.task_history("alice") == expected
     assert [r.memory_id for r in expected] == ["a-task-1", "a-task-2"]
+
+
+def test_a_held_user_lists_the_memories_the_table_lists_in_its_order(
+    tmp_path: Path, dialogues: list[Dialogue], embedder: MiniLMOnnxEmbedder
+) -> None:
+    projection, kept, users = kept_current(tmp_path, dialogues, embedder)
+    # One memory of each user deleted, another superseded by a third.
+    changes = []
+    for user_id in users:
+        first, second, third = (r.memory_id for r in projection.list_memories(user_id)[:3])
+        changes += [
+            change("deleted", first, user_id=user_id),
+            change("superseded", second, user_id=user_id, superseded_by=third),
+        ]
+    kept.apply(batch(*changes, first_offset=1_000_000))
+    loaded = ResidentMemories(projection, budget_bytes=BIG)
+    for user_id in users:
+        for inactive in (False, True):
+            expected = projection.list_memories(user_id, include_inactive=inactive)
+            assert kept.list_memories(user_id, include_inactive=inactive) == expected
+            assert loaded.list_memories(user_id, include_inactive=inactive) == expected
+        statuses = {r.status for r in projection.list_memories(user_id, include_inactive=True)}
+        assert {"active", "superseded"} <= statuses

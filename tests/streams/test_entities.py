@@ -22,12 +22,12 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from memstream.models.events.memory import MemoryAdded, MemoryChange, MemorySuperseded
+from memstream.projections.entity_graph import entity, entity_graph, name_key
 from memstream.projections.memories import MemoryProjection, SourcePosition
 from memstream.streams.kafka.publisher import EventLimits
 from memstream.streams.keys.store import FileKeyStore
 from memstream.streams.service.app import Service
 from memstream.streams.service.container import Container
-from memstream.streams.service.entities import entity, entity_graph, name_key
 from memstream.streams.service.results import EdgeDict, GraphDict
 
 TOPIC = "t.memories"
