@@ -107,6 +107,27 @@ def fuse(
     ]
 
 
+def words_only(by_words: pa.Table, limit: int) -> list[MemoryHit]:
+    """The full-text leg's rows as hits scored by their words alone (similarity 0, as a
+    zero query vector scores them), best first; equal scores keep the leg's order."""
+    if not by_words.num_rows:
+        return []
+    bm25 = np.maximum(by_words.column("_score").to_numpy(zero_copy_only=False), 0.0)
+    saturated = (bm25 / (bm25 + BM25_SATURATION)).tolist()
+    order = sorted(range(len(saturated)), key=lambda row: (-saturated[row], row))[:limit]
+    records = by_words.select(_RECORD_COLUMNS).take(order).to_pylist()
+    return [
+        MemoryHit(
+            **_record_fields(record),
+            score=(1 - VECTOR_SHARE) * saturated[row],
+            similarity=0.0,
+            words=saturated[row],
+        )
+        for row, record in zip(order, records, strict=True)
+        if saturated[row] > 0
+    ]
+
+
 def _search_words(table: Any, query: str, where: str, limit: int) -> pa.Table:
     """The full-text leg: the ``limit`` rows ``where`` selects that match ``query`` best."""
     return (

@@ -284,6 +284,13 @@ class PartitionedMemories:
             user_id, query, limit=limit, memory_types=memory_types, filters=filters
         )
 
+    def search_by_words(
+        self, user_id: str, query: str, *, limit: int, filters: SearchFilters
+    ) -> list[MemoryHit]:
+        """The user's memories best matching ``query``'s words (see
+        :meth:`MemoryProjection.search_by_words`)."""
+        return self.of_user(user_id).search_by_words(user_id, query, limit=limit, filters=filters)
+
     def neighbours(
         self,
         user_id: str,

@@ -20,6 +20,7 @@ from memstream.projections.memories.hybrid import (
     _search_words,
     fuse,
     search_filters,
+    words_only,
 )
 from memstream.projections.memories.records import (
     MemoryHit,
@@ -152,6 +153,20 @@ class MemoryReader(TableConnection):
             .to_arrow()
         )
         return fuse(vector, by_meaning, by_words.result() if by_words else None, limit)
+
+    def search_by_words(
+        self, user_id: str, query: str, *, limit: int, filters: SearchFilters
+    ) -> list[MemoryHit]:
+        """The user's memories best matching ``query``'s words (BM25 alone, no query
+        embedding): how the cross-session recall looks up the names a search's hits
+        mention (as :meth:`ResidentMemories.search_by_words`). Nothing until the full-text
+        index exists."""
+        filters = search_filters(limit, None, filters)
+        where = _user_filter(user_id, filters)
+        table = self._open()
+        if table is None or where is None or not query.strip() or not self._has_fts(table):
+            return []
+        return words_only(_search_words(table, query, where, limit), limit)
 
     def neighbours(
         self,

@@ -21,7 +21,7 @@ from memstream.projections.cross_session import (
     lexical_rerank,
 )
 from memstream.projections.embedder import MiniLMOnnxEmbedder
-from memstream.projections.memories import MemoryProjection, SourcePosition
+from memstream.projections.memories import MemoryProjection, SearchFilters, SourcePosition
 from memstream.projections.prompt_context import RankedMemory, rank
 from memstream.projections.resident import ResidentMemories
 from memstream.projections.retrieval import Retriever
@@ -199,3 +199,13 @@ def test_ties_keep_the_search_order_whatever_the_step(projection: MemoryProjecti
     assert ids(diversify_sessions(level, 5)) == ids(level)
     # Texts holding no word of the question keep the given order.
     assert ids(lexical_rerank("zebra quartz", level)) == ids(level)
+
+
+def test_the_table_looks_names_up_by_their_words_alone(projection: MemoryProjection) -> None:
+    found = projection.search_by_words("maya", "Viktor", limit=10, filters=SearchFilters())
+    assert sorted(hit.memory_id for hit in found) == ["m-choir", "m-job"]
+    assert all(hit.similarity == 0.0 and hit.words > 0 for hit in found)
+    # Another user's Viktor is theirs; a word no memory holds finds nothing.
+    eve = projection.search_by_words("eve", "Viktor", limit=10, filters=SearchFilters())
+    assert [hit.memory_id for hit in eve] == ["e-viktor"]
+    assert projection.search_by_words("maya", "zebra", limit=10, filters=SearchFilters()) == []

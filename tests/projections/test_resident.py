@@ -124,7 +124,7 @@ def kept_current(
 def test_a_user_loaded_from_the_table_answers_exactly_as_one_kept_current_by_writes(
     tmp_path: Path, dialogues: list[Dialogue], embedder: MiniLMOnnxEmbedder
 ) -> None:
-    projection, kept, users = kept_current(tmp_path, dialogues, embedder)
+    projection, kept, _ = kept_current(tmp_path, dialogues, embedder)
     loaded = ResidentMemories(projection, budget_bytes=BIG)
     for user_id, question, _ in questions(dialogues):
         assert ranking(kept.search(user_id, question, limit=LIMIT)) == ranking(
