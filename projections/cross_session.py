@@ -14,8 +14,8 @@ each a setting (``recall_*``, :class:`~memstream.models.settings.Settings`), eac
   a memory found that mentions one of them joins the candidates, scored :data:`HOP_WEIGHT`
   of the hit that led to it; the names its own hits mention lead one hop further. A name
   that most of the candidates mention (a hub: the user, the other speaker) leads nowhere.
-  Every lookup is a search of the one user's memories (by words alone in resident memories,
-  no query embedding; the index's own search elsewhere): the names are search text, never
+  Every lookup is a search of the one user's memories by their words alone (BM25, no query
+  embedding; the index's own search where it has none): the names are search text, never
   query syntax, and another user's memories cannot be reached.
 * **Session diversification** (:func:`diversify_sessions`): at most ``cap`` hits of one
   session before every other session's next hit, so one session's many near-duplicates do

@@ -325,7 +325,7 @@ class Retriever:
         self, user_id: str, names: str, limit: int, filters: SearchFilters
     ) -> list[MemoryHit]:
         """The user's memories found by ``names``: by their words alone where the index can
-        (resident memories: no query embedding), else by the index's own search."""
+        (resident memories, the table: no query embedding), else by its own search."""
         by_words = getattr(self.projection, "search_by_words", None)
         if by_words is not None:
             return list(by_words(user_id, names, limit=limit, filters=filters))
