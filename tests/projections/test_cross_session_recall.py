@@ -11,6 +11,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from memstream.models.events.memory import MemoryAdded
 from memstream.models.settings import Settings
@@ -18,6 +21,7 @@ from memstream.projections.cross_session import (
     DIVERSITY_MARGIN,
     below_their_leads,
     diversify_sessions,
+    expand_by_entities,
     lexical_rerank,
 )
 from memstream.projections.embedder import MiniLMOnnxEmbedder
@@ -209,3 +213,21 @@ def test_the_table_looks_names_up_by_their_words_alone(projection: MemoryProject
     eve = projection.search_by_words("eve", "Viktor", limit=10, filters=SearchFilters())
     assert [hit.memory_id for hit in eve] == ["e-viktor"]
     assert projection.search_by_words("maya", "zebra", limit=10, filters=SearchFilters()) == []
+
+
+@given(name=st.text(max_size=200))
+@hypothesis_settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_name_a_memory_holds_is_search_text_never_syntax_and_stays_with_its_user(
+    projection: MemoryProjection, name: str
+) -> None:
+    # A hop's lookup is made of names taken from the user's own memories: any text at all.
+    for user, prefix in (("maya", "m-"), ("eve", "e-")):
+        found = projection.search_by_words(user, f"{name} Viktor", limit=20, filters=SearchFilters())
+        assert found and all(hit.memory_id.startswith(prefix) for hit in found)
+    [hit] = projection.search("maya", "choir Viktor", limit=1)
+    led = Retriever(projection, EXPANDING, clock=lambda: NOW)
+    expanded = expand_by_entities(
+        led._search_by_names, "maya", "choir", [replace(hit, entities=(name, "Viktor"))],
+        SearchFilters(),
+    )
+    assert all(memory.memory_id.startswith("m-") for memory in expanded.hits)
