@@ -175,29 +175,38 @@ def below_their_leads(ranked: Sequence[RankedMemory], led_by: Mapping[str, str])
     return sorted(rescored, key=lambda item: -item.rank_score)
 
 
-def diversify_sessions(ranked: Sequence[RankedMemory], cap: int) -> list[RankedMemory]:
+def diversify_sessions(
+    ranked: Sequence[RankedMemory], cap: int, led_by: Mapping[str, str] | None = None
+) -> list[RankedMemory]:
     """``ranked`` with at most ``cap`` memories of one session before every other session's
     next one, unless that one is far worse: a session's further memories wait until each
     other session had its turn, but never behind a memory scoring under
     :data:`DIVERSITY_MARGIN` of theirs (``cap`` 0 keeps the order). Memories without a
-    session are never held back.
+    session are never held back; a memory an expansion found (``led_by``: its id -> the id
+    of the memory that led to it) waits while the memory that led to it waits, so it never
+    passes it.
 
     Examples
     --------
-    Sessions a, a, a, b with cap 2 become a, a, b, a when b scores near the third a; a, a,
-    a, b when b scores under half of it.
+    Sessions a, a, a, b with cap 2 become a, a, b, a when b scores near the third a; they
+    stay a, a, a, b when b scores under 0.7 of it.
     """
     if cap <= 0:
         return list(ranked)
+    led_by = led_by or {}
     placed: list[RankedMemory] = []
     waiting: list[RankedMemory] = []
+    held: set[str] = set()
     per_session: dict[str, int] = {}
     for item in ranked:
         while waiting and item.rank_score < waiting[0].rank_score * DIVERSITY_MARGIN:
-            placed.append(waiting.pop(0))
-        session = item.memory.session_id
-        if session and per_session.get(session, 0) >= cap:
+            released = waiting.pop(0)
+            held.discard(released.memory.memory_id)
+            placed.append(released)
+        memory_id, session = item.memory.memory_id, item.memory.session_id
+        if (session and per_session.get(session, 0) >= cap) or led_by.get(memory_id) in held:
             waiting.append(item)
+            held.add(memory_id)
             continue
         if session:
             per_session[session] = per_session.get(session, 0) + 1

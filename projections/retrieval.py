@@ -319,7 +319,7 @@ class Retriever:
             ranked = lexical_rerank(query, ranked)
         # Last: neither a newer near tie nor a stale hit's move lifts a hop over its lead.
         ranked = below_their_leads(self.current_first(user_id, ranked, now, filters), led_by)
-        return diversify_sessions(ranked, self.settings.recall_session_cap)
+        return diversify_sessions(ranked, self.settings.recall_session_cap, led_by)
 
     def _search_by_names(
         self, user_id: str, names: str, limit: int, filters: SearchFilters

@@ -231,3 +231,27 @@ def test_any_name_a_memory_holds_is_search_text_never_syntax_and_stays_with_its_
         SearchFilters(),
     )
     assert all(memory.memory_id.startswith("m-") for memory in expanded.hits)
+
+
+def test_a_session_cap_never_lifts_a_memory_over_the_one_that_led_to_it(
+    projection: MemoryProjection,
+) -> None:
+    hits = projection.search("maya", "work busy tired met choir", limit=10)
+    ranked = rank(hits, Retriever(projection, PLAIN).weights, NOW)
+    by_session: dict[str, list[RankedMemory]] = {}
+    for item in ranked:
+        by_session.setdefault(item.memory.session_id or "", []).append(item)
+    crowded = next(items for items in by_session.values() if len(items) >= 2)
+    other = next(items[0] for items in by_session.values() if items is not crowded)
+    # The crowded session's third memory led to another session's memory, just below it.
+    lead = replace(crowded[1], memory=replace(crowded[1].memory, memory_id="lead"), rank_score=0.8)
+    given = [
+        replace(crowded[0], rank_score=0.9), replace(crowded[1], rank_score=0.85), lead,
+        replace(other, rank_score=0.79),
+    ]
+    found = other.memory.memory_id
+    order = [item.memory.memory_id for item in diversify_sessions(given, 2, {found: "lead"})]
+    assert order.index("lead") < order.index(found)
+    # Without the link the other session's memory takes its place first.
+    order = [item.memory.memory_id for item in diversify_sessions(given, 2)]
+    assert order.index(found) < order.index("lead")
