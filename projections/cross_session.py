@@ -60,6 +60,9 @@ HOP_CANDIDATES = 20
 HUB_SHARE = 0.5
 #: A memory an expansion found ranks at most this share of the one that led to it.
 BELOW_LEAD = 0.999
+#: The types a session cap counts and holds back: a conversation's words, which one session
+#: repeats in many memories; a statement (fact, preference, correction...) never waits.
+CAPPED_TYPES = frozenset({"episode", "summary"})
 #: A session's memory over the cap waits only for other sessions' memories scoring at least
 #: this share of its own.
 DIVERSITY_MARGIN = 0.7
@@ -203,7 +206,10 @@ def diversify_sessions(
             released = waiting.pop(0)
             held.discard(released.memory.memory_id)
             placed.append(released)
-        memory_id, session = item.memory.memory_id, item.memory.session_id
+        memory_id = item.memory.memory_id
+        # A statement is never held back, nor counted.
+        capped = item.memory.memory_type in CAPPED_TYPES
+        session = item.memory.session_id if capped else None
         if (session and per_session.get(session, 0) >= cap) or led_by.get(memory_id) in held:
             waiting.append(item)
             held.add(memory_id)

@@ -255,3 +255,23 @@ def test_a_session_cap_never_lifts_a_memory_over_the_one_that_led_to_it(
     # Without the link the other session's memory takes its place first.
     order = [item.memory.memory_id for item in diversify_sessions(given, 2)]
     assert order.index(found) < order.index("lead")
+
+
+def test_a_session_cap_never_holds_back_a_statement(projection: MemoryProjection) -> None:
+    hits = projection.search("maya", "work busy tired met", limit=10)
+    ranked = rank(hits, Retriever(projection, PLAIN).weights, NOW)
+    crowded = next(
+        item for item in ranked if sum(i.memory.session_id == item.memory.session_id for i in ranked) >= 2
+    )
+    other = next(item for item in ranked if item.memory.session_id != crowded.memory.session_id)
+    fact = replace(crowded.memory, memory_id="the-fact", memory_type="fact")
+    given = [
+        replace(crowded, rank_score=0.9),
+        replace(crowded, memory=replace(crowded.memory, memory_id="again"), rank_score=0.9),
+        replace(crowded, memory=fact, rank_score=0.85),
+        replace(other, rank_score=0.8),
+    ]
+    # The session's third memory, a fact, keeps its place; a third episode would wait.
+    assert [i.memory.memory_id for i in diversify_sessions(given, 2)][2] == "the-fact"
+    given[2] = replace(given[2], memory=replace(fact, memory_type="episode"))
+    assert [i.memory.memory_id for i in diversify_sessions(given, 2)][2] == other.memory.memory_id
