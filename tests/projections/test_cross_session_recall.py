@@ -157,16 +157,25 @@ def test_a_session_cap_gives_another_sessions_memory_a_place(
     assert sorted(sessions) == sorted(item.memory.session_id for item in ranked)
 
 
-def test_a_session_cap_never_puts_a_far_worse_memory_first(
-    projection: MemoryProjection,
-) -> None:
-    hits = projection.search("maya", "work busy tired met", limit=10)
+def crowded_and_other(
+    projection: MemoryProjection, query: str
+) -> tuple[list[RankedMemory], RankedMemory]:
+    """The ranked hits of ``query`` of a session with two or more, and another session's
+    best hit."""
+    hits = projection.search("maya", query, limit=10)
     ranked = rank(hits, Retriever(projection, PLAIN).weights, NOW)
     by_session: dict[str, list[RankedMemory]] = {}
     for item in ranked:
         by_session.setdefault(item.memory.session_id or "", []).append(item)
     crowded = next(items for items in by_session.values() if len(items) >= 2)
     other = next(items[0] for items in by_session.values() if items is not crowded)
+    return crowded, other
+
+
+def test_a_session_cap_never_puts_a_far_worse_memory_first(
+    projection: MemoryProjection,
+) -> None:
+    crowded, other = crowded_and_other(projection, "work busy tired met")
     strong = [replace(crowded[0], rank_score=0.9), replace(crowded[1], rank_score=0.8)]
     for share, expected in ((0.5, [0, 1, 2]), (DIVERSITY_MARGIN + 0.05, [0, 2, 1])):
         weak = replace(other, rank_score=0.8 * share)
@@ -236,13 +245,7 @@ def test_any_name_a_memory_holds_is_search_text_never_syntax_and_stays_with_its_
 def test_a_session_cap_never_lifts_a_memory_over_the_one_that_led_to_it(
     projection: MemoryProjection,
 ) -> None:
-    hits = projection.search("maya", "work busy tired met choir", limit=10)
-    ranked = rank(hits, Retriever(projection, PLAIN).weights, NOW)
-    by_session: dict[str, list[RankedMemory]] = {}
-    for item in ranked:
-        by_session.setdefault(item.memory.session_id or "", []).append(item)
-    crowded = next(items for items in by_session.values() if len(items) >= 2)
-    other = next(items[0] for items in by_session.values() if items is not crowded)
+    crowded, other = crowded_and_other(projection, "work busy tired met choir")
     # The crowded session's third memory led to another session's memory, just below it.
     lead = replace(crowded[1], memory=replace(crowded[1].memory, memory_id="lead"), rank_score=0.8)
     given = [
@@ -258,12 +261,8 @@ def test_a_session_cap_never_lifts_a_memory_over_the_one_that_led_to_it(
 
 
 def test_a_session_cap_never_holds_back_a_statement(projection: MemoryProjection) -> None:
-    hits = projection.search("maya", "work busy tired met", limit=10)
-    ranked = rank(hits, Retriever(projection, PLAIN).weights, NOW)
-    crowded = next(
-        item for item in ranked if sum(i.memory.session_id == item.memory.session_id for i in ranked) >= 2
-    )
-    other = next(item for item in ranked if item.memory.session_id != crowded.memory.session_id)
+    session, other = crowded_and_other(projection, "work busy tired met")
+    crowded = session[0]
     fact = replace(crowded.memory, memory_id="the-fact", memory_type="fact")
     given = [
         replace(crowded, rank_score=0.9),
