@@ -10,48 +10,26 @@ s4 (2 April; the Berlin fact superseded, as the decider does). Kim lives in Oslo
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 from entity_log import JOB_AT, MOVED_AT, SAID_AT, claimed, said, the_log
-from fakes import FakeEmbedder, InMemoryPublisher, unit_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from projected import projected, service_over
 from pydantic import ValidationError
 
 from memstream.models.events.memory import MemoryAdded, MemoryChange, MemorySuperseded
 from memstream.projections.entity_graph import entity, entity_graph, name_key
-from memstream.projections.memories import MemoryProjection, SourcePosition
-from memstream.streams.kafka.publisher import EventLimits
-from memstream.streams.keys.store import FileKeyStore
 from memstream.streams.service.app import Service
-from memstream.streams.service.container import Container
 from memstream.streams.service.results import EdgeDict, GraphDict
-
-TOPIC = "t.memories"
-
-
-def projected(
-    path: Path, events: Sequence[MemoryAdded | MemoryChange], batch: int
-) -> MemoryProjection:
-    """A LanceDB projection of ``events``, applied ``batch`` at a time in log order."""
-    projection = MemoryProjection(path, FakeEmbedder())
-    positioned = [(event, SourcePosition(TOPIC, 0, n)) for n, event in enumerate(events)]
-    for start in range(0, len(positioned), batch):
-        projection.apply(positioned[start : start + batch])
-    return projection
 
 
 @pytest.fixture
 def service(tmp_path: Path) -> Service:
     """The service over a real LanceDB projection of :func:`the_log`, one event at a time."""
-    settings_ = unit_settings(tmp_path)
-    keys = FileKeyStore(settings_.keys_dir)
-    publisher = InMemoryPublisher(keys, EventLimits.from_settings(settings_))
-    projection = projected(tmp_path / "live", the_log(), batch=1)
-    return Service(Container(settings_, keys=keys, projection=projection, publisher=publisher))
+    return service_over(tmp_path, the_log())
 
 
 def claim_edges(graph: GraphDict, relation: str) -> list[tuple[str, str, bool, str | None]]:

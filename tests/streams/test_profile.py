@@ -10,12 +10,12 @@ lives in Oslo.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from fakes import FakeEmbedder, InMemoryPublisher, memory_added, unit_settings
+from fakes import memory_added
+from projected import projected, service_over
 
 from memstream.models.events.memory import (
     Claim,
@@ -25,17 +25,13 @@ from memstream.models.events.memory import (
     MemorySuperseded,
 )
 from memstream.models.session import estimate_tokens
-from memstream.projections.memories import MemoryProjection, SearchFilters, SourcePosition
-from memstream.streams.kafka.publisher import EventLimits
-from memstream.streams.keys.store import FileKeyStore
+from memstream.projections.memories import SearchFilters
 from memstream.streams.service.app import Service
-from memstream.streams.service.container import Container
 from memstream.streams.service.profiles import profile
 from memstream.streams.service.results import ProfileDict
 
 SAID_AT = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 MOVED_AT = datetime(2026, 4, 2, 9, 0, tzinfo=UTC)
-TOPIC = "t.memories"
 
 
 def claim_added(
@@ -90,24 +86,11 @@ def the_log() -> list[MemoryAdded | MemoryChange]:
     ]
 
 
-def projected(path: Path, events: Sequence[MemoryAdded | MemoryChange], batch: int) -> MemoryProjection:
-    """A LanceDB projection of ``events``, applied ``batch`` at a time in log order."""
-    projection = MemoryProjection(path, FakeEmbedder())
-    positioned = [(event, SourcePosition(TOPIC, 0, n)) for n, event in enumerate(events)]
-    for start in range(0, len(positioned), batch):
-        projection.apply(positioned[start : start + batch])
-    return projection
-
-
 @pytest.fixture
 def service(tmp_path: Path) -> Service:
     """The service over a real LanceDB projection of :func:`the_log`, applied as a live
     projector does (one event at a time)."""
-    settings = unit_settings(tmp_path)
-    keys = FileKeyStore(settings.keys_dir)
-    publisher = InMemoryPublisher(keys, EventLimits.from_settings(settings))
-    projection = projected(tmp_path / "live", the_log(), batch=1)
-    return Service(Container(settings, keys=keys, projection=projection, publisher=publisher))
+    return service_over(tmp_path, the_log())
 
 
 def values(found: ProfileDict) -> list[tuple[str, str, str, str]]:

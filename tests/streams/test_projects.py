@@ -11,27 +11,23 @@ done. Kim has a project atlas too, of her own.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from fakes import FakeEmbedder, InMemoryPublisher, memory_added, unit_settings
+from fakes import memory_added
+from projected import projected, service_over
 
 from memstream.models.events.consolidation import TaskChange
 from memstream.models.events.memory import MemoryAdded
 from memstream.models.extraction.tasks import task_candidate
 from memstream.models.session import estimate_tokens
-from memstream.projections.memories import MemoryProjection, SearchFilters, SourcePosition
-from memstream.streams.kafka.publisher import EventLimits
-from memstream.streams.keys.store import FileKeyStore
+from memstream.projections.memories import SearchFilters
 from memstream.streams.service.app import Service
-from memstream.streams.service.container import Container
 from memstream.streams.service.projects import history
 
 DAY1 = datetime(2026, 5, 4, 9, 0, tzinfo=UTC)
 DAY3 = datetime(2026, 5, 6, 9, 0, tzinfo=UTC)
-TOPIC = "t.memories"
 
 
 def task_added(
@@ -72,21 +68,9 @@ def the_log() -> list[MemoryAdded]:
     ]
 
 
-def projected(path: Path, events: Sequence[MemoryAdded], batch: int) -> MemoryProjection:
-    projection = MemoryProjection(path, FakeEmbedder())
-    positioned = [(event, SourcePosition(TOPIC, 0, n)) for n, event in enumerate(events)]
-    for start in range(0, len(positioned), batch):
-        projection.apply(positioned[start : start + batch])
-    return projection
-
-
 @pytest.fixture
 def service(tmp_path: Path) -> Service:
-    settings = unit_settings(tmp_path)
-    keys = FileKeyStore(settings.keys_dir)
-    publisher = InMemoryPublisher(keys, EventLimits.from_settings(settings))
-    projection = projected(tmp_path / "live", the_log(), batch=1)
-    return Service(Container(settings, keys=keys, projection=projection, publisher=publisher))
+    return service_over(tmp_path, the_log())
 
 
 async def test_a_projects_tasks_across_sessions_what_was_decided_and_what_is_open(
