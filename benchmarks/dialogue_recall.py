@@ -108,7 +108,8 @@ HELD_OUT_SEED = 7919
 #: ``--steps``: the cross-session recall settings, each step adding to the one before.
 STEPS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("steps: none", {"recall_entity_expansion": False, "recall_session_cap": 0,
-                     "recall_rerank": "none"}),
+                     "recall_rerank": "none", "recall_own_names": False}),
+    ("steps: + own names", {"recall_own_names": True}),
     ("steps: + entity expansion", {"recall_entity_expansion": True}),
     ("steps: + session diversification", {"recall_session_cap": 2}),
     ("steps: + rerank", {"recall_rerank": "lexical"}),

@@ -76,8 +76,10 @@ GOAL_P95_MS = 20.0
 #: Issue 28: the client's search over resident users, 1M memories over 10k users.
 RESIDENT_GOAL_P95_MS = 12.0
 #: The settings of the "steps off" column: the resident search without the cross-session
-#: recall steps the defaults take (entity expansion, a session cap of 2; docs/search.md).
-STEPS_OFF: dict[str, object] = {"recall_entity_expansion": False, "recall_session_cap": 0}
+#: recall steps the defaults take (own names, entity expansion, a session cap of 2; docs/search.md).
+STEPS_OFF: dict[str, object] = {
+    "recall_entity_expansion": False, "recall_session_cap": 0, "recall_own_names": False
+}
 #: The budget of the eviction run, as a share of what every user held at once takes.
 BUDGET_SHARE = 0.25
 

@@ -358,6 +358,10 @@ class Settings(BaseSettings):
     #: (people, places, ...) pull in the user's other memories naming them, one hop and one
     #: more, each hop scored 0.9 of the hit that led to it and ranked below it.
     recall_entity_expansion: bool = True
+    #: The user's own names in a question ("Where does Ines work now?") read as ``User``,
+    #: the subject their statements are written about; the names are their current
+    #: ``(User, name, ...)`` claims (:mod:`memstream.projections.own_names`).
+    recall_own_names: bool = True
     #: Most hits of one session among a search's first ones before another session's next
     #: hit gets a place (0: no cap), so evidence spread over sessions is not crowded out.
     recall_session_cap: int = Field(2, ge=0)

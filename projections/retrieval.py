@@ -66,6 +66,7 @@ from memstream.projections.memories import (
     MemoryRecord,
     SearchFilters,
 )
+from memstream.projections.own_names import as_user, capitalised, own_names
 from memstream.projections.prompt_context import (
     STALE_WEIGHT,
     RankedMemory,
@@ -103,6 +104,10 @@ SEARCHED_TYPES = tuple(sorted(MEMORY_TYPES - {"pattern"}))
 NO_SESSION = "-"
 #: Most ``superseded_by`` links followed from a stale hit to what holds now.
 MAX_CHAIN = 8
+#: Facts asked of the lookup of the user's own names in a question.
+OWN_NAME_CANDIDATES = 20
+#: What that lookup searches: the user's current facts.
+NAME_FACTS = SearchFilters(memory_types=("fact",))
 
 
 def default_quotas(settings: Settings) -> dict[str, int]:
@@ -282,7 +287,10 @@ class Retriever:
         order of their rank scores: the priors reorder what the search found, and never
         trade a memory it found for one it did not. Entity expansion adds what the hits'
         names lead to, and a session cap asks for twice ``limit`` candidates, so those
-        may trade a found memory for another (:mod:`memstream.projections.cross_session`).
+        may trade a found memory for another (:mod:`memstream.projections.cross_session`);
+        with ``recall_own_names`` the user's own names in ``query`` are read as theirs
+        first (:mod:`memstream.projections.own_names`), so the projection is asked another
+        question.
 
         Raises
         ------
@@ -309,6 +317,8 @@ class Retriever:
         """The ranked candidates of one search of ``limit`` memories, through the
         cross-session steps the settings switch on (expansion, rerank, session cap): the
         one path of :meth:`search` and :meth:`retrieve`."""
+        if self.settings.recall_own_names:
+            query = self._as_user(user_id, query)
         hits = self.projection.search(user_id, query, limit=limit, filters=filters)
         led_by: dict[str, str] = {}
         if self.settings.recall_entity_expansion and hits:
@@ -320,6 +330,16 @@ class Retriever:
         # Last: neither a newer near tie nor a stale hit's move lifts a hop over its lead.
         ranked = below_their_leads(self.current_first(user_id, ranked, now, filters), led_by)
         return diversify_sessions(ranked, self.settings.recall_session_cap, led_by)
+
+    def _as_user(self, user_id: str, query: str) -> str:
+        """``query`` with the user's own names in it read as ``User``: one search of their
+        current facts by the query's capitalised words, when it has any
+        (:mod:`memstream.projections.own_names`)."""
+        words = capitalised(query)
+        if not words:
+            return query
+        facts = self._search_by_names(user_id, " ".join(words), OWN_NAME_CANDIDATES, NAME_FACTS)
+        return as_user(query, own_names(facts))
 
     def _search_by_names(
         self, user_id: str, names: str, limit: int, filters: SearchFilters

@@ -57,6 +57,7 @@ Conventions of the offline extractor
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -81,6 +82,9 @@ from memstream.models.extraction.summary import _summary, _Turn
 from memstream.models.extraction.tasks import with_task_candidates
 from memstream.models.extraction.text import _dedup_key, _is_trivial, _sentences, _substance
 
+#: A message ``name`` read as the user's own name: one to three capitalised words.
+_PERSON_NAME = re.compile(r"[^\W\d_a-z][^\W\d_]*(?:['-][^\W\d_]+)*(?: [^\W\d_a-z][^\W\d_]*(?:['-][^\W\d_]+)*){0,2}")
+
 EPISODE_IMPORTANCE = 0.4
 EPISODE_DETAIL_IMPORTANCE = 0.45
 
@@ -94,11 +98,11 @@ class OfflineExtractor:
     --------
     >>> extractor = OfflineExtractor()
     >>> (extractor.name, extractor.version)
-    ('offline', '3')
+    ('offline', '4')
     """
 
     name: str = "offline"
-    version: str = "3"
+    version: str = "4"
 
     def extract(
         self, request: ConsolidationRequested, known_claims: Sequence[KnownClaim] = ()
@@ -144,11 +148,16 @@ def extract_candidates(messages: Sequence[TranscriptMessage]) -> tuple[MemoryCan
     drafts = _Drafts()
     referent: str | None = None  # whom "she" or "his" means: the last person named
     people = _between_people(said)
+    named = None if attributed else _own_name(said)
     for index, turn in enumerate(turns):
         if turn.message.role != "user":
             if people:
                 _other_persons_episode(drafts, said, index, turn, known_names)
+                _statements(drafts, turn, speaker(turn.message), known_names, None)
             continue
+        if named is not None and turn.message.name:
+            _statements(drafts, _Turn(turn.message, [f"My name is {named}."]), None, known_names)
+            named = None
         source = (turn.message.event_id,)
         subject = speaker(turn.message) if attributed else None
         entities = [name for s in turn.sentences for name in _entities(s, known_names)]
@@ -165,20 +174,7 @@ def extract_candidates(messages: Sequence[TranscriptMessage]) -> tuple[MemoryCan
                 context,
                 valid_until=max((end for end in ends if end is not None), default=None),
             )
-        for sentence in turn.sentences:
-            analysis = _analyse_sentence(sentence)
-            for stale in analysis.stale:
-                drafts.discard(_about(stale, subject), ("fact", "preference"))
-            statements = []
-            for finding in analysis.findings:
-                found = _entities(finding.source_text, known_names)
-                content = _about(finding.content, subject)
-                statements.append((finding.memory_type, content))
-                drafts.add(finding.memory_type, content, finding.importance, source, found)
-            speaking = subject or "User"
-            for read in read_claims(sentence, speaking, turn.message.occurred_at, referent):
-                drafts.claim(read, statements, source, _entities(sentence, known_names))
-            referent = person_named(sentence, speaking) or referent
+        referent = _statements(drafts, turn, subject, known_names, referent)
     summary = _summary(turns, known_names)
     if summary is not None:
         drafts.add(
@@ -197,6 +193,51 @@ def _between_people(messages: Sequence[TranscriptMessage]) -> bool:
         and all(m.name for m in messages)
         and not others & users
     )
+
+
+def _statements(
+    drafts: _Drafts,
+    turn: _Turn,
+    subject: str | None,
+    known_names: frozenset[str],
+    referent: str | None = None,
+) -> str | None:
+    """What ``turn``'s sentences state (preferences, facts, corrections and their claims),
+    written about ``subject`` (None: the user); returns whom "she" or "his" means after it."""
+    source = (turn.message.event_id,)
+    speaking = subject or "User"
+    for sentence in turn.sentences:
+        analysis = _analyse_sentence(sentence)
+        for stale in analysis.stale:
+            drafts.discard(_about(stale, subject), ("fact", "preference"))
+        statements = []
+        for finding in analysis.findings:
+            found = _entities(finding.source_text, known_names)
+            content = _about(finding.content, subject)
+            statements.append((finding.memory_type, content))
+            drafts.add(finding.memory_type, content, finding.importance, source, found)
+        for read in read_claims(sentence, speaking, turn.message.occurred_at, referent):
+            drafts.claim(read, statements, source, _entities(sentence, known_names))
+        referent = person_named(sentence, speaking) or referent
+    return referent
+
+
+def _own_name(messages: Sequence[TranscriptMessage]) -> str | None:
+    """The user's name when their messages carry one, the same on each that has one, and it
+    reads as a person's name ("Ines", "Ines Duarte": capitalised words, not a handle like
+    ``u-123`` or the role ``User``); else None."""
+    names = {speaker(m) for m in messages if m.role == "user" and m.name}
+    if len(names) != 1:
+        return None
+    (name,) = names
+    words = name.split()
+    if (
+        not _PERSON_NAME.fullmatch(name)
+        or not all(word[0].isupper() for word in words)
+        or name.casefold() in ("user", "assistant")
+    ):
+        return None
+    return name
 
 
 def _other_persons_episode(

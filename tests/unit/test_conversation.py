@@ -126,7 +126,8 @@ def test_one_named_user_is_the_user() -> None:
         said("t2", "assistant", "I live in the cloud.", "Tom"),
     ]
     facts = [c.content for c in extract_candidates(turns) if c.memory_type == "fact"]
-    assert facts == ["User lives in Oslo"]
+    # Her name is hers, and what Tom says of himself is his.
+    assert facts == ["User's name is Maya", "User lives in Oslo", "Tom lives in the cloud"]
 
 
 def test_a_time_long_ago_does_not_fail_the_extraction() -> None:

@@ -101,7 +101,7 @@ def find(candidates: Sequence[MemoryCandidate], content: str) -> MemoryCandidate
 def test_offline_extractor_satisfies_the_extractor_protocol() -> None:
     extractor = OfflineExtractor()
     assert isinstance(extractor, Extractor)
-    assert (extractor.name, extractor.version) == ("offline", "3")
+    assert (extractor.name, extractor.version) == ("offline", "4")
 
 
 def test_extraction_carries_no_model_and_a_json_dump_of_its_candidates() -> None:
@@ -469,11 +469,39 @@ def test_between_named_people_the_other_persons_turns_are_episodes_of_theirs() -
     assert "Ines: Busy, we ship the new release on Friday." in karl.context
     # What Karl asked is his too: a name he asks about links the sessions that mention it.
     assert [e.source_event_ids[0] for e in of_type(candidates, "episode")] == ["m1", "m2", "m3"]
-    # What Karl says of himself is never the user's fact, preference or claim.
-    for candidate in candidates:
-        if candidate.memory_type != "episode" and candidate.memory_type != "summary":
-            assert "Heineken" not in candidate.content
-    assert all(c.claim is None for c in candidates if "Heineken" in c.content)
+    # What Karl says of himself is a fact about Karl, never the user's.
+    job = find(candidates, "Karl works at Heineken")
+    assert job.memory_type == "fact" and job.source_event_ids == ("m3",)
+    assert job.claim is not None and (job.claim.subject, job.claim.value) == ("Karl", "Heineken")
+    assert not any("User" in c.content and "Heineken" in c.content for c in candidates)
+    assert all(c.claim.subject == "Karl" for c in candidates if c.claim and "Heineken" in c.content)
+
+
+def test_the_name_the_users_messages_carry_is_their_name() -> None:
+    candidates = named(
+        ("user", "Ines Duarte", "Hi! I work at Ikea now."),
+        ("assistant", "Karl", "Oh nice!"),
+        ("user", "Ines Duarte", "Yes, since May."),
+    )
+    name = find(candidates, "User's name is Ines Duarte")
+    assert name.memory_type == "fact" and name.source_event_ids == ("m1",)
+    assert name.claim is not None
+    assert (name.claim.subject, name.claim.attribute, name.claim.value) == ("User", "name", "Ines Duarte")
+    assert find(candidates, "User works at Ikea").claim is not None
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        ("u-123", "u-123"),  # a handle, not a name
+        ("ines", "ines"),  # not written as a name
+        ("Ines", "Tom"),  # a group: no one of them is known to be the user
+        ("User", "User"),
+    ],
+)
+def test_a_message_name_that_is_no_persons_own_gives_no_name(names: tuple[str, str]) -> None:
+    candidates = named(("user", names[0], "I work at Ikea now."), ("user", names[1], "Since May."))
+    assert not [c for c in candidates if c.claim is not None and c.claim.attribute == "name"]
 
 
 def test_a_named_assistant_beside_an_unnamed_user_gives_no_episodes_of_its_own() -> None:
