@@ -208,7 +208,7 @@ def _temporal(w: _Writer) -> None:
                  f"ok so last {day} we finally played a real show, the {value}, like 40 people came"],
                 ["When did {user}'s band play at the {v}?", "What date was {user}'s gig at the {v}?"]),
         "baby": ([f"my best friend had her baby last {day}! tiny little {value}",
-                  f"baby {value} arrived last {day}, I'm an honorary auntie now lol",
+                  f"baby {value} arrived last {day}, I'm basically a godparent now lol",
                   f"so last {day} my best friend's baby came early, {value}. everyone's fine"],
                  ["When was {user}'s friend's baby {v} born?", "On what day did baby {v} arrive?"]),
     }[event]
@@ -291,7 +291,8 @@ def _third_person(w: _Writer) -> None:
         w.say(other, rng.choice([f"how's your {rel} {name} doing?", f"any news from {name}?",
                                  f"what's {name} up to these days?"]))
         who = gender
-    fact = rng.choice(spec.third).format(who=who, v=value, a=article(value),
+    template = rng.choice(spec.third)
+    fact = template.format(who=who, v=value, a=article(value),
                                          month=rng.choice(MONTHS))
     said = w.say(user, w.pad(fact))
     w.stated.add((name, kind))
@@ -305,7 +306,7 @@ def _third_person(w: _Writer) -> None:
             friend, second = w.person(None), w.pick(spec.pool)
             if friend is not None and second is not None:
                 w.stated.add((friend, kind))
-                also = rng.choice(spec.third).format(
+                also = rng.choice([t for t in spec.third if t != template]).format(
                     who=f"my {rng.choice(FRIENDS)} {friend}", v=second, a=article(second),
                     month=rng.choice(MONTHS),
                 )

@@ -78,6 +78,13 @@ CHATTER = [
     "did you sleep at all?", "not really, the neighbours had a party", "sounds about right",
     "we should do a call this weekend", "yes!! sunday maybe?", "I'm so behind on emails",
     "the group chat is chaos today", "coffee number three already", "true true",
+    "wait did you get my voice note?", "it was like 4 minutes long sorry lol",
+    "I just spent 20 min looking for my glasses. they were on my head",
+    "the new season drops friday, no spoilers please", "deal", "hahaha stop",
+    "my plants are all dying, what am I doing wrong", "less water probably lol",
+    "is it just me or is everything expensive now", "it's not just you",
+    "can we reschedule thursday? something came up", "sure, no stress",
+    "I made soup and it's honestly mid", "hope your day gets better x", "thanks, you too",
 ]
 REACTIONS = ["wait what, congrats!!", "ooh nice.", "haha love that.", "no way!", "that's huge!",
              "good for you honestly.", "hm interesting."]
