@@ -30,9 +30,10 @@ that projection to search, as of now.
 ``--split held-out`` generates the dialogues from seeds kept apart from the default (dev)
 ones: tune on dev, report held-out. ``--split foreign`` generates them, from the held-out
 seed, with ``dialogues_foreign.py``: names, values and phrasings written apart from the
-templates the offline extractor was tuned on. ``--steps`` also searches through clients whose settings
-switch the cross-session recall steps on one after the other (none, + entity expansion, +
-session diversification, + rerank; ``docs/search.md``), beside the raw-turn baseline.
+templates the offline extractor was tuned on. ``--steps`` also searches through clients
+whose settings switch the cross-session recall steps on one after the other (none, + entity
+expansion, + session diversification, + rerank; ``docs/search.md``), beside the raw-turn
+baseline.
 
 Each client search publishes an access event, which the worker projects (use counts, and
 promotion after ``promote_after_retrievals``), so a question's use can rank a later one;

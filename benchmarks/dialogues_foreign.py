@@ -34,6 +34,7 @@ from foreign_phrasings import (
     ASK_BACK,
     CHATTER,
     CLOSERS,
+    EVENTS,
     FRIENDS,
     KINDS,
     OPENERS,
@@ -193,26 +194,13 @@ def _temporal(w: _Writer) -> None:
     if not _fresh_day(w, when):
         return
     day = WEEKDAYS[weekday]
-    event = rng.choice(["kitten", "gig", "baby"])
+    event = rng.choice(list(EVENTS))
     pool = {"kitten": "pet_name", "gig": "bar", "baby": rng.choice(["he", "she"])}[event]
     value = w.pick(pool)
     if value is None:
         return
-    texts, questions = {
-        "kitten": ([f"last {day} we brought home a kitten!! {value}. she's tiny",
-                    f"we adopted a kitten last {day}, called her {value}",
-                    f"meet {value} lol, our new kitten. we picked her up last {day}"],
-                   ["When did {user} get the kitten {v}?", "On what date did {user} bring {v} home?"]),
-        "gig": ([f"my band played the {value} last {day}, we were terrible and it was great",
-                 f"last {day} was our first gig! at the {value}. so nervous",
-                 f"ok so last {day} we finally played a real show, the {value}, like 40 people came"],
-                ["When did {user}'s band play at the {v}?", "What date was {user}'s gig at the {v}?"]),
-        "baby": ([f"my best friend had her baby last {day}! tiny little {value}",
-                  f"baby {value} arrived last {day}, I'm basically a godparent now lol",
-                  f"so last {day} my best friend's baby came early, {value}. everyone's fine"],
-                 ["When was {user}'s friend's baby {v} born?", "On what day did baby {v} arrive?"]),
-    }[event]
-    said = w.say(user, w.pad(rng.choice(texts)))
+    texts, questions = EVENTS[event]
+    said = w.say(user, w.pad(rng.choice(texts).format(day=day, v=value)))
     w.say(w.dialogue.other, rng.choice(["aww congrats!", "send pics!!", "haha amazing",
                                         "omg that's so exciting"]))
     w.ask(questions, spoken_date(when), "temporal", (said,), user=user, v=value)
@@ -285,8 +273,8 @@ def _third_person(w: _Writer) -> None:
     if rng.random() < 0.5:
         w.say(other, rng.choice(["heard from anyone lately?", "any gossip? lol",
                                  "how's everyone doing?"]))
-        who = rng.choice([f"my {rel} {name}", f"{name} (my {rel})", f"you know {name}, my {rel}? she"
-                          if gender == "she" else f"you know {name}, my {rel}? he"])
+        who = rng.choice([f"my {rel} {name}", f"{name} (my {rel})",
+                          f"you know {name}, my {rel}? {gender}"])
     else:
         w.say(other, rng.choice([f"how's your {rel} {name} doing?", f"any news from {name}?",
                                  f"what's {name} up to these days?"]))
@@ -341,7 +329,8 @@ def _multi_hop_close(w: _Writer, pending: tuple[str, str, str, str]) -> None:
         return
     w.say(w.dialogue.other, w.rng.choice([f"how's {name} settling in?", f"any news from {name}?"]))
     said = w.say(w.dialogue.user, w.pad(w.rng.choice([
-        f"{name} found a job at {article(job)}!", f"{name} is working at {article(job)} now, loves it",
+        f"{name} found a job at {article(job)}!",
+        f"{name} is working at {article(job)} now, loves it",
         f"oh {name} got hired at {article(job)}, finally",
     ])))
     w.ask(["Where does {user}'s {rel} in {city} work?",

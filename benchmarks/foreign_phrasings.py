@@ -86,6 +86,24 @@ CHATTER = [
     "can we reschedule thursday? something came up", "sure, no stress",
     "I made soup and it's honestly mid", "hope your day gets better x", "thanks, you too",
 ]
+#: Temporal events said "last <weekday>" (``{day}``), each with a fresh ``{v}``: the texts,
+#: then the questions.
+EVENTS: dict[str, tuple[list[str], list[str]]] = {
+    "kitten": (["last {day} we brought home a kitten!! {v}. she's tiny",
+                "we adopted a kitten last {day}, called her {v}",
+                "meet {v} lol, our new kitten. we picked her up last {day}"],
+               ["When did {user} get the kitten {v}?",
+                "On what date did {user} bring {v} home?"]),
+    "gig": (["my band played the {v} last {day}, we were terrible and it was great",
+             "last {day} was our first gig! at the {v}. so nervous",
+             "ok so last {day} we finally played a real show, the {v}, like 40 people came"],
+            ["When did {user}'s band play at the {v}?",
+             "What date was {user}'s gig at the {v}?"]),
+    "baby": (["my best friend had her baby last {day}! tiny little {v}",
+              "baby {v} arrived last {day}, I'm basically a godparent now lol",
+              "so last {day} my best friend's baby came early, {v}. everyone's fine"],
+             ["When was {user}'s friend's baby {v} born?", "On what day did baby {v} arrive?"]),
+}
 REACTIONS = ["wait what, congrats!!", "ooh nice.", "haha love that.", "no way!", "that's huge!",
              "good for you honestly.", "hm interesting."]
 
@@ -137,7 +155,8 @@ KINDS = {
                    "{who} is obsessed with {v} at the moment"),
                   ("What sport does {who} play?", "Which sport is {who} into?")),
     "language": Kind("language",
-                     ("I signed up for {v} classes, it's hard", "I'm learning {v} on an app, 200 day streak",
+                     ("I signed up for {v} classes, it's hard",
+                      "I'm learning {v} on an app, 200 day streak",
                       "doing {a} course, two evenings a week"),
                      ("{who} is learning {v}", "{who} signed up for {v} lessons",
                       "{who} wants to be fluent in {v} by next year"),
