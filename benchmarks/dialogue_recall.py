@@ -28,9 +28,12 @@ extractor, decisions, projection in this process, as ``quality.py`` does) and gi
 that projection to search, as of now.
 
 ``--split held-out`` generates the dialogues from seeds kept apart from the default (dev)
-ones: tune on dev, report held-out. ``--steps`` also searches through clients whose settings
-switch the cross-session recall steps on one after the other (none, + entity expansion, +
-session diversification, + rerank; ``docs/search.md``), beside the raw-turn baseline.
+ones: tune on dev, report held-out. ``--split foreign`` generates them, from the held-out
+seed, with ``dialogues_foreign.py``: names, values and phrasings written apart from the
+templates the offline extractor was tuned on. ``--steps`` also searches through clients
+whose settings switch the cross-session recall steps on one after the other (none, + entity
+expansion, + session diversification, + rerank; ``docs/search.md``), beside the raw-turn
+baseline.
 
 Each client search publishes an access event, which the worker projects (use counts, and
 promotion after ``promote_after_retrievals``), so a question's use can rank a later one;
@@ -66,6 +69,7 @@ from aiokafka import TopicPartition
 from chatter import backlog
 from dialogues import CATEGORIES, Dialogue, Question
 from dialogues import generate as generate_dialogues
+from dialogues_foreign import generate as generate_foreign
 from lancedb.index import FTS
 from lancedb.rerankers import RRFReranker
 from quality import Conversation, build_extracted
@@ -652,9 +656,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sweep", action="store_true",
                         help="also rank with the priors x0, x3, x10 and without summaries "
                              "(and, with --offline, search a copy without contexts)")
-    parser.add_argument("--split", choices=("dev", "held-out"), default="dev",
+    parser.add_argument("--split", choices=("dev", "held-out", "foreign"), default="dev",
                         help="dev: the seed given; held-out: dialogues from seeds kept apart "
-                             f"(--seed + {HELD_OUT_SEED}), never tuned on")
+                             f"(--seed + {HELD_OUT_SEED}), never tuned on; foreign: the "
+                             "held-out seeds, dialogues_foreign.py's own words and phrasings")
     parser.add_argument("--steps", action="store_true",
                         help="also search with the cross-session recall steps switched on "
                              "one after the other (none, + entity expansion, + session "
@@ -662,8 +667,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     exit_on_sigterm()
     started = time.perf_counter()
-    seed = args.seed + (HELD_OUT_SEED if args.split == "held-out" else 0)
-    dialogues = generate_dialogues(args.dialogues, args.sessions, args.turns, seed)
+    seed = args.seed + (HELD_OUT_SEED if args.split != "dev" else 0)
+    generate = generate_foreign if args.split == "foreign" else generate_dialogues
+    dialogues = generate(args.dialogues, args.sessions, args.turns, seed)
     turns = sum(len(d.turns) for d in dialogues)
     asked = sum(len(d.questions) for d in dialogues)
     workdir = Path(tempfile.mkdtemp(prefix="memstream-dialogues-"))
