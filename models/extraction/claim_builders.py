@@ -393,6 +393,56 @@ def _tool(match: re.Match[str]) -> _Read | None:
                  importance=0.7)
 
 
+#: Where an activity's name ends: when and how often it is done ("chess, twice a week",
+#: "yoga every Sunday", "Portuguese at evening school").
+_ACTIVITY_END = re.compile(
+    r"(?:^|\s+)(?:on|in|at|with|every|each|twice|once|three\s+times|whenever|when|after|"
+    r"before|a\s+lot|more|less|all|most|sometimes|often|together|again|later)\b|\s+\d",
+    re.IGNORECASE,
+)
+
+
+def _activity_value(match: re.Match[str]) -> str:
+    return _thing(_ACTIVITY_END.split(match.group("val"))[0])
+
+
+def _activity(match: re.Match[str]) -> _Read | None:
+    value = _activity_value(match)
+    if not value:
+        return None
+    return _Read("activity", "activity", value, cardinality="many", importance=0.7)
+
+
+#: Words before "X is my thing" that are no part of X.
+_LEAD_WORDS = _words("honestly really so well ok okay now anyway tbh lol yes yeah and but")
+
+
+def _my_thing(match: re.Match[str]) -> _Read | None:
+    """ "tennis is my thing now", "climbing is my new obsession": the words before, after
+    the last one that cannot be part of an activity's name."""
+    words = match.group("val").split()
+    while words and (words[0].lower() in _LEAD_WORDS or words[0].lower() in _STOP_VALUES):
+        words = words[1:]
+    if not words or any(word.lower() in _STOP_VALUES for word in words):
+        return None
+    return _Read("activity", "activity", " ".join(words).lower(), cardinality="many",
+                 importance=0.7)
+
+
+def _learning(match: re.Match[str]) -> _Read | None:
+    value = _activity_value(match)
+    if not value:
+        return None
+    return _Read("activity", "learning", value, cardinality="many", importance=0.7)
+
+
+def _plays(match: re.Match[str]) -> _Read | None:
+    value = _activity_value(match)
+    if not value or len(value.split()) > 2:
+        return None  # "I play it safe", "I play games on my phone with my kids"
+    return _Read("activity", "sport", value, cardinality="many", importance=0.7)
+
+
 def _trying(match: re.Match[str]) -> _Read | None:
     value = _cut(match.group("val"), words=4)
     if not value:

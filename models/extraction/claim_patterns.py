@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from memstream.models.extraction.claim_builders import (
+    _activity,
     _allergy,
     _allergy_gone,
     _attribute_gone,
@@ -27,9 +28,11 @@ from memstream.models.extraction.claim_builders import (
     _job,
     _job_as,
     _job_gone,
+    _learning,
     _likes,
     _likes_gone,
     _moving_plan,
+    _my_thing,
     _number,
     _office,
     _office_gone,
@@ -42,6 +45,7 @@ from memstream.models.extraction.claim_builders import (
     _pet_died,
     _pet_gone,
     _pet_name,
+    _plays,
     _prefers,
     _reports_to,
     _scheduled,
@@ -174,6 +178,16 @@ _PATTERNS: tuple[tuple[re.Pattern[str], _Builder], ...] = (
     (_p(rf"\b(?:since\s+)?{_SUBJECT}\s+{_ADVERBS}(?:started|began|am|'m|are|'re)\s+(?:picking|choosing|booking|taking|going\s+for|ordering|drinking)\s+{_VAL}"),
      _habit),
     (_p(rf"\b(?:since\s+)?(?:switching|changing|moving)\s+(?:over\s+)?to\s+{_VAL}"), _habit),
+    # activities: hobbies, sports, what someone is learning
+    (_p(rf"\b{_SUBJECT}{_HAVE3}\s+{_ADVERBS}(?:taken\s+up|took\s+up|picked\s+up|got\s+into|gotten\s+into|started\s+doing)\s+{_VAL}"),
+     _activity),
+    (_p(rf"\b{_SUBJECT}\s+{_ADVERBS}(?:do|does|go|goes)\s+(?P<val>[\w-]+(?:\s+[\w-]+)?)\s+(?=(?:every|each|twice|once)\b|on\s+(?:\w+days|weekends)\b)"),
+     _activity),
+    (_p(rf"\b{_SUBJECT}{_BE}\s+{_ADVERBS}(?:learning|studying|taking\s+(?:lessons|classes)\s+in)\s+{_VAL}"),
+     _learning),
+    (_p(rf"\b{_SUBJECT}\s+{_ADVERBS}(?:play|plays)\s+{_VAL}"), _plays),
+    (_p(rf"\b(?P<val>[\w-]+(?:\s+[\w-]+)?)\s+is\s+(?:now\s+)?{_MY}\s+(?:new\s+|main\s+|big\s+)?(?:thing|passion|obsession|hobby|sport)\b"),
+     _my_thing),
     # people and relationships
     (_p(rf"\b{_SUBJECT}{_BE}\s+{_ADVERBS}(?:now\s+)?(?P<val>{_STATUSES})\b"), _status),
     (_p(rf"\b{_SUBJECT}{_HAVE3}\s+{_ADVERBS}got\s+(?P<val>married|engaged|divorced)\b"), _status),

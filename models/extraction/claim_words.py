@@ -30,7 +30,7 @@ _MY = r"(?:my|our)"
 #: A subject: the speaker, someone the speaker names by relation, or he / she.
 _SUBJECT = (
     rf"(?P<subj>(?:i|we)(?=\s|'|$)|{_MY}\s+(?P<rel>{_RELATIONS})"
-    r"(?:\s*,?\s+(?P<relname>[A-Z][\w'-]+))?|he|she)"
+    r"(?:\s*,?\s+(?P<relname>(?-i:[A-Z])[\w'-]+))?|he|she)"
 )
 #: Whose attribute a "my X is Y" statement gives: the speaker's ("my"), or someone's the
 #: speaker names ("my sister's", "her").

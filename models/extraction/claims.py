@@ -5,7 +5,8 @@ by patterns and without a model.
 is calmer since I moved to Porto"), statements of the kinds a memory must follow when they
 change: where someone lives and works, their job and employer, numbers (a budget, a rent, a
 count), dates and deadlines, people and relationships, pets and possessions, likes,
-dislikes and preferences, diet and health, tools, and plans. Each becomes a
+dislikes and preferences, activities (hobbies, sports, what they are learning), diet and
+health, tools, and plans. Each becomes a
 :class:`~memstream.models.events.memory.Claim` with the turn's time as its start, and a statement
 that renders it ("User lives in Porto").
 
@@ -174,6 +175,9 @@ def _render(read: _Read, subject: str) -> str:
         "partner": ("is with", "is no longer with"),
         "trip destination": ("plans a trip to", "no longer plans a trip to"),
         "moving plan": ("plans to move to", "no longer plans to move to"),
+        "activity": ("has taken up", "has given up"),
+        "learning": ("is learning", "is no longer learning"),
+        "sport": ("plays", "no longer plays"),
     }
     if attribute in verbs:
         positive, negative = verbs[attribute]
@@ -184,6 +188,8 @@ def _render(read: _Read, subject: str) -> str:
             return f"{s} no longer likes {thing}"
         return f"{s} {value} {thing}"
     if attribute.startswith("preferred "):
+        if not read.polarity:
+            return f"{s} no longer prefers {value}"
         return f"{s} prefers {value}" + (f" over {read.replaces}" if read.replaces else "")
     if read.kind == "tool":
         purpose = attribute[len("tool for "):] if attribute.startswith("tool for ") else ""
