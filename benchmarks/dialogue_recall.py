@@ -31,9 +31,9 @@ that projection to search, as of now.
 ones: tune on dev, report held-out. ``--split foreign`` generates them, from the held-out
 seed, with ``dialogues_foreign.py``: names, values and phrasings written apart from the
 templates the offline extractor was tuned on. ``--steps`` also searches through clients
-whose settings switch the cross-session recall steps on one after the other (none, + entity
-expansion, + session diversification, + rerank; ``docs/search.md``), beside the raw-turn
-baseline.
+whose settings switch the cross-session recall steps on one after the other (none, + own
+names, + entity expansion, + session diversification, + rerank; ``docs/search.md``), beside
+the raw-turn baseline.
 
 Each client search publishes an access event, which the worker projects (use counts, and
 promotion after ``promote_after_retrievals``), so a question's use can rank a later one;
@@ -662,8 +662,8 @@ def main(argv: list[str] | None = None) -> int:
                              "held-out seeds, dialogues_foreign.py's own words and phrasings")
     parser.add_argument("--steps", action="store_true",
                         help="also search with the cross-session recall steps switched on "
-                             "one after the other (none, + entity expansion, + session "
-                             "diversification, + rerank)")
+                             "one after the other (none, + own names, + entity expansion, "
+                             "+ session diversification, + rerank)")
     args = parser.parse_args(argv)
     exit_on_sigterm()
     started = time.perf_counter()
