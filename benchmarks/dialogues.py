@@ -48,7 +48,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 CATEGORIES = (
     "reply", "temporal", "temporal_date", "multi_hop", "open_domain", "correction",
@@ -66,7 +66,7 @@ FRIENDS = ["friend", "colleague", "neighbour", "flatmate", "old classmate"]
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August",
           "September", "October", "November", "December"]
 WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
-#: Values a dialogue uses at most once each (see :meth:`_Writer.pick`).
+#: Values a dialogue uses at most once each (see :meth:`Writer.pick`).
 POOLS: dict[str, list[Any]] = {
     "city": ["Lisbon", "Oslo", "Porto", "Krakow", "Ghent", "Bergen", "Lyon", "Turin", "Cork",
              "Graz", "Aarhus", "Bilbao", "Tartu", "Malmo", "Leipzig", "Utrecht", "Brno",
@@ -243,14 +243,19 @@ def resolve_relative(text: str, said_at: datetime) -> datetime | None:
     return last_weekday(said_at, [d.lower() for d in WEEKDAYS].index(found.group(1).lower()))
 
 
-class _Writer:
-    """Builds one dialogue's sessions turn by turn."""
+class Writer:
+    """Builds one dialogue's sessions turn by turn, with values from :attr:`pools`."""
+
+    #: The values a dialogue draws from, by pool.
+    pools: ClassVar[dict[str, list[Any]]] = POOLS
+    #: The first day a dialogue may start on (within 30 days after).
+    start: ClassVar[datetime] = datetime(2025, 1, 6, 18, 0, tzinfo=UTC)
 
     def __init__(self, rng: random.Random, user: str, other: str, index: int) -> None:
         self.rng = rng
         self.prefix = f"{user.lower()}{index}"
         self.dialogue = Dialogue(user=user, other=other, user_id=self.prefix)
-        self.day = datetime(2025, 1, 6, 18, 0, tzinfo=UTC) + timedelta(days=rng.randrange(30))
+        self.day = self.start + timedelta(days=rng.randrange(30))
         self._used: set[object] = set()
         #: (person, kind) pairs stated: "user", "other" or a friend's name; each person states
         #: a kind once, so a question about it has one answer.
@@ -267,13 +272,30 @@ class _Writer:
         return chosen
 
     def pick(self, pool: str) -> Any | None:
-        """A value of ``POOLS[pool]`` this dialogue has not used yet, or None."""
-        chosen = self.fresh([(pool, value) for value in POOLS[pool]])
+        """A value of ``pools[pool]`` this dialogue has not used yet, or None."""
+        chosen = self.fresh([(pool, value) for value in self.pools[pool]])
         return None if chosen is None else chosen[1]
 
     def person(self, gender: str | None) -> str | None:
         """A name not used before in this dialogue, of ``gender`` ("he", "she"; None: either)."""
         return self.pick(gender or self.rng.choice(["he", "she"]))
+
+    def fresh_day(self, day: datetime) -> bool:
+        """Whether no other temporal question of the dialogue is about ``day`` (then it is
+        now)."""
+        return self.fresh([("day", day.date())]) is not None
+
+    def relative_day(self) -> tuple[str, datetime] | None:
+        """A day said relative to the session's ("yesterday", "two days ago", "last
+        Tuesday") and the day it is, when no other temporal question is about it."""
+        if self.rng.random() < 0.5:
+            phrase = self.rng.choice(list(DAYS_AGO))
+            when = self.day - timedelta(days=DAYS_AGO[phrase])
+        else:
+            weekday = self.rng.randrange(7)
+            phrase = f"last {WEEKDAYS[weekday]}"
+            when = last_weekday(self.day, weekday)
+        return (phrase, when) if self.fresh_day(when) else None
 
     def new_session(self) -> None:
         self.day += timedelta(days=self.rng.randrange(4, 15))
@@ -322,7 +344,7 @@ class _Writer:
         return text, value
 
 
-def _reply(w: _Writer) -> None:
+def _reply(w: Writer) -> None:
     """The user answers the other's question, about a trip (first person) or a relative
     (third person)."""
     user, other, rng = w.dialogue.user, w.dialogue.other, w.rng
@@ -344,17 +366,12 @@ def _reply(w: _Writer) -> None:
     w.ask(f"What did {user}'s {relative[1]} take up?", hobby, "reply", (said,))
 
 
-def _fresh_day(w: _Writer, day: datetime) -> bool:
-    """Whether no other temporal question of the dialogue is about ``day`` (then it is now)."""
-    return w.fresh([("day", day.date())]) is not None
-
-
-def _temporal(w: _Writer) -> None:
+def _temporal(w: Writer) -> None:
     """A time reference relative to the session's date; the question asks for the date."""
     user, rng = w.dialogue.user, w.rng
     weekday = rng.randrange(7)
     when = last_weekday(w.day, weekday)
-    if not _fresh_day(w, when):
+    if not w.fresh_day(when):
         return
     pet_name = w.pick("pet_name")
     if pet_name is None:
@@ -364,19 +381,14 @@ def _temporal(w: _Writer) -> None:
     w.ask(f"When did {user} adopt {pet_name}?", spoken_date(when), "temporal", (said,))
 
 
-def _temporal_date(w: _Writer) -> None:
+def _temporal_date(w: Writer) -> None:
     """The question names a date; the turn says "yesterday", "two days ago" or "last
     <weekday>", which the session's date resolves to it."""
     user, rng = w.dialogue.user, w.rng
-    if rng.random() < 0.5:
-        phrase = rng.choice(list(DAYS_AGO))
-        when = w.day - timedelta(days=DAYS_AGO[phrase])
-    else:
-        weekday = rng.randrange(7)
-        phrase = f"last {WEEKDAYS[weekday]}"
-        when = last_weekday(w.day, weekday)
-    if not _fresh_day(w, when):
+    said_day = w.relative_day()
+    if said_day is None:
         return
+    phrase, when = said_day
     activity = w.pick("activity")
     if activity is None:
         return
@@ -390,7 +402,7 @@ def _temporal_date(w: _Writer) -> None:
     w.ask(f"What did {user} do on {spoken_date(when)}?", answer, "temporal_date", (said,))
 
 
-def _other_speaker(w: _Writer) -> None:
+def _other_speaker(w: Writer) -> None:
     """The other speaker's fact about themselves, often after the user's own of the same
     kind (a distractor)."""
     user, other, rng = w.dialogue.user, w.dialogue.other, w.rng
@@ -413,7 +425,7 @@ def _other_speaker(w: _Writer) -> None:
           distractors=distractors)
 
 
-def _third_person(w: _Writer) -> None:
+def _third_person(w: Writer) -> None:
     """The user's fact about a named friend, often beside a distractor: the other speaker's
     own fact of the same kind, or another friend's.
 
@@ -457,7 +469,7 @@ def _third_person(w: _Writer) -> None:
           distractors=distractors)
 
 
-def _multi_hop(w: _Writer, later: list[tuple[str, str, str]]) -> None:
+def _multi_hop(w: Writer, later: list[tuple[str, str, str]]) -> None:
     """A relative's name and city now; what they do, by name only, in a later session."""
     relative = w.fresh([("relative", r) for r in RELATIVES])
     if relative is None:
@@ -470,7 +482,7 @@ def _multi_hop(w: _Writer, later: list[tuple[str, str, str]]) -> None:
     later.append((first, name, f"{relative[1]} in {city}"))
 
 
-def _multi_hop_close(w: _Writer, pending: tuple[str, str, str]) -> None:
+def _multi_hop_close(w: Writer, pending: tuple[str, str, str]) -> None:
     first, name, who = pending
     job = w.pick("job")
     if job is None:
@@ -480,7 +492,7 @@ def _multi_hop_close(w: _Writer, pending: tuple[str, str, str]) -> None:
     w.ask(f"Where does {w.dialogue.user}'s {who} work?", job, "multi_hop", (first, said))
 
 
-def _correction(w: _Writer, later: list[tuple[str, int, str]]) -> None:
+def _correction(w: Writer, later: list[tuple[str, int, str]]) -> None:
     """A statement of the user's a later session changes (each kind once per dialogue)."""
     user = w.dialogue.user
     subjects = [i for i, s in enumerate(SUBJECTS) if (user, s.kind) not in w.stated]
@@ -496,7 +508,7 @@ def _correction(w: _Writer, later: list[tuple[str, int, str]]) -> None:
     later.append((first, subject, old))
 
 
-def _correction_close(w: _Writer, pending: tuple[str, int, str]) -> None:
+def _correction_close(w: Writer, pending: tuple[str, int, str]) -> None:
     first, subject, old = pending
     spec = SUBJECTS[subject]
     new = w.pick(spec.pool)
@@ -512,7 +524,7 @@ Chain = Iterator[None]
 _PRONOUNS = {"he": ("he", "his"), "she": ("she", "her")}
 
 
-def _news(w: _Writer, name: str, gender: str, fact: str) -> str:
+def _news(w: Writer, name: str, gender: str, fact: str) -> str:
     """The user's turn telling ``fact`` about ``name`` (the fact's text opens with the
     pronoun's place, e.g. "works at Bosch"): half the time by name, otherwise as "she"
     after the other speaker asks about the person by name. Returns the turn id."""
@@ -522,7 +534,7 @@ def _news(w: _Writer, name: str, gender: str, fact: str) -> str:
     return w.say(w.dialogue.user, f"{_PRONOUNS[gender][0].capitalize()} {fact}, believe it or not.")
 
 
-def _met_chain(w: _Writer) -> Chain:
+def _met_chain(w: Writer) -> Chain:
     """Multi-hop over two or three sessions: someone met at a venue; later where they work;
     half the time, later still, their sibling's job. The questions name only the venue."""
     user, other, rng = w.dialogue.user, w.dialogue.other, w.rng
@@ -556,7 +568,7 @@ def _met_chain(w: _Writer) -> Chain:
           "multi_hop", (met, introduced, said))
 
 
-def _relative_chain(w: _Writer) -> Chain:
+def _relative_chain(w: Writer) -> Chain:
     """Open-domain over two or three sessions: "my aunt Greta" once; by name or "she" later,
     a hobby, and half the time a move; the question names the relation only."""
     user, other, rng = w.dialogue.user, w.dialogue.other, w.rng
@@ -582,7 +594,7 @@ def _relative_chain(w: _Writer) -> Chain:
     w.ask(f"What is new with {user}'s {relative[1]}?", hobby, "open_domain", tuple(evidence))
 
 
-PLANTS: dict[str, Callable[[_Writer], None]] = {
+PLANTS: dict[str, Callable[[Writer], None]] = {
     "reply": _reply,
     "temporal": _temporal,
     "temporal_date": _temporal_date,
@@ -590,7 +602,7 @@ PLANTS: dict[str, Callable[[_Writer], None]] = {
     "third_person": _third_person,
 }
 #: Plants whose turns span two or three sessions.
-CHAINS: dict[str, Callable[[_Writer], Chain]] = {"met": _met_chain, "relative": _relative_chain}
+CHAINS: dict[str, Callable[[Writer], Chain]] = {"met": _met_chain, "relative": _relative_chain}
 #: Plants a session draws from; multi_hop, correction and the chains end in later sessions.
 PLANTS_PER_SESSION = 3
 
@@ -598,42 +610,66 @@ PLANTS_PER_SESSION = 3
 def generate(dialogues: int, sessions: int, turns_per_session: int, seed: int) -> list[Dialogue]:
     """``dialogues`` seeded dialogues of ``sessions`` sessions each, about
     ``turns_per_session`` turns per session (chit-chat around the planted turns)."""
+    return schedule(PLANTING, dialogues, sessions, turns_per_session, seed)
+
+
+@dataclass(frozen=True)
+class Planting:
+    """What a generator plants in its sessions: its pairs of speakers, the writer of a
+    dialogue (``new_session``, ``chatter``, ``dialogue``) and its plants."""
+
+    pairs: list[tuple[str, str]]
+    writer: Callable[[random.Random, str, str, int], Any]
+    plants: dict[str, Callable[[Any], None]]
+    chains: dict[str, Callable[[Any], Chain]]
+    multi_hop: Callable[[Any, list[Any]], None]
+    multi_hop_close: Callable[[Any, Any], None]
+    correction: Callable[[Any, list[Any]], None]
+    correction_close: Callable[[Any, Any], None]
+
+
+def schedule(
+    planting: Planting, dialogues: int, sessions: int, turns_per_session: int, seed: int
+) -> list[Dialogue]:
+    """The dialogues of a generator: per session, chit-chat, the multi-hop questions and
+    corrections planted earlier closed (half the time, all of them in the last session),
+    the chains moved on, then :data:`PLANTS_PER_SESSION` new plants."""
     if sessions < 2:
         raise ValueError("sessions must be at least 2 (multi-hop and corrections span two)")
     rng = random.Random(seed)
     made = []
     for index in range(dialogues):
-        user, other = PAIRS[index % len(PAIRS)]
-        w = _Writer(rng, user, other, index)
-        hops: list[tuple[str, str, str]] = []
-        changes: list[tuple[str, int, str]] = []
+        user, other = planting.pairs[index % len(planting.pairs)]
+        w = planting.writer(rng, user, other, index)
+        hops: list[Any] = []
+        changes: list[Any] = []
         chains: list[Chain] = []
         for number in range(sessions):
             w.new_session()
             w.chatter(rng.randrange(2, 5))
             last = number == sessions - 1
             while hops and (last or rng.random() < 0.5):
-                _multi_hop_close(w, hops.pop(0))
+                planting.multi_hop_close(w, hops.pop(0))
                 if not last:
                     break
             while changes and (last or rng.random() < 0.5):
-                _correction_close(w, changes.pop(0))
+                planting.correction_close(w, changes.pop(0))
                 if not last:
                     break
             chains = [chain for chain in chains if _advance(chain, last, rng)]
             if not last:
-                kinds = [*PLANTS, "multi_hop", "correction", *CHAINS]
+                kinds = [*planting.plants, "multi_hop", "correction", *planting.chains]
                 for plant in rng.sample(kinds, PLANTS_PER_SESSION):
-                    if plant in CHAINS:
-                        chain = CHAINS[plant](w)
+                    if plant in planting.chains:
+                        chain = planting.chains[plant](w)
                         if _advance(chain, False, rng, always=True):
                             chains.append(chain)
                     elif plant == "multi_hop":
-                        _multi_hop(w, hops)
+                        planting.multi_hop(w, hops)
                     elif plant == "correction":
-                        _correction(w, changes)
+                        planting.correction(w, changes)
                     else:
-                        PLANTS[plant](w)
+                        planting.plants[plant](w)
                     w.chatter(rng.randrange(1, 3))
             w.chatter(max(0, turns_per_session - len(w.dialogue.sessions[-1])))
         made.append(w.dialogue)
@@ -651,3 +687,8 @@ def _advance(chain: Chain, last: bool, rng: random.Random, *, always: bool = Fal
         except StopIteration:
             return False
     return not last
+
+
+PLANTING = Planting(
+    PAIRS, Writer, PLANTS, CHAINS, _multi_hop, _multi_hop_close, _correction, _correction_close
+)

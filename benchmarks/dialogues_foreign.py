@@ -14,20 +14,20 @@ with a ``distractor`` (someone else's fact of the same kind, another value).
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Iterator, Sequence
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, ClassVar
 
 from dialogues import (
     CATEGORIES,
-    DAYS_AGO,
     MONTHS,
     WEEKDAYS,
     Dialogue,
+    Planting,
     Question,
-    Turn,
+    Writer,
     last_weekday,
+    schedule,
     spoken_date,
 )
 from foreign_phrasings import (
@@ -65,35 +65,12 @@ def chat_case(text: str) -> str:
 FILLERS = {"oh", "ok", "so", "honestly", "lol", "anyway", "sorry", "guess", "wait"}
 
 
-class _Writer:
-    """Builds one dialogue's sessions turn by turn."""
+class _Writer(Writer):
+    """Builds one dialogue's sessions turn by turn, with this module's values, chit-chat
+    and padding."""
 
-    def __init__(self, rng: random.Random, user: str, other: str, index: int) -> None:
-        self.rng = rng
-        self.prefix = f"{user.lower()}{index}"
-        self.dialogue = Dialogue(user=user, other=other, user_id=self.prefix)
-        self.day = datetime(2025, 2, 3, 20, 0, tzinfo=UTC) + timedelta(days=rng.randrange(30))
-        self._used: set[object] = set()
-        #: (person, kind) pairs stated; each person states a kind once.
-        self.stated: set[tuple[str, str]] = set()
-
-    def fresh(self, options: Sequence[Any]) -> Any | None:
-        """An option not used before in this dialogue, or None when all were."""
-        left = [option for option in options if option not in self._used]
-        if not left:
-            return None
-        chosen = self.rng.choice(left)
-        self._used.add(chosen)
-        return chosen
-
-    def pick(self, pool: str) -> Any | None:
-        """A value of ``POOLS[pool]`` this dialogue has not used yet, or None."""
-        chosen = self.fresh([(pool, value) for value in POOLS[pool]])
-        return None if chosen is None else chosen[1]
-
-    def person(self, gender: str | None) -> str | None:
-        """A fresh name of ``gender`` ("he", "she"; None: either)."""
-        return self.pick(gender or self.rng.choice(["he", "she"]))
+    pools: ClassVar[dict[str, list[Any]]] = POOLS
+    start: ClassVar[datetime] = datetime(2025, 2, 3, 20, 0, tzinfo=UTC)
 
     def pad(self, text: str) -> str:
         """``text`` with a chatty opening or closing, now and then (none it already has)."""
@@ -104,25 +81,13 @@ class _Writer:
             text += (". " if text[-1].isalnum() and closer != "lol" else " ") + closer
         return chat_case(opener + text)
 
-    def new_session(self) -> None:
-        self.day += timedelta(days=self.rng.randrange(4, 15))
-        self.dialogue.sessions.append([])
-
-    def say(self, speaker: str, text: str) -> str:
-        session = self.dialogue.sessions[-1]
-        session_id = f"s{len(self.dialogue.sessions)}"
-        turn_id = f"{self.prefix}/{session_id}/t{len(session)}"
-        at = self.day + timedelta(minutes=len(session))
-        session.append(Turn(turn_id, session_id, speaker, text, at))
-        return turn_id
-
     def chatter(self, count: int) -> None:
         speakers = (self.dialogue.user, self.dialogue.other)
         start = self.rng.randrange(2)
         for i in range(start, start + count):
             self.say(speakers[i % 2], self.rng.choice(CHATTER))
 
-    def ask(self, questions: Sequence[str], answer: str, category: str,
+    def ask_any(self, questions: Sequence[str], answer: str, category: str,
             evidence: tuple[str, ...], stale: tuple[str, ...] = (),
             distractors: tuple[str, ...] = (), **names: str) -> None:
         """Ask one of ``questions`` (formatted with ``names``)."""
@@ -162,7 +127,7 @@ def _reply(w: _Writer) -> None:
             f"we went to {city}, honestly best trip in ages",
             f"{city} :) flights were cheap, couldn't say no. still tired lol",
         ]))
-        w.ask(["Where did {user} go {occasion}?", "Which city did {user} visit {occasion}?"],
+        w.ask_any(["Where did {user} go {occasion}?", "Which city did {user} visit {occasion}?"],
               city, "reply", (said,), user=user, occasion=occasion)
         return
     relative = w.fresh([("relative", r) for r in RELATIVES])
@@ -177,13 +142,8 @@ def _reply(w: _Writer) -> None:
         f"{hobby}! every single evening lol",
         f"honestly? {hobby}. don't ask. it's a whole thing",
     ]))
-    w.ask(["What did {user}'s {rel} take up?", "What is {user}'s {rel} into now?"], hobby,
+    w.ask_any(["What did {user}'s {rel} take up?", "What is {user}'s {rel} into now?"], hobby,
           "reply", (said,), user=user, rel=rel)
-
-
-def _fresh_day(w: _Writer, day: datetime) -> bool:
-    """Whether no other temporal question of the dialogue is about ``day`` (then it is now)."""
-    return w.fresh([("day", day.date())]) is not None
 
 
 def _temporal(w: _Writer) -> None:
@@ -191,7 +151,7 @@ def _temporal(w: _Writer) -> None:
     user, rng = w.dialogue.user, w.rng
     weekday = rng.randrange(7)
     when = last_weekday(w.day, weekday)
-    if not _fresh_day(w, when):
+    if not w.fresh_day(when):
         return
     day = WEEKDAYS[weekday]
     event = rng.choice(list(EVENTS))
@@ -203,22 +163,17 @@ def _temporal(w: _Writer) -> None:
     said = w.say(user, w.pad(rng.choice(texts).format(day=day, v=value)))
     w.say(w.dialogue.other, rng.choice(["aww congrats!", "send pics!!", "haha amazing",
                                         "omg that's so exciting"]))
-    w.ask(questions, spoken_date(when), "temporal", (said,), user=user, v=value)
+    w.ask_any(questions, spoken_date(when), "temporal", (said,), user=user, v=value)
 
 
 def _temporal_date(w: _Writer) -> None:
     """The question names a date; the turn says "yesterday", "two days ago", "three days ago"
     or "last <weekday>", which the session's date resolves to it."""
     user, rng = w.dialogue.user, w.rng
-    if rng.random() < 0.5:
-        phrase = rng.choice(list(DAYS_AGO))
-        when = w.day - timedelta(days=DAYS_AGO[phrase])
-    else:
-        weekday = rng.randrange(7)
-        phrase = f"last {WEEKDAYS[weekday]}"
-        when = last_weekday(w.day, weekday)
-    if not _fresh_day(w, when):
+    said_day = w.relative_day()
+    if said_day is None:
         return
+    phrase, when = said_day
     activity = w.pick("activity")
     if activity is None:
         return
@@ -229,7 +184,7 @@ def _temporal_date(w: _Writer) -> None:
     said = w.say(user, chat_case(text))
     w.say(w.dialogue.other, rng.choice(["no way, how was it?", "haha of course you did",
                                         "wow ok", "wait tell me everything"]))
-    w.ask(["What did {user} do on {date}?", "What happened in {user}'s life on {date}?",
+    w.ask_any(["What did {user} do on {date}?", "What happened in {user}'s life on {date}?",
            "What was {user} up to on {date}?"], answer, "temporal_date", (said,),
           user=user, date=spoken_date(when))
 
@@ -254,7 +209,7 @@ def _other_speaker(w: _Writer) -> None:
         return
     text = f"{rng.choice(REACTIONS)} {theirs[0]}" if own is not None else w.pad(theirs[0])
     said = w.say(other, chat_case(text))
-    w.ask(KINDS[kind].questions, theirs[1], "other_speaker", (said,), distractors=distractors,
+    w.ask_any(KINDS[kind].questions, theirs[1], "other_speaker", (said,), distractors=distractors,
           who=other)
 
 
@@ -299,7 +254,7 @@ def _third_person(w: _Writer) -> None:
                     month=rng.choice(MONTHS),
                 )
                 distractors = (w.say(user, f"oh and {also}, everyone's changing everything lol"),)
-    w.ask(spec.questions, value, "third_person", (said,), distractors=distractors,
+    w.ask_any(spec.questions, value, "third_person", (said,), distractors=distractors,
           who=f"{user}'s {rel} {name}")
 
 
@@ -333,7 +288,7 @@ def _multi_hop_close(w: _Writer, pending: tuple[str, str, str, str]) -> None:
         f"{name} is working at {article(job)} now, loves it",
         f"oh {name} got hired at {article(job)}, finally",
     ])))
-    w.ask(["Where does {user}'s {rel} in {city} work?",
+    w.ask_any(["Where does {user}'s {rel} in {city} work?",
            "What kind of place does {user}'s {rel} who moved to {city} work at?"], job,
           "multi_hop", (first, said), user=w.dialogue.user, rel=rel, city=city)
 
@@ -363,7 +318,7 @@ def _correction_close(w: _Writer, pending: tuple[str, int, str]) -> None:
     text = w.rng.choice(spec.changed).format(old=old, new=new, a_new=article(new))
     said = w.say(w.dialogue.user, w.pad(text))
     w.say(w.dialogue.other, w.rng.choice(["WHAT. since when??", "omg congrats!", "big news!!"]))
-    w.ask(spec.questions, new, "correction", (said,), (first,), user=w.dialogue.user)
+    w.ask_any(spec.questions, new, "correction", (said,), (first,), user=w.dialogue.user)
 
 
 #: A plant whose turns span sessions: it yields once per later session it speaks in.
@@ -402,7 +357,7 @@ def _met_chain(w: _Writer) -> Chain:
     if employer is None:
         return
     works = _news(w, name, gender, rng.choice([f"works at {employer} now", f"is at {employer}"]))
-    w.ask(["Where does the person {user} met at the {place} work?",
+    w.ask_any(["Where does the person {user} met at the {place} work?",
            "Which company does {user}'s friend from the {place} work for?"], employer,
           "multi_hop", (met, works), user=user, place=place)
     relation = rng.choice(["brother", "sister"])
@@ -420,7 +375,7 @@ def _met_chain(w: _Writer) -> Chain:
         return
     said = w.say(user, w.pad(rng.choice([f"{sibling} works at {article(job)} btw, small world",
                                          f"turns out {sibling} runs {article(job)}"])))
-    w.ask(["Where does the {relation} of the person {user} met at the {place} work?",
+    w.ask_any(["Where does the {relation} of the person {user} met at the {place} work?",
            "What kind of place does the {relation} of {user}'s friend from the {place} work at?"],
           job, "multi_hop", (met, introduced, said), user=user, place=place, relation=relation)
 
@@ -456,7 +411,7 @@ def _relative_chain(w: _Writer) -> Chain:
             evidence.append(w.say(user, w.pad(rng.choice([
                 f"{name} is moving to {city} in the spring", f"{name} is off to {city} soon",
             ]))))
-    w.ask(["What is new with {user}'s {rel}?", "Any news about {user}'s {rel}?",
+    w.ask_any(["What is new with {user}'s {rel}?", "Any news about {user}'s {rel}?",
            "What has {user}'s {rel} been up to lately?"], hobby, "open_domain", tuple(evidence),
           user=user, rel=rel)
 
@@ -469,62 +424,14 @@ PLANTS: dict[str, Callable[[_Writer], None]] = {
     "third_person": _third_person,
 }
 CHAINS: dict[str, Callable[[_Writer], Chain]] = {"met": _met_chain, "relative": _relative_chain}
-PLANTS_PER_SESSION = 3
 
 
 def generate(dialogues: int, sessions: int, turns_per_session: int, seed: int) -> list[Dialogue]:
     """``dialogues`` seeded dialogues of ``sessions`` sessions each, about
     ``turns_per_session`` turns per session; the same schedule as ``dialogues.generate``."""
-    if sessions < 2:
-        raise ValueError("sessions must be at least 2 (multi-hop and corrections span two)")
-    rng = random.Random(seed)
-    made = []
-    for index in range(dialogues):
-        user, other = PAIRS[index % len(PAIRS)]
-        w = _Writer(rng, user, other, index)
-        hops: list[tuple[str, str, str, str]] = []
-        changes: list[tuple[str, int, str]] = []
-        chains: list[Chain] = []
-        for number in range(sessions):
-            w.new_session()
-            w.chatter(rng.randrange(2, 5))
-            last = number == sessions - 1
-            while hops and (last or rng.random() < 0.5):
-                _multi_hop_close(w, hops.pop(0))
-                if not last:
-                    break
-            while changes and (last or rng.random() < 0.5):
-                _correction_close(w, changes.pop(0))
-                if not last:
-                    break
-            chains = [chain for chain in chains if _advance(chain, last, rng)]
-            if not last:
-                kinds = [*PLANTS, "multi_hop", "correction", *CHAINS]
-                for plant in rng.sample(kinds, PLANTS_PER_SESSION):
-                    if plant in CHAINS:
-                        chain = CHAINS[plant](w)
-                        if _advance(chain, False, rng, always=True):
-                            chains.append(chain)
-                    elif plant == "multi_hop":
-                        _multi_hop(w, hops)
-                    elif plant == "correction":
-                        _correction(w, changes)
-                    else:
-                        PLANTS[plant](w)
-                    w.chatter(rng.randrange(1, 3))
-            w.chatter(max(0, turns_per_session - len(w.dialogue.sessions[-1])))
-        made.append(w.dialogue)
-    return made
+    return schedule(PLANTING, dialogues, sessions, turns_per_session, seed)
 
 
-def _advance(chain: Chain, last: bool, rng: random.Random, *, always: bool = False) -> bool:
-    """Let ``chain`` speak in this session (always when ``always``; to its end in the last
-    session; otherwise half the time); whether it has more to say later."""
-    if not (always or last or rng.random() < 0.5):
-        return True
-    for _ in range(3 if last else 1):
-        try:
-            next(chain)
-        except StopIteration:
-            return False
-    return not last
+PLANTING = Planting(
+    PAIRS, _Writer, PLANTS, CHAINS, _multi_hop, _multi_hop_close, _correction, _correction_close
+)
