@@ -6,15 +6,20 @@ yields the same candidates, in the same order, with the same ``raw_response``.
 
 Conventions of the offline extractor
 ------------------------------------
-* **Source roles.** Only what the *user* said becomes a preference, fact or correction,
-  or an episode of theirs. Assistant turns feed the summary, labelled as the assistant's,
-  so an assistant's "I recommend ..." is never stored as the user's taste. In a
-  conversation between named people (every message carries a name, the other side's not
+* **Source roles.** Only what the *user* said becomes a preference, fact or correction of
+  theirs, or an episode of theirs. Assistant turns feed the summary, labelled as the
+  assistant's, so an assistant's "I recommend ..." is never stored as the user's taste. In
+  a conversation between named people (every message carries a name, the other side's not
   the user's: two friends talking), the other person's turns become episodes too, written
-  about them by name ("Tom: I started at Bosch in May"): what they said of themselves is
-  the user's to remember (who works where), and a question naming them finds it. System and tool messages
-  are ignored: they hold prompts and recalled memories, and extracting recalled memories
-  again is how junk multiplies.
+  about them by name ("Tom: I started at Bosch in May"), and what they state of themselves
+  becomes facts and preferences about them ("Tom works at Bosch", a claim whose subject is
+  Tom): the user's to remember (who works where), never the user's own. System and tool
+  messages are ignored: they hold prompts and recalled memories, and extracting recalled
+  memories again is how junk multiplies.
+* **The user's name.** When the user's messages carry one name that reads as a person's
+  ("Ines", "Ines Duarte": capitalised words; not a handle, not several names), it is stated
+  as "User's name is Ines", as "my name is Ines" would be, citing the first message that
+  carried it.
 * **Statements** (preferences, facts, corrections) are third-person sentences with ``User``
   as the subject and no final full stop: "User prefers dark roast coffee", "User's name is
   Maria", "User works at Acme". The words after the verb are the user's own, with first-person
