@@ -402,15 +402,19 @@ _ACTIVITY_END = re.compile(
 )
 
 
-def _activity_value(match: re.Match[str]) -> str:
-    return _thing(_ACTIVITY_END.split(match.group("val"))[0])
+def _activity_read(
+    match: re.Match[str], attribute: str, *, most_words: int = MAX_VALUE_WORDS
+) -> _Read | None:
+    """An activity claim of ``attribute`` ("activity", "learning", "sport"): the words of the
+    match's value before when and how often it is done, at most ``most_words`` of them."""
+    value = _thing(_ACTIVITY_END.split(match.group("val"))[0])
+    if not value or len(value.split()) > most_words:
+        return None
+    return _Read("activity", attribute, value, cardinality="many", importance=0.7)
 
 
 def _activity(match: re.Match[str]) -> _Read | None:
-    value = _activity_value(match)
-    if not value:
-        return None
-    return _Read("activity", "activity", value, cardinality="many", importance=0.7)
+    return _activity_read(match, "activity")
 
 
 #: Words before "X is my thing" that are no part of X.
@@ -430,17 +434,12 @@ def _my_thing(match: re.Match[str]) -> _Read | None:
 
 
 def _learning(match: re.Match[str]) -> _Read | None:
-    value = _activity_value(match)
-    if not value:
-        return None
-    return _Read("activity", "learning", value, cardinality="many", importance=0.7)
+    return _activity_read(match, "learning")
 
 
 def _plays(match: re.Match[str]) -> _Read | None:
-    value = _activity_value(match)
-    if not value or len(value.split()) > 2:
-        return None  # "I play it safe", "I play games on my phone with my kids"
-    return _Read("activity", "sport", value, cardinality="many", importance=0.7)
+    # At most two words: "I play it safe", "I play games on my phone with my kids" are no sport.
+    return _activity_read(match, "sport", most_words=2)
 
 
 def _trying(match: re.Match[str]) -> _Read | None:
