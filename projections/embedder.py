@@ -13,7 +13,7 @@ import hashlib
 import importlib.resources
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -59,6 +59,43 @@ def _l2_normalise(vectors: npt.NDArray[np.floating[Any]]) -> Vectors:
     # A zero vector (no token survived, or an endpoint returned zeros) stays zero rather
     # than becoming NaN, which LanceDB would reject at write time.
     return (vectors / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+
+
+def mean_vector(vectors: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.float32]:
+    """The unit-length mean of unit ``vectors`` (one per row): one vector found by what
+    each of them is near. One vector is its own mean, as it is; a zero mean stays zero.
+
+    Examples
+    --------
+    >>> [round(float(x), 3) for x in mean_vector(np.array([[1.0, 0.0], [0.0, 1.0]]))]
+    [0.707, 0.707]
+    """
+    if len(vectors) == 1:
+        return np.asarray(vectors[0], dtype=np.float32)
+    return _l2_normalise(np.asarray(vectors, dtype=np.float64).mean(axis=0, keepdims=True))[0]
+
+
+def embed_groups(
+    embed: Callable[[list[str]], npt.NDArray[np.floating[Any]]], groups: Sequence[Sequence[str]]
+) -> Vectors:
+    """One vector per group of texts, the :func:`mean_vector` of the group's texts, with
+    every distinct text embedded once, in one call of ``embed``: a memory's vector from its
+    :func:`~memstream.projections.memories.embedded_texts`.
+
+    Examples
+    --------
+    >>> embed = lambda texts: np.array([[1.0, 0.0] if t == "a" else [0.0, 1.0] for t in texts])
+    >>> [[round(float(x), 3) for x in v] for v in embed_groups(embed, [("a",), ("a", "b")])]
+    [[1.0, 0.0], [0.707, 0.707]]
+    """
+    distinct = list(dict.fromkeys(text for group in groups for text in group))
+    if not distinct:
+        return np.zeros((0, 0), dtype=np.float32)
+    embedded = np.asarray(embed(distinct))
+    if embedded.shape[0] != len(distinct):
+        raise ValueError(f"embedder returned {embedded.shape} for {len(distinct)} texts")
+    row = {text: i for i, text in enumerate(distinct)}
+    return np.stack([mean_vector(embedded[[row[t] for t in group]]) for group in groups])
 
 
 # --- all-MiniLM-L6-v2, int8 ONNX -------------------------------------------------------

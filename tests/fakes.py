@@ -21,6 +21,7 @@ from memstream.models.events.envelope import Event
 from memstream.models.events.memory import MemoryAdded, MemoryChange, MemoryReinforced
 from memstream.models.lifecycle import apply_change
 from memstream.models.settings import Settings
+from memstream.projections.embedder import embed_groups
 from memstream.projections.memories import (
     MEMORY_TYPES,
     VECTOR_SHARE,
@@ -29,7 +30,7 @@ from memstream.projections.memories import (
     MemoryRecord,
     SearchFilters,
     SourcePosition,
-    search_text,
+    embedded_texts,
 )
 from memstream.projections.memories.fold import new_row
 from memstream.projections.memories.hybrid import search_filters
@@ -262,7 +263,7 @@ class InMemoryMemoryIndex:
             "source_event_ids": tuple(event.source_event_ids),
             "entities": tuple(event.entities),
             "stated_in": tuple(event.stated_in),
-            "vector": self.embedder.embed([search_text(event)])[0],
+            "vector": embed_groups(self.embedder.embed, [embedded_texts(event)])[0],
         }
 
     def _visible(self, user_id: str, filters: SearchFilters) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ _TABLE_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _SCHEMA_MODEL_KEY = b"memstream.embedding_model"
 _SCHEMA_VERSION_KEY = b"memstream.schema_version"
 #: Bumped when the table's columns change; an older table must be rebuilt from the topic.
-SCHEMA_VERSION = "7"
+SCHEMA_VERSION = "8"
 #: The live memories table, until a replay swaps another in (see memstream.projections.shadow).
 DEFAULT_TABLE = "memories"
 #: The columns that make up the projection's view, fingerprinted by ``memstream verify``:
@@ -217,14 +217,27 @@ def memory_schema(dimensions: int, embedding_model: str) -> pa.Schema:
 
 
 def search_text(event: MemoryAdded | MemoryCandidate) -> str:
-    """What a memory is found by (and its vector embeds): its context when it has one (which
-    shows the content in its conversation), else its content; both when the context leaves
-    the content out. A claim adds the words a question about its attribute uses
-    (:func:`~memstream.models.beliefs.attribute_gloss`)."""
-    if not event.context or event.content in event.context:
-        text = event.context or event.content
-    else:
-        text = f"{event.content}\n{event.context}"
+    """What a memory's words are found by (its full-text index): its own words, its content;
+    a claim adds the words a question about its attribute uses
+    (:func:`~memstream.models.beliefs.attribute_gloss`). An episode's context is not in it:
+    the turns around it are other turns' words, and each of those is found by its own (on
+    REALTALK's real chats, BM25 over the turn's own words found more evidence than over its
+    context, 0.592 against 0.553 recall@10); the context joins its vector instead
+    (:func:`embedded_texts`)."""
+    text = event.content
     if event.claim is not None and event.claim.attribute:
         text = f"{text}\n({attribute_gloss(event.claim.attribute)})"
     return text
+
+
+def embedded_texts(event: MemoryAdded | MemoryCandidate) -> tuple[str, ...]:
+    """What a memory's vector is the mean of (:func:`~memstream.projections.embedder.mean_vector`):
+    its search text and, when it has one, its context, the conversation it was said in. A
+    turn of real chat is often short and means something only beside the turns around it
+    ("I named him Steve"), yet its own words say what it is about: on REALTALK the mean of
+    both vectors found more evidence than either alone (recall@10 0.630 against 0.617 for
+    the turn's own words, 0.602 for its context, each with BM25 over its own words)."""
+    text = search_text(event)
+    if event.context and event.context != text:
+        return (text, event.context)
+    return (text,)

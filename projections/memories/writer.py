@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from memstream.models.events.memory import MemoriesRetrieved, MemoryAdded, MemoryChange
+from memstream.projections.embedder import embed_groups
 from memstream.projections.memories.connection import KEY_LOOKUP_CHUNK, TableConnection
 from memstream.projections.memories.errors import (
     EmbeddingModelMismatch,
@@ -37,6 +38,7 @@ from memstream.projections.memories.fold import (
 from memstream.projections.memories.records import SourcePosition
 from memstream.projections.memories.schema import (
     _HEX64,
+    embedded_texts,
     memory_key,
     memory_schema,
     search_text,
@@ -237,9 +239,9 @@ class MemoryWriter(TableConnection):
         """The vectors of the events' memories: the one each event carries when this table's
         embedder made it (the decider embedded it once: nothing is embedded here); for an
         event without one (before schema version 3), from ``vector_donor`` where it holds the
-        same memory with the same content from the same model; embedded otherwise. A carried
-        vector that does not fit (malformed, or not the table's size) is embedded again.
-        ``vectors_embedded`` counts what was embedded here."""
+        same memory with the same texts from the same model; embedded otherwise (the mean of
+        its :func:`embedded_texts`). A carried vector that does not fit (malformed, or not the
+        table's size) is embedded again. ``vectors_embedded`` counts what was embedded here."""
         vectors = self._carried(events)
         donor = self.vector_donor
         wanted = [i for i, vector in enumerate(vectors) if vector is None]
@@ -248,7 +250,7 @@ class MemoryWriter(TableConnection):
             found = donor._rows_by_key(
                 donor_table,
                 [memory_key(events[i].memory_id) for i in wanted],
-                ["memory_id", "search_text", "embedding_model", "vector"],
+                ["memory_id", "search_text", "context", "embedding_model", "vector"],
             )
             for index in wanted:
                 event = events[index]
@@ -256,14 +258,15 @@ class MemoryWriter(TableConnection):
                 if (
                     row is not None
                     and row["search_text"] == search_text(event)
+                    and row["context"] == event.context
                     and row["embedding_model"] == self.embedder.model_id
                 ):
                     vectors[index] = np.asarray(row["vector"], dtype=np.float32)
         missing = [i for i, vector in enumerate(vectors) if vector is None]
         if missing:
-            embedded = self.embedder.embed([search_text(events[i]) for i in missing])
-            if embedded.shape[0] != len(missing):
-                raise ValueError(f"embedder returned {embedded.shape} for {len(missing)} texts")
+            embedded = embed_groups(
+                self.embedder.embed, [embedded_texts(events[i]) for i in missing]
+            )
             for i, vector in zip(missing, embedded, strict=True):
                 vectors[i] = vector
             self.vectors_embedded += len(missing)

@@ -28,8 +28,8 @@ from memstream.models.events.memory import (
     MemorySuperseded,
 )
 from memstream.models.vectors import pack_vector
-from memstream.projections.embedder import Embedder
-from memstream.projections.memories import MemoryRecord, MemoryStore, search_text
+from memstream.projections.embedder import Embedder, mean_vector
+from memstream.projections.memories import MemoryRecord, MemoryStore, embedded_texts
 from memstream.streams.agents.recent_claims import RecentClaims, candidates_stating, holds
 
 #: Default importance at or above which a memory goes straight to long-term (seed 2).
@@ -50,8 +50,8 @@ def _resolved(claim: Claim, decision: ClaimDecision) -> Claim:
 
 #: What a decision settles before embedding (see ``MemoryDecider._plan``).
 _Plan = tuple[
-    dict[int, ClaimDecision], dict[str, tuple[str, ...]], list[list[MemoryRecord]], list[str],
-    list[int],
+    dict[int, ClaimDecision], dict[str, tuple[str, ...]], list[list[MemoryRecord]],
+    list[tuple[str, ...]], list[int],
 ]
 
 
@@ -103,11 +103,11 @@ class MemoryDecider:
     _claims: RecentClaims = field(default_factory=RecentClaims)
     #: Embeddings of attribute keys, for their similarity.
     _attribute_vectors: dict[str, np.ndarray] = field(default_factory=dict)
-    #: Search texts' vectors kept (about 1.6 KB each with the MiniLM embedder): a text said
-    #: again in the same words and context is not embedded again.
+    #: Texts' vectors kept (about 1.6 KB each with the MiniLM embedder): a text said again
+    #: (the same words, the same context) is not embedded again.
     vectors_kept: int = 10_000
-    #: The vectors of the search texts embedded last (by prefetch or a decision), by text,
-    #: oldest first.
+    #: The vectors of the texts embedded last (by prefetch or a decision), by text, oldest
+    #: first.
     _vectors_of: dict[str, np.ndarray] = field(default_factory=dict)
     #: Per user, the plan (:meth:`_plan`) of the user's first extraction of the last
     #: prefetch, by its event id; and the users decided since that prefetch.
@@ -116,9 +116,9 @@ class MemoryDecider:
 
     def prefetch(self, extractions: Sequence[ExtractionRecorded]) -> int:
         """Embed in one call what deciding ``extractions`` would embed, as the decider stands
-        now: the search texts of their candidates that no text or claim decides (each distinct
-        text once, none whose vector is kept from before). :meth:`decide` takes these vectors
-        instead of embedding the texts again; returns how many texts were embedded.
+        now: the :func:`embedded_texts` of their candidates that no text or claim decides (each
+        distinct text once, none whose vector is kept from before). :meth:`decide` takes these
+        vectors instead of embedding the texts again; returns how many texts were embedded.
 
         A text's vector does not depend on the other texts of a call, so a decision is the
         same whether its vectors were prefetched or not. A user's later extractions here are
@@ -140,16 +140,15 @@ class MemoryDecider:
                 # Decided after the user's earlier extraction here, so planned again then:
                 # only its episodes (words in a context, never decided by their text) are
                 # embedded ahead, and no LanceDB read is made for it twice.
-                wanted.update(dict.fromkeys(
-                    search_text(c) for c in recorded.candidates if c.context and c.claim is None
-                ))
+                episodes = [c for c in recorded.candidates if c.context and c.claim is None]
+                wanted.update(dict.fromkeys(t for c in episodes for t in embedded_texts(c)))
                 continue
             plan = self._plan(recorded)
             # The plan of a user's first extraction here holds when it is decided (nothing
             # of that user decided since): kept, so its LanceDB reads are not made twice.
             self._plans[recorded.user_id] = (recorded.event_id, plan)
             *_, texts, unknown = plan
-            wanted.update(dict.fromkeys(texts[i] for i in unknown))
+            wanted.update(dict.fromkeys(text for i in unknown for text in texts[i]))
         missing = [t for t in wanted if t not in self._vectors_of]
         self._vectors_by_text(missing)
         return len(missing)
@@ -172,7 +171,7 @@ class MemoryDecider:
     def _plan(self, recorded: ExtractionRecorded) -> _Plan:
         """What :meth:`decide` settles before embedding (nothing changes meanwhile): the
         claims' decisions and their statements, each candidate's memories of the same words,
-        the candidates' search texts, and the indexes of the candidates to embed."""
+        the texts of the candidates' vectors, and the indexes of the candidates to embed."""
         candidates = recorded.candidates
         user, moment = recorded.user_id, recorded.occurred_at
         # Claims first, in order, each against the user's claims as this extraction has
@@ -192,7 +191,7 @@ class MemoryDecider:
         # One embedding for each other candidate, of what its row will be found by: the
         # decision compares it with the stored rows' vectors (embeddings of the same kind of
         # text), and an added memory carries it in its event, so nothing embeds it again.
-        texts = [search_text(c) for c in candidates]
+        texts = [embedded_texts(c) for c in candidates]
         unknown = [
             i for i, c in enumerate(candidates)
             if (beliefs[i].kind == "new" if i in beliefs
@@ -465,7 +464,7 @@ class MemoryDecider:
         user_id: str,
         moment: datetime,
         indexes: list[int],
-        texts: list[str],
+        texts: list[tuple[str, ...]],
         vectors: dict[int, np.ndarray],
         stored: dict[int, list[tuple[MemoryRecord, np.ndarray]]],
     ) -> None:
@@ -478,10 +477,11 @@ class MemoryDecider:
         for i, vector, found in zip(indexes, embedded, nearest, strict=True):
             vectors[i], stored[i] = vector, found
 
-    def _vectors(self, texts: list[str]) -> np.ndarray:
-        """The vectors of ``texts``, in order (see :meth:`_vectors_by_text`)."""
-        found = self._vectors_by_text(texts)
-        return np.stack([found[t] for t in texts])
+    def _vectors(self, groups: list[tuple[str, ...]]) -> np.ndarray:
+        """One vector per group of texts, the mean of its texts' (:meth:`_vectors_by_text`),
+        in order: as :func:`~memstream.projections.embedder.embed_groups` makes it."""
+        found = self._vectors_by_text([text for group in groups for text in group])
+        return np.stack([mean_vector(np.stack([found[t] for t in group])) for group in groups])
 
     def _same_words(
         self,

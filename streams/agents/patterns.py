@@ -37,8 +37,8 @@ from memstream.models.patterns import (
 from memstream.models.settings import Settings
 from memstream.models.topics import MEMORIES_TOPIC_TYPES, Topics
 from memstream.models.vectors import pack_vector
-from memstream.projections.embedder import Embedder
-from memstream.projections.memories import search_text
+from memstream.projections.embedder import Embedder, embed_groups
+from memstream.projections.memories import embedded_texts
 from memstream.streams.agents.decoding import decode_opened
 from memstream.streams.kafka.logreader import key_partition, read_topic
 from memstream.streams.keys.store import KeyStore
@@ -77,14 +77,14 @@ def observe_request(
 
 
 def with_vectors(events: Sequence[Event], embedder: Embedder) -> list[Event]:
-    """``events`` with each pattern memory carrying its vector (its search text embedded
-    here, once, as the decider embeds every other memory), so no projection embeds it again."""
+    """``events`` with each pattern memory carrying its vector (its texts embedded here,
+    once, as the decider embeds every other memory), so no projection embeds it again."""
     added = [i for i, e in enumerate(events) if isinstance(e, MemoryAdded) and e.vector is None]
     found = list(events)
     if not added:
         return found
-    texts = [search_text(events[i]) for i in added]  # type: ignore[arg-type]
-    for index, vector in zip(added, embedder.embed(texts), strict=True):
+    groups = [embedded_texts(events[i]) for i in added]  # type: ignore[arg-type]
+    for index, vector in zip(added, embed_groups(embedder.embed, groups), strict=True):
         found[index] = events[index].model_copy(
             update={"vector": pack_vector(vector.tolist()), "embedding_model": embedder.model_id}
         )

@@ -20,7 +20,7 @@ from memstream.models.events.memory import (
     MemoryChange,
 )
 from memstream.projections.embedder import MiniLMOnnxEmbedder
-from memstream.projections.memories import MemoryProjection, SourcePosition, search_text
+from memstream.projections.memories import MemoryProjection, SourcePosition, embedded_texts
 from memstream.streams.agents.decisions import MemoryDecider
 
 T0 = datetime(2026, 11, 2, 9, tzinfo=UTC)
@@ -135,7 +135,7 @@ def test_an_added_memory_carries_the_vector_of_what_it_is_found_by(tmp_path: Pat
     from fakes import FakeEmbedder
 
     from memstream.models.vectors import unpack_vector
-    from memstream.projections.memories import search_text
+    from memstream.projections.embedder import embed_groups
 
     embedder = FakeEmbedder()
     projection = MemoryProjection(tmp_path / "lancedb", embedder)
@@ -151,7 +151,8 @@ def test_an_added_memory_carries_the_vector_of_what_it_is_found_by(tmp_path: Pat
     for event in added:
         assert isinstance(event, MemoryAdded) and event.vector is not None
         assert event.embedding_model == embedder.model_id
-        expected = embedder.embed([search_text(event)])[0]
+        # Its words' vector, and an episode's the mean of its words' and its context's.
+        expected = embed_groups(embedder.embed, [embedded_texts(event)])[0]
         assert np.array_equal(np.frombuffer(unpack_vector(event.vector), np.float32), expected)
     # The projection takes them as they are: nothing embedded on the way in.
     embedder.calls.clear()
@@ -256,8 +257,8 @@ def test_decisions_of_a_batch_prefetched_across_users_are_the_ones_made_one_at_a
     # first extraction here; embedded now: the claims' attribute keys (once each, for their
     # similarity) and the new claim of bob's second extraction (planned when it is decided).
     keys = {c.claim.attribute for r in batch for c in r.candidates if c.claim}
-    porto = search_text(batch[3].candidates[0])
-    assert {text for call in counting.calls for text in call} <= keys | {porto}
+    porto = set(embedded_texts(batch[3].candidates[0]))
+    assert {text for call in counting.calls for text in call} <= keys | porto
     assert [e.type for e in expected[2]] == ["memory_reinforced", "memory_added"]
 
 
@@ -277,7 +278,7 @@ def test_a_search_text_seen_before_is_not_embedded_again_and_decides_the_same(tm
     ]
     keeping = MemoryDecider(MemoryProjection(tmp_path / "keeping", embedder), embedder)
     decided = [keeping.decide(r) for r in requests]
-    assert embedder.calls == [[search_text(candidate)]]
+    assert embedder.calls == [list(embedded_texts(candidate))]
     assert [e.type for e in decided[1]] == ["memory_reinforced"]
     embedder.calls.clear()
     keeping_none = MemoryDecider(
