@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 #: Longest validation error fed back to the model or kept in a failure reason.
 MAX_ERROR_CHARS = 1_000
 #: Identifies the prompt below in ``ExtractionRecorded.prompt_version``; bump it on any change.
-PROMPT_VERSION = "extract-v2"
+PROMPT_VERSION = "extract-v3"
 #: Most of the user's current claims shown to the model (the newest first).
 MAX_SHOWN_CLAIMS = 60
 #: Longest stated end accepted after a claim's start ("for the next three months").
@@ -84,7 +84,9 @@ lesson to remember, e.g. "User lives in Lisbon, not Porto".
 - importance, from 0 to 1: 0.9 identity and hard constraints (name, allergies); 0.7-0.8 clear \
 preferences and facts; 0.3-0.6 minor ones; below 0.3 trivia.
 - source_event_ids: the ids of the user messages each item comes from.
-- summary: 2-3 sentences on what happened in the conversation.
+- summary: 2-3 sentences on what happened and what was decided, naming the people, places, \
+plans and changes it was about, with the dates the transcript gives; never the greetings or \
+small talk. An empty string when nothing happened worth remembering.
 - entities: names of people, places, organisations, products and projects mentioned.
 - Language: write every content, the summary and the entities in the language the \
 conversation is written in. Never translate.
@@ -181,7 +183,10 @@ class ExtractionReply(BaseModel):
 
     preferences: list[ExtractedItem]
     facts: list[ExtractedItem]
-    summary: str = Field(description="2-3 sentences on what happened in the conversation.")
+    summary: str = Field(
+        description="2-3 sentences on what happened and was decided: people, places, plans, "
+        "changes; never greetings. Empty when nothing happened."
+    )
     entities: list[str] = Field(default_factory=list, description="Names mentioned.")
     corrections: list[ExtractedItem] = Field(
         default_factory=list, description="What the user corrected, as lessons."

@@ -7,15 +7,15 @@ yields the same candidates, in the same order, with the same ``raw_response``.
 Conventions of the offline extractor
 ------------------------------------
 * **Source roles.** Only what the *user* said becomes a preference, fact or correction of
-  theirs, or an episode of theirs. Assistant turns feed the summary, labelled as the
-  assistant's, so an assistant's "I recommend ..." is never stored as the user's taste. In
-  a conversation between named people (every message carries a name, the other side's not
-  the user's: two friends talking), the other person's turns become episodes too, written
-  about them by name ("Tom: I started at Bosch in May"), and what they state of themselves
-  becomes facts and preferences about them ("Tom works at Bosch", a claim whose subject is
-  Tom): the user's to remember (who works where), never the user's own. System and tool
-  messages are ignored: they hold prompts and recalled memories, and extracting recalled
-  memories again is how junk multiplies.
+  theirs. Every turn that says something becomes an episode, the assistant's included
+  ("what was the hotel you suggested?"), written about who said it, so an assistant's
+  "I recommend ..." is never read as the user's taste. In a conversation between named
+  people (every message carries a name, the other side's not the user's: two friends
+  talking), what the other person states of themselves becomes facts and preferences about
+  them ("Tom works at Bosch", a claim whose subject is Tom): the user's to remember (who
+  works where), never the user's own. System and tool messages are ignored: they hold
+  prompts and recalled memories, and extracting recalled memories again is how junk
+  multiplies.
 * **The user's name.** When the user's messages carry one name that reads as a person's
   ("Ines", "Ines Duarte": capitalised words; not a handle, not several names), it is stated
   as "User's name is Ines", as "my name is Ines" would be, citing the first message that
@@ -30,23 +30,20 @@ Conventions of the offline extractor
   and an earlier candidate of the same request that it contradicts ("User lives in Porto")
   is dropped. A correction that matches no pattern quotes the user: ``Correction: User said
   "..."``.
-* **Episodes** are the user's turn verbatim (whitespace collapsed), in its own language.
-  Greetings, thanks and one-word replies are not episodes. Each carries its ``context``
-  (:func:`memstream.models.conversation.turn_context`): the day, the turn before and after,
-  who said each, and relative times resolved to dates ("last Tuesday (10 March 2026)"); its
-  ``source_event_ids`` name the turn first, then every other turn the context shows.
+* **Episodes** are each turn verbatim (whitespace collapsed), in its own language, after the
+  name of who said it when the message carries one ("Tom: I started at Bosch in May"), and
+  an assistant's after ``Assistant:``. Greetings, thanks and one-word replies are not
+  episodes. Each carries its ``context`` (:func:`memstream.models.conversation.turn_context`):
+  the day, the turn before and after, who said each, and relative times resolved to dates
+  ("last Tuesday (10 March 2026)"); its ``source_event_ids`` name the turn first, then
+  every other turn the context shows.
 * **Speakers.** When the user turns carry several names (a group conversation among named
   people, none of them known to be the user), statements and episodes are written about
   their speaker by name ("Tom works at Bosch", "Tom: I work at Bosch now"), never as the
-  user's. The summary labels each sentence with its speaker's name (``User:`` and
-  ``Assistant:`` when the messages carry none).
-* **The summary** is extractive: 2-3 sentences from the transcript, each prefixed with its
-  speaker (``User:`` or ``Assistant:`` when the messages carry no name), starting with the
-  user's first request, then the sentences with the highest term-frequency score; sentences
-  that name someone or something or hold a number score three times more (small talk
-  between people is frequent and says nothing). A conversation that opens with small talk
-  starts with its best sentence instead. It needs at least two messages; it names every
-  message it quotes in ``source_event_ids``.
+  user's.
+* **No summary.** A summary made of the transcript's own sentences says nothing its turns
+  do not, and every turn is an episode already; on REALTALK's real chats searching such
+  summaries lowered recall (``docs/search.md``). The LLM extractor writes one.
 * **Entities** are capitalised names (people, places, organisations, products) found by a
   heuristic and listed in each candidate's ``entities``. No ``entity`` candidates are emitted:
   a bare name is a poor memory that crowds retrieval, while the ``entities`` field already
@@ -78,12 +75,10 @@ from memstream.models.extraction.port import (
     MAX_CONTENT_CHARS,
     MAX_ENTITIES,
     MIN_IMPORTANCE,
-    SUMMARY_IMPORTANCE,
     Extraction,
 )
 from memstream.models.extraction.sentences import _analyse_sentence
 from memstream.models.extraction.state_ends import state_end
-from memstream.models.extraction.summary import _summary, _Turn
 from memstream.models.extraction.tasks import with_task_candidates
 from memstream.models.extraction.text import _dedup_key, _is_trivial, _sentences, _substance
 
@@ -92,6 +87,12 @@ _PERSON_NAME = re.compile(r"[^\W\d_a-z][^\W\d_]*(?:['-][^\W\d_]+)*(?: [^\W\d_a-z
 
 EPISODE_IMPORTANCE = 0.4
 EPISODE_DETAIL_IMPORTANCE = 0.45
+
+
+@dataclass(frozen=True)
+class _Turn:
+    message: TranscriptMessage
+    sentences: list[str]
 
 
 class OfflineExtractor:
@@ -103,16 +104,16 @@ class OfflineExtractor:
     --------
     >>> extractor = OfflineExtractor()
     >>> (extractor.name, extractor.version)
-    ('offline', '4')
+    ('offline', '5')
     """
 
     name: str = "offline"
-    version: str = "4"
+    version: str = "5"
 
     def extract(
         self, request: ConsolidationRequested, known_claims: Sequence[KnownClaim] = ()
     ) -> Extraction:
-        """Extract episodes, preferences, facts, corrections and a summary from ``request``
+        """Extract episodes, preferences, facts and corrections from ``request``
         (from its transcript alone: ``known_claims`` are not read), then the task memories of
         its task changes (:mod:`memstream.models.extraction.tasks`)."""
         candidates = with_task_candidates(extract_candidates(request.messages), request)
@@ -138,9 +139,9 @@ def dump_candidates(candidates: Sequence[MemoryCandidate]) -> str:
 def extract_candidates(messages: Sequence[TranscriptMessage]) -> tuple[MemoryCandidate, ...]:
     """The offline extractor's candidates for a transcript, in transcript order.
 
-    Per turn of the user (or, in a conversation among several named people, of each of
-    them): its episode with the conversation around it, then what its sentences state; the
-    summary comes last.
+    Per turn: its episode with the conversation around it, then, for the user (or, in a
+    conversation among several named people, each of them) and the other person of a
+    conversation between two, what its sentences state.
     """
     turns = [
         _Turn(message, _sentences(message.content))
@@ -156,8 +157,8 @@ def extract_candidates(messages: Sequence[TranscriptMessage]) -> tuple[MemoryCan
     named = None if attributed else _own_name(said)
     for index, turn in enumerate(turns):
         if turn.message.role != "user":
+            _others_episode(drafts, said, index, turn, known_names)
             if people:
-                _other_persons_episode(drafts, said, index, turn, known_names)
                 _statements(drafts, turn, speaker(turn.message), known_names, None)
             continue
         if named is not None and turn.message.name:
@@ -172,7 +173,7 @@ def extract_candidates(messages: Sequence[TranscriptMessage]) -> tuple[MemoryCan
             ends = [state_end(s, turn.message.occurred_at) for s in turn.sentences]
             drafts.add(
                 "episode",
-                text if subject is None else f"{subject}: {text}",
+                f"{speaker(turn.message)}: {text}" if turn.message.name else text,
                 _episode_importance(text, entities),
                 (*source, *(s for s in shown if s not in source)),
                 entities,
@@ -180,11 +181,6 @@ def extract_candidates(messages: Sequence[TranscriptMessage]) -> tuple[MemoryCan
                 valid_until=max((end for end in ends if end is not None), default=None),
             )
         referent = _statements(drafts, turn, subject, known_names, referent)
-    summary = _summary(turns, known_names)
-    if summary is not None:
-        drafts.add(
-            "summary", summary.content, SUMMARY_IMPORTANCE, summary.sources, summary.entities
-        )
     return drafts.candidates()
 
 
@@ -245,16 +241,17 @@ def _own_name(messages: Sequence[TranscriptMessage]) -> str | None:
     return name
 
 
-def _other_persons_episode(
+def _others_episode(
     drafts: _Drafts,
     said: Sequence[TranscriptMessage],
     index: int,
     turn: _Turn,
     known_names: frozenset[str],
 ) -> None:
-    """The other person's turn as an episode written about them by name ("Tom: I started at
-    Bosch in May"), with its context: what they said of themselves is the user's to
-    remember, but never the user's own preference, fact or claim."""
+    """The other side's turn (the assistant's, or another person's) as an episode written
+    about who said it, by name ("Tom: I started at Bosch in May", "Assistant: The Ritz
+    has rooms free"), with its context: what was said to the user is theirs to remember
+    ("what was the hotel you suggested?"), never their own preference, fact or claim."""
     text = " ".join(turn.message.content[:MAX_ANALYSED_CHARS].split())
     if not text:
         return

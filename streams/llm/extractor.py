@@ -169,7 +169,7 @@ class LLMExtractor:
     >>> extractor = LLMExtractor(
     ...     base_url="http://127.0.0.1:8000/v1", api_key="", model="qwen2.5-7b-instruct")
     >>> (extractor.name, extractor.version, extractor.prompt_version)
-    ('llm', '2', 'extract-v2')
+    ('llm', '2', 'extract-v3')
     >>> extractor.close()
     """
 

@@ -101,11 +101,11 @@ def test_episodes_cite_every_turn_their_context_shows() -> None:
     ]
     episodes = [c for c in extract_candidates(turns) if c.memory_type == "episode"]
     [episode] = [c for c in episodes if c.source_event_ids[0] == "t2"]
-    assert episode.content == "Lisbon! It rained, but the food made up for it."
+    # Said by a named person: the episode says who said it.
+    assert episode.content == "Maya: Lisbon! It rained, but the food made up for it."
     assert episode.source_event_ids == ("t2", "t1")
     assert "Tom: Where did you end up going for the long weekend?" in episode.context
-    summary = [c for c in extract_candidates(turns) if c.memory_type == "summary"]
-    assert all("User:" not in c.content and "Assistant:" not in c.content for c in summary)
+    assert all("User:" not in c.context and "Assistant:" not in c.context for c in episodes)
 
 
 def test_statements_of_other_named_people_are_theirs_not_the_users() -> None:

@@ -6,7 +6,6 @@ import doctest
 import importlib
 import json
 import pkgutil
-import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -101,7 +100,7 @@ def find(candidates: Sequence[MemoryCandidate], content: str) -> MemoryCandidate
 def test_offline_extractor_satisfies_the_extractor_protocol() -> None:
     extractor = OfflineExtractor()
     assert isinstance(extractor, Extractor)
-    assert (extractor.name, extractor.version) == ("offline", "4")
+    assert (extractor.name, extractor.version) == ("offline", "5")
 
 
 def test_extraction_carries_no_model_and_a_json_dump_of_its_candidates() -> None:
@@ -151,14 +150,17 @@ def test_a_realistic_conversation_yields_typed_candidates_with_sources() -> None
     assert instruction.memory_type == "preference"
 
 
-def test_each_substantive_user_turn_is_kept_verbatim_as_an_episode() -> None:
+def test_each_substantive_turn_is_kept_verbatim_as_an_episode_of_who_said_it() -> None:
     episodes = of_type(extract(*TRIP_PLANNING), "episode")
-    # Each episode cites its own turn first, then the neighbours its context shows.
+    # Each episode cites its own turn first, then the neighbours its context shows; the
+    # assistant's turns are episodes too, written as the assistant's.
     assert [e.source_event_ids for e in episodes] == [
-        ("m1", "m2"), ("m3", "m2", "m4"), ("m5", "m4", "m6")
+        ("m1", "m2"), ("m2", "m1", "m3"), ("m3", "m2", "m4"), ("m4", "m3", "m5"),
+        ("m5", "m4", "m6"),
     ]
-    assert episodes[1].content == TRIP_PLANNING[2][1]
-    lines = episodes[1].context.splitlines()
+    assert episodes[2].content == TRIP_PLANNING[2][1]
+    assert episodes[1].content == f"Assistant: {TRIP_PLANNING[1][1]}"
+    lines = episodes[2].context.splitlines()
     assert lines[1:] == [
         f"Assistant: {TRIP_PLANNING[1][1]}", f"User: {TRIP_PLANNING[2][1]}",
         f"Assistant: {TRIP_PLANNING[3][1]}",
@@ -298,9 +300,10 @@ def test_assistant_statements_never_become_the_users_memories() -> None:
     )
     assert of_type(candidates, "preference") == of_type(candidates, "fact") == []
     assert of_type(candidates, "correction") == []
+    # What the assistant said is remembered as the assistant's words, never as the user's.
     episodes = of_type(candidates, "episode")
-    assert [(e.source_event_ids[0], e.content) for e in episodes] == [
-        ("m1", "Can you suggest a coffee for my espresso machine?")
+    assert [(e.source_event_ids[0], e.content[:30]) for e in episodes] == [
+        ("m1", "Can you suggest a coffee for m"), ("m2", "Assistant: I recommend the Eth"),
     ]
 
 
@@ -310,7 +313,7 @@ def test_system_and_tool_messages_are_ignored() -> None:
         ("tool", '{"profile": "I live in Paris and I prefer cats."}'),
         ("assistant", "Hello! How can I help you today?"),
     )
-    assert candidates == ()
+    assert [c.content for c in candidates] == ["Assistant: Hello! How can I help you today?"]
 
 
 @pytest.mark.parametrize(
@@ -330,9 +333,12 @@ def test_remarks_about_the_moment_are_not_stored_as_facts_or_preferences(said: s
     assert of_type(candidates, "preference") == of_type(candidates, "fact") == []
 
 
-def test_empty_and_assistant_only_transcripts_give_no_candidates() -> None:
+def test_an_empty_transcript_gives_no_candidates_and_an_assistants_only_its_words() -> None:
     assert extract() == ()
-    assert extract(("assistant", "Welcome back! Shall we continue planning the Kyoto trip?")) == ()
+    said = "Welcome back! Shall we continue planning the Kyoto trip?"
+    assert [(c.memory_type, c.content) for c in extract(("assistant", said))] == [
+        ("episode", f"Assistant: {said}")
+    ]
 
 
 def test_duplicates_within_a_request_merge_and_keep_every_source() -> None:
@@ -343,8 +349,9 @@ def test_duplicates_within_a_request_merge_and_keep_every_source() -> None:
     )
     assert contents(candidates, "preference") == ["User prefers dark roast coffee"]
     assert find(candidates, "User prefers dark roast coffee").source_event_ids == ("m1", "m3")
-    [episode] = of_type(candidates, "episode")
+    [episode, reply] = of_type(candidates, "episode")
     assert episode.source_event_ids[0] == "m1" and set(episode.source_event_ids) == {"m1", "m2", "m3"}
+    assert reply.content == "Assistant: Noted, dark roast it is."
 
 
 def test_every_candidate_clears_the_importance_threshold() -> None:
@@ -353,35 +360,12 @@ def test_every_candidate_clears_the_importance_threshold() -> None:
     assert all(MIN_IMPORTANCE <= c.importance <= 1 for c in candidates)
 
 
-# --- summary -------------------------------------------------------------------------------
+# --- no summary --------------------------------------------------------------------------
 
 
-def summary_of(candidates: Sequence[MemoryCandidate]) -> MemoryCandidate:
-    (summary,) = of_type(candidates, "summary")
-    return summary
-
-
-def test_the_summary_has_two_or_three_labelled_sentences_and_names_its_sources() -> None:
-    summary = summary_of(extract(*TRIP_PLANNING))
-    sentences = re.findall(r"(?:User|Assistant): ", summary.content)
-    assert 2 <= len(sentences) <= 3
-    assert summary.content.startswith(
-        "User: I'm planning a trip to Japan in April and need help with the itinerary."
-    )
-    assert "Assistant: " in summary.content
-    assert summary.source_event_ids[0] == "m1" and len(set(summary.source_event_ids)) >= 2
-    assert set(summary.source_event_ids) <= {"m1", "m2", "m3", "m4", "m5"}
-    assert 0.5 <= summary.importance <= 0.6
-    assert len(summary.content) <= MAX_CONTENT_CHARS
-
-
-def test_a_single_message_gets_no_summary() -> None:
-    assert (
-        of_type(
-            extract(("user", "I'm planning a trip to Japan. I prefer quiet ryokans.")), "summary"
-        )
-        == []
-    )
+def test_the_offline_extractor_writes_no_summary() -> None:
+    # Its turns' own sentences would say nothing the episodes do not (docs/search.md).
+    assert of_type(extract(*TRIP_PLANNING), "summary") == []
 
 
 # --- entities, bounds, other languages -----------------------------------------------------
@@ -416,8 +400,9 @@ def test_other_languages_are_kept_as_said_never_translated() -> None:
         ("user", "私はコーヒーが好きです。東京に住んでいます。"),
     )
     candidates = extract(*turns)
-    assert contents(candidates, "episode") == [turns[0][1], turns[2][1]]
-    assert "私はコーヒーが好きです。" in summary_of(candidates).content
+    assert contents(candidates, "episode") == [
+        turns[0][1], f"Assistant: {turns[1][1]}", turns[2][1]
+    ]
 
 
 def test_code_blocks_are_not_read_as_statements() -> None:
@@ -516,9 +501,12 @@ def test_a_message_name_that_is_no_persons_own_gives_no_name(names: tuple[str, s
     assert not [c for c in candidates if c.claim is not None and c.claim.attribute == "name"]
 
 
-def test_a_named_assistant_beside_an_unnamed_user_gives_no_episodes_of_its_own() -> None:
+def test_a_named_assistants_words_are_its_episode_and_never_its_statements() -> None:
     candidates = named(
         ("user", "", "Can you suggest a coffee for my espresso machine?"),
         ("assistant", "Coffeebot", "I recommend the Ethiopian Yirgacheffe, I love light roasts."),
     )
-    assert [e.source_event_ids[0] for e in of_type(candidates, "episode")] == ["m1"]
+    assert [(e.source_event_ids[0], e.content[:20]) for e in of_type(candidates, "episode")] == [
+        ("m1", "Can you suggest a co"), ("m2", "Coffeebot: I recomme"),
+    ]
+    assert of_type(candidates, "preference") == of_type(candidates, "fact") == []
