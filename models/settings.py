@@ -357,18 +357,28 @@ class Settings(BaseSettings):
     #: (``dialogue_recall.py --steps``). Entity expansion: the names the best hits mention
     #: (people, places, ...) pull in the user's other memories naming them, one hop and one
     #: more, each hop scored 0.9 of the hit that led to it and ranked below it.
-    recall_entity_expansion: bool = True
+    recall_entity_expansion: bool = False
     #: The user's own names in a question ("Where does Ines work now?") read as ``User``,
     #: the subject their statements are written about; the names are their current
     #: ``(User, name, ...)`` claims (:mod:`memstream.projections.own_names`).
-    recall_own_names: bool = True
+    recall_own_names: bool = False
     #: Most hits of one session among a search's first ones before another session's next
     #: hit gets a place (0: no cap), so evidence spread over sessions is not crowded out.
-    recall_session_cap: int = Field(2, ge=0)
+    recall_session_cap: int = Field(0, ge=0)
     #: Reranking of a search's candidates: ``none``, or ``lexical`` (the share of the
     #: question's content words a memory holds, added to its relevance). No cross-encoder
     #: installs from the package registry with its weights inside (docs/search.md).
     recall_rerank: Literal["none", "lexical"] = "none"
+    #: Of two hits a question finds almost equally, the newer first (a value said again
+    #: differently, "my rent went up to 950", is the likelier to hold now).
+    recall_newer_on_near_ties: bool = True
+    #: A hit that no longer holds (superseded, or a claim that ended) is marked and ranked
+    #: below what holds in its place, which is placed right above it (read from the store
+    #: when the search did not find it). Off: such hits rank as found, unmarked.
+    recall_stale_below_current: bool = True
+    #: A hit whose every cited turn a hit above it cites already waits below the hits that
+    #: bring turns not shown yet (asks the index for twice the hits, as a session cap does).
+    recall_new_turns_first: bool = True
 
     # --- forgetting (memstream forget --policy decay, the decay report) -------------------
     #: A memory whose decay score (importance, recency and use, weighted as in the rank)

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from memstream.models.events.memory import MemoriesRetrieved
 from memstream.models.ranking import RankWeights, rank_score, recency_weight, use_weight
 from memstream.projections.memories import MemoryHit
+from memstream.projections.resident.words import tokens
 
 #: What a stale hit's rank score counts for: below a current memory of near relevance.
 STALE_WEIGHT = 0.8
@@ -25,6 +26,9 @@ NEAR_TIE = 0.05
 #: :data:`NEAR_TIE_PLACES_MARGIN` (relative): a newer hit never climbs over a much better one.
 NEAR_TIE_PLACES = 3
 NEAR_TIE_PLACES_MARGIN = 0.25
+#: Two memories are about the same thing when they state a claim of the same attribute, or
+#: when this share of the shorter one's words (stems, stop words aside) is in the other.
+SAME_THING_WORDS = 0.2
 
 #: Section headers of the context; a type missing here gets a header made from its name.
 SECTION_HEADERS: Mapping[str, str] = {
@@ -138,9 +142,12 @@ def newest_on_near_ties(
     ranked: Sequence[RankedMemory], margin: float = NEAR_TIE
 ) -> list[RankedMemory]:
     """``ranked`` (best first) with each memory moved above the ones before it that are
-    older and score within ``margin`` (relative) of it, taking their score: of two
-    statements a question finds almost equally, the newer is the likelier to hold now (a
-    value said again differently, "my rent went up to 950"). Scores stay best first."""
+    older, about the same thing (:func:`about_the_same_thing`) and score within ``margin``
+    (relative) of it, taking their score: of two statements a question finds almost
+    equally, the newer is the likelier to hold now (a value said again differently, "my
+    rent went up to 950"). Scores stay best first. Between memories about different things
+    nothing moves: on REALTALK's real chats moving every newer near tie up lowered
+    recall@10 by 0.005, this none (``docs/search.md``)."""
     order: list[RankedMemory] = []
     found_at = {id(item): place for place, item in enumerate(ranked)}
     for place, item in enumerate(ranked):
@@ -152,13 +159,44 @@ def newest_on_near_ties(
                 or place - found_at.get(id(above), place) <= NEAR_TIE_PLACES
                 and item.rank_score >= above.rank_score * (1 - NEAR_TIE_PLACES_MARGIN)
             )
-            if item.stale or _said_at(item) <= _said_at(above) or not near:
-                break  # what no longer holds never climbs
+            if (
+                item.stale  # what no longer holds never climbs
+                or _said_at(item) <= _said_at(above)
+                or not near
+                or not about_the_same_thing(item.memory, above.memory)
+            ):
+                break
             at -= 1
         if at < len(order):
             item = replace(item, rank_score=order[at].rank_score)
         order.insert(at, item)
     return order
+
+
+def about_the_same_thing(first: MemoryHit, second: MemoryHit) -> bool:
+    """Whether two memories are about the same thing: claims of the same attribute, or at
+    least :data:`SAME_THING_WORDS` of the shorter one's words in the other.
+
+    Examples
+    --------
+    >>> from datetime import datetime, timezone
+    >>> def hit(text: str) -> MemoryHit:
+    ...     at = datetime(2026, 3, 1, tzinfo=timezone.utc)
+    ...     return MemoryHit(memory_id=text, memory_type="episode", content=text,
+    ...                      importance=0.5, created_at=at, session_id="s", event_id="e",
+    ...                      source_event_ids=(), source_topic="t", source_partition=0,
+    ...                      source_offset=0, score=0.5)
+    >>> about_the_same_thing(hit("My rent is 800 a month"), hit("Rent went up to 950"))
+    True
+    >>> about_the_same_thing(hit("My rent is 800 a month"), hit("We adopted a puppy"))
+    False
+    """
+    if first.claim_attribute is not None and first.claim_attribute == second.claim_attribute:
+        return True
+    words, other = set(tokens(first.content)), set(tokens(second.content))
+    if not words or not other:
+        return False
+    return len(words & other) >= SAME_THING_WORDS * min(len(words), len(other))
 
 
 def _said_at(item: RankedMemory) -> datetime:

@@ -58,6 +58,7 @@ from memstream.projections.cross_session import (
     diversify_sessions,
     expand_by_entities,
     lexical_rerank,
+    new_turns_first,
 )
 from memstream.projections.memories import (
     MEMORY_TYPES,
@@ -308,7 +309,8 @@ class Retriever:
         narrowed = replace(filters or SearchFilters(), include_inactive=False)
         if narrowed.memory_types is None:
             narrowed = replace(narrowed, memory_types=SEARCHED_TYPES)
-        fetch = limit if self.settings.recall_session_cap == 0 else min(MAX_CANDIDATES, 2 * limit)
+        widened = self.settings.recall_session_cap > 0 or self.settings.recall_new_turns_first
+        fetch = min(MAX_CANDIDATES, 2 * limit) if widened else limit
         return self._candidates(user_id, text, fetch, narrowed, now)[:limit]
 
     def _candidates(
@@ -329,7 +331,8 @@ class Retriever:
             ranked = lexical_rerank(query, ranked)
         # Last: neither a newer near tie nor a stale hit's move lifts a hop over its lead.
         ranked = below_their_leads(self.current_first(user_id, ranked, now, filters), led_by)
-        return diversify_sessions(ranked, self.settings.recall_session_cap, led_by)
+        ranked = diversify_sessions(ranked, self.settings.recall_session_cap, led_by)
+        return new_turns_first(ranked) if self.settings.recall_new_turns_first else ranked
 
     def _as_user(self, user_id: str, query: str) -> str:
         """``query`` with the user's own names in it read as ``User``: one search of their
@@ -367,9 +370,13 @@ class Retriever:
         found below it (taking the stale hit's score, so scores stay best first), read from
         the projection when it was not found (with the stale hit's scores).
         A link whose end was not yet recorded at ``now`` marks nothing (a point-in-time
-        read sees what memstream knew then).
+        read sees what memstream knew then). Nothing is marked or moved when
+        ``recall_stale_below_current`` is off.
         """
-        stale = [item.memory for item in ranked if item.memory.stale_at(now)]
+        if not self.settings.recall_stale_below_current:
+            stale: list[MemoryRecord] = []
+        else:
+            stale = [item.memory for item in ranked if item.memory.stale_at(now)]
         found = {item.memory.memory_id: item.memory for item in ranked}
         holders = self._holders(user_id, stale, now, filters, found) if stale else {}
         marked: list[RankedMemory] = []
@@ -386,7 +393,9 @@ class Retriever:
             marked.append(replace(item, stale=True, rank_score=item.rank_score * STALE_WEIGHT))
             if head is not None:
                 heads[memory.memory_id] = head
-        order = newest_on_near_ties(sorted(marked, key=lambda item: -item.rank_score))
+        order = sorted(marked, key=lambda item: -item.rank_score)
+        if self.settings.recall_newer_on_near_ties:
+            order = newest_on_near_ties(order)
         for stale_id, head in heads.items():
             at = next(i for i, item in enumerate(order) if item.memory.memory_id == stale_id)
             head_at = next(

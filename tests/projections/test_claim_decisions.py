@@ -90,9 +90,11 @@ class Memory:
         self.events += events
         return events
 
-    def search(self, query: str, *, days: float = 400, limit: int = 8) -> list[tuple[str, bool]]:
+    def search(
+        self, query: str, *, days: float = 400, limit: int = 8, settings: Settings | None = None
+    ) -> list[tuple[str, bool]]:
         moment = T0 + timedelta(days=days)
-        retriever = Retriever(self.projection, Settings(), clock=lambda: moment)
+        retriever = Retriever(self.projection, settings or Settings(), clock=lambda: moment)
         filters = SearchFilters(as_of=moment)
         found = retriever.search(self.user, query, limit=limit, filters=filters)
         return [(item.memory.content, item.stale) for item in found]
@@ -121,6 +123,10 @@ def test_a_move_ends_the_old_home_marks_its_turn_and_ranks_the_new_one_first(
     # Before the move, Lisbon was what held, and nothing was stale.
     past = memory.search("where do I live?", days=10)
     assert first(past, "Lisbon") == 0 and not any(stale for _, stale in past)
+    # With the stale move switched off, the old home ranks as found and is not marked.
+    as_found = memory.search("where do I live?", settings=Settings(recall_stale_below_current=False))
+    assert not any(stale for _, stale in as_found)
+    assert {text for text, _ in as_found} >= {text for text, _ in found if "Lisbon" in text}
 
 
 def test_the_context_says_until_when_and_since_when(

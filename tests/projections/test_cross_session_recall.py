@@ -23,9 +23,15 @@ from memstream.projections.cross_session import (
     diversify_sessions,
     expand_by_entities,
     lexical_rerank,
+    new_turns_first,
 )
 from memstream.projections.embedder import MiniLMOnnxEmbedder
-from memstream.projections.memories import MemoryProjection, SearchFilters, SourcePosition
+from memstream.projections.memories import (
+    MemoryHit,
+    MemoryProjection,
+    SearchFilters,
+    SourcePosition,
+)
 from memstream.projections.prompt_context import RankedMemory, rank
 from memstream.projections.resident import ResidentMemories
 from memstream.projections.retrieval import Retriever
@@ -46,8 +52,9 @@ MEMORIES = [
     ("maya", "s5", "m-tom", "Tom met his old team at the office party.", ("Tom",)),
     ("eve", "s1", "e-viktor", "Viktor works at Siemens, in the choir office.", ("Viktor", "Siemens")),
 ]
-PLAIN = Settings(recall_entity_expansion=False, recall_session_cap=0, recall_rerank="none")
-EXPANDING = Settings(recall_entity_expansion=True, recall_session_cap=0, recall_rerank="none")
+PLAIN = Settings(recall_entity_expansion=False, recall_session_cap=0, recall_rerank="none",
+                 recall_new_turns_first=False)
+EXPANDING = PLAIN.model_copy(update={"recall_entity_expansion": True})
 
 
 def events() -> list[tuple[MemoryAdded, SourcePosition]]:
@@ -274,3 +281,73 @@ def test_a_session_cap_never_holds_back_a_statement(projection: MemoryProjection
     assert [i.memory.memory_id for i in diversify_sessions(given, 2)][2] == "the-fact"
     given[2] = replace(given[2], memory=replace(fact, memory_type="episode"))
     assert [i.memory.memory_id for i in diversify_sessions(given, 2)][2] == other.memory.memory_id
+
+
+def citing(projection: MemoryProjection, cited: Sequence[tuple[str, ...]]) -> list[RankedMemory]:
+    """Ranked hits of the choir search, best first, citing ``cited`` in order (scores
+    falling)."""
+    hits = projection.search("maya", "choir work met", limit=len(cited))
+    ranked = rank(hits, Retriever(projection, PLAIN).weights, NOW)
+    return [
+        replace(item, memory=replace(item.memory, source_event_ids=turns), rank_score=0.9 - n / 100)
+        for n, (item, turns) in enumerate(zip(ranked, cited, strict=True))
+    ]
+
+
+def test_a_hit_that_shows_only_turns_shown_above_waits_below_those_that_show_new_ones(
+    projection: MemoryProjection,
+) -> None:
+    # Episodes of turns 2 and 3 (each citing the turns around it), a fact of turn 2, then
+    # the episode of turn 9: the fact shows nothing new and waits below turn 9's.
+    given = citing(projection, [("t2", "t1", "t3"), ("t3", "t2", "t4"), ("t2",), ("t9", "t8")])
+    order = new_turns_first(given)
+    assert [item.memory.source_event_ids[0] for item in order] == ["t2", "t3", "t9", "t2"]
+    assert order[-1] is given[2]
+
+
+@given(cited=st.lists(st.lists(st.sampled_from("abcdefg"), max_size=3), min_size=1, max_size=7))
+@hypothesis_settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_new_turns_first_only_moves_what_shows_nothing_new_to_the_end(
+    projection: MemoryProjection, cited: list[list[str]]
+) -> None:
+    given = citing(projection, [tuple(turns) for turns in cited])
+    order = new_turns_first(given)
+    assert sorted(map(id, order)) == sorted(map(id, given))
+    shown: set[str] = set()
+    at = 0  # the first hit that shows nothing new: every one after it shows nothing new
+    while at < len(order):
+        turns = set(order[at].memory.source_event_ids)
+        if turns and turns <= shown:
+            break
+        shown |= turns
+        at += 1
+    assert all(set(item.memory.source_event_ids) <= shown for item in order[at:])
+    assert all(item.memory.source_event_ids for item in order[at:])
+    # Each part keeps the given order.
+    for part in (order[:at], order[at:]):
+        assert [given.index(item) for item in part] == sorted(given.index(item) for item in part)
+
+
+def test_a_name_said_in_many_sessions_leads_to_less_than_one_said_in_one(
+    projection: MemoryProjection,
+) -> None:
+    # Tom is named in one more session than Viktor (a second Tom memory in s3 and s4).
+    [choir] = projection.search("maya", "choir Viktor", limit=1)
+    lead = replace(choir, entities=("Viktor", "Tom"), score=0.8)
+    calls: list[str] = []
+
+    def search(user: str, names: str, limit: int, filters: SearchFilters) -> list[MemoryHit]:
+        calls.append(names)
+        base = projection.search_by_words(user, "Viktor Tom", limit=limit, filters=filters)
+        extra = [
+            replace(hit, memory_id=f"tom-{n}", session_id=f"s{n + 6}", content="Tom said hi.",
+                    entities=("Tom",))
+            for n, hit in enumerate(base[:2])
+        ]
+        return [*base, *extra]
+
+    expanded = expand_by_entities(search, "maya", "choir", [lead], SearchFilters())
+    scores = {hit.memory_id: hit.score for hit in expanded.hits}
+    # Viktor: one other session (s2), full weight; Tom: three other sessions, a third of it.
+    assert scores["m-job"] == pytest.approx(0.8 * 0.9)
+    assert scores["tom-0"] == pytest.approx(0.8 * 0.9 / 3)

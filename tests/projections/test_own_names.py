@@ -36,7 +36,7 @@ MEMORIES: list[tuple[str, str, str, MemoryType, str, tuple[str, str] | None]] = 
     ("eve", "s1", "e-job", "fact", "User works at Siemens", ("employer", "Siemens")),
     ("eve", "s2", "e-ines", "episode", "Ines works at Lego, she told me.", None),
 ]
-ON = Settings(recall_entity_expansion=False, recall_session_cap=0)
+ON = Settings(recall_own_names=True, recall_entity_expansion=False, recall_session_cap=0)
 OFF = ON.model_copy(update={"recall_own_names": False})
 
 

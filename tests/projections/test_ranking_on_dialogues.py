@@ -47,10 +47,11 @@ def test_the_ranking_never_finds_fewer_evidence_turns_than_the_search_it_wraps(
     last = max(turn.at for dialogue in dialogues for turn in dialogue.turns)
     # Priors weighed far more than by default, so the test would catch a ranking that
     # trades a memory the search found for one it did not.
-    # The cross-session steps off: expansion and the session cap add what the search did not
-    # find, on purpose (tests/projections/test_cross_session_recall.py), and reading the
-    # user's own name searches another question (tests/projections/test_own_names.py).
-    plain = Settings(recall_entity_expansion=False, recall_session_cap=0, recall_own_names=False)
+    # The cross-session steps off: expansion, the session cap and new turns first add what
+    # the search did not find, on purpose (tests/projections/test_cross_session_recall.py),
+    # and reading the user's own name searches another question (test_own_names.py).
+    plain = Settings(recall_entity_expansion=False, recall_session_cap=0, recall_own_names=False,
+                     recall_new_turns_first=False)
     heavy = plain.model_copy(update={"weight_importance": 0.5, "weight_recency": 0.5,
                                      "weight_use": 0.2})
     rankings = [Retriever(built, settings, clock=lambda: last) for settings in (plain, heavy)]
