@@ -353,10 +353,11 @@ class Settings(BaseSettings):
     recency_half_life_days: float = Field(30.0, gt=0)
     #: Token budget of a retrieved memory context.
     memory_context_tokens: int = Field(1500, ge=1)
-    #: Cross-session recall (docs/search.md), each step measured on the dialogue benchmark
-    #: (``dialogue_recall.py --steps``). Entity expansion: the names the best hits mention
-    #: (people, places, ...) pull in the user's other memories naming them, one hop and one
-    #: more, each hop scored 0.9 of the hit that led to it and ranked below it.
+    #: Recall steps (docs/search.md), each measured on and off on real chats
+    #: (``realtalk_recall.py --steps``); on by default only where it raised recall there.
+    #: Entity expansion: the names the best hits mention (people, places, ...) pull in the
+    #: user's other memories naming them, one hop and one more, each hop scored 0.9 of the
+    #: hit that led to it and ranked below it.
     recall_entity_expansion: bool = False
     #: The user's own names in a question ("Where does Ines work now?") read as ``User``,
     #: the subject their statements are written about; the names are their current
@@ -368,7 +369,7 @@ class Settings(BaseSettings):
     #: Reranking of a search's candidates: ``none``, or ``lexical`` (the share of the
     #: question's content words a memory holds, added to its relevance). No cross-encoder
     #: installs from the package registry with its weights inside (docs/search.md).
-    recall_rerank: Literal["none", "lexical"] = "none"
+    recall_rerank: Literal["none", "lexical"] = "lexical"
     #: Of two hits a question finds almost equally, the newer first (a value said again
     #: differently, "my rent went up to 950", is the likelier to hold now).
     recall_newer_on_near_ties: bool = True

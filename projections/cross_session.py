@@ -39,7 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from memstream.projections.memories import MemoryHit, SearchFilters
-from memstream.projections.prompt_context import RankedMemory
+from memstream.projections.prompt_context import LEXICAL_WEIGHT, RankedMemory
 from memstream.projections.resident.words import tokens
 
 __all__ = [
@@ -73,8 +73,6 @@ CAPPED_TYPES = frozenset({"episode", "summary"})
 #: A session's memory over the cap waits only for other sessions' memories scoring at least
 #: this share of its own.
 DIVERSITY_MARGIN = 0.7
-#: Weight of the lexical rerank's word share against relevance.
-LEXICAL_WEIGHT = 0.1
 
 #: (user id, query, limit, filters) -> hits: the projection's search of one user.
 Search = Callable[[str, str, int, SearchFilters], list[MemoryHit]]
@@ -275,7 +273,7 @@ def lexical_rerank(question: str, ranked: Sequence[RankedMemory]) -> list[Ranked
     for item in ranked:
         share = len(set(tokens(item.memory.content)) & wanted) / len(wanted)
         score = (item.rank_score + LEXICAL_WEIGHT * share) / (1 + LEXICAL_WEIGHT)
-        rescored.append(replace(item, rank_score=score))
+        rescored.append(replace(item, rank_score=score, word_share=share))
     # sorted() is stable: equal scores keep the given order.
     return sorted(rescored, key=lambda item: -item.rank_score)
 

@@ -20,6 +20,9 @@ from memstream.projections.resident.words import tokens
 
 #: What a stale hit's rank score counts for: below a current memory of near relevance.
 STALE_WEIGHT = 0.8
+#: Weight of the lexical rerank's word share against a memory's rank score
+#: (:func:`memstream.projections.cross_session.lexical_rerank`).
+LEXICAL_WEIGHT = 0.1
 #: Two hits whose scores differ by less than this share are a near tie: the newer first.
 NEAR_TIE = 0.05
 #: So are two hits found this few places apart whose scores are within
@@ -69,6 +72,9 @@ class RankedMemory:
     #: It replaced a stale hit of the same retrieval (named here), found by following
     #: ``superseded_by`` from it: it ranks above that hit, moved there if it was below.
     replaces: str | None = None
+    #: The share of the question's content words the memory holds, when the lexical rerank
+    #: counted it into ``rank_score`` at :data:`LEXICAL_WEIGHT`.
+    word_share: float | None = None
 
     def explain(self) -> str:
         """One line: the score as the sum of its weighted components.
@@ -79,13 +85,19 @@ class RankedMemory:
         '0.627 = (1.00 x relevance 0.62 [meaning 0.71, words 0.53] + 0.02 x importance 0.85 + 0.01 x recency 0.50 + 0.01 x use 0.00) / 1.04'
         """
         w = self.weights
-        text = (
-            f"{self.rank_score:.3f} = ({w.relevance:.2f} x relevance {self.relevance:.2f} "
+        weighted = (
+            f"({w.relevance:.2f} x relevance {self.relevance:.2f} "
             f"[meaning {self.memory.similarity:.2f}, words {self.memory.words:.2f}] + "
             f"{w.importance:.2f} x importance {self.importance:.2f} + "
             f"{w.recency:.2f} x recency {self.recency:.2f} + "
             f"{w.use:.2f} x use {self.use:.2f}) / {w.total:.2f}"
         )
+        if self.word_share is not None:
+            weighted = (
+                f"({weighted} + {LEXICAL_WEIGHT:.2f} x the question's words "
+                f"{self.word_share:.2f}) / {1 + LEXICAL_WEIGHT:.2f}"
+            )
+        text = f"{self.rank_score:.3f} = {weighted}"
         if self.stale:
             text += f"; stale: ranked at x{STALE_WEIGHT}"
         if self.replaces is not None:

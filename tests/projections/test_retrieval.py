@@ -29,6 +29,7 @@ from memstream.projections.memories import (
     SearchFilters,
     SourcePosition,
 )
+from memstream.projections.prompt_context import LEXICAL_WEIGHT
 from memstream.projections.retrieval import (
     QUERY_MESSAGE_CHARS,
     QUERY_TURN_CHARS,
@@ -46,7 +47,8 @@ from memstream.projections.retrieval import (
 MEMORIES = "memstream.memories"
 ACCESSES = "memstream.accesses"
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
-SETTINGS = Settings()
+#: The rank formula alone: the lexical rerank over it (on by default) is tested where named.
+SETTINGS = Settings(recall_rerank="none")
 BIG_BUDGET = 100_000
 
 _offsets = itertools.count()
@@ -210,9 +212,7 @@ def test_each_type_fills_at_most_its_quota_and_other_types_get_no_slot(
         retriever.retrieve("alice", "trips", quotas={"fact": -1})
 
 
-def test_a_relevant_fact_beats_an_irrelevant_important_one(
-    projection: MemoryProjection, retriever: Retriever
-) -> None:
+def test_a_relevant_fact_beats_an_irrelevant_important_one(projection: MemoryProjection) -> None:
     project(
         projection,
         [
@@ -223,24 +223,27 @@ def test_a_relevant_fact_beats_an_irrelevant_important_one(
         ],
     )
     projection.refresh_indexes()
-    found = retriever.retrieve("alice", "what am I allergic to?", quotas={"fact": 1})
+    reranked = Retriever(projection, Settings(), clock=lambda: NOW)  # the defaults
+    found = reranked.retrieve("alice", "what am I allergic to?", quotas={"fact": 1})
     assert ids(found) == ["m-peanut"]
     top = found.items[0]
     # Relevance is the search's own score of the memory, not a rescaling within the found.
     assert top.relevance == pytest.approx(top.memory.score) and 0 < top.relevance < 1
     w = SETTINGS
-    assert top.rank_score == pytest.approx(
-        (
-            w.weight_relevance * top.relevance + w.weight_importance * top.importance
-            + w.weight_recency * top.recency + w.weight_use * top.use
-        )
-        / (w.weight_relevance + w.weight_importance + w.weight_recency + w.weight_use)
-    )
+    weighted = (
+        w.weight_relevance * top.relevance + w.weight_importance * top.importance
+        + w.weight_recency * top.recency + w.weight_use * top.use
+    ) / (w.weight_relevance + w.weight_importance + w.weight_recency + w.weight_use)
+    # The lexical rerank (on by default) adds the share of the question's words it holds:
+    # "allergic", the one content word of the question, is in the memory.
+    assert top.word_share == 1.0
+    assert top.rank_score == pytest.approx((weighted + LEXICAL_WEIGHT) / (1 + LEXICAL_WEIGHT))
     # The "why ranked" view shows each weight next to the component's value.
     assert top.explain().startswith(
-        f"{top.rank_score:.3f} = (1.00 x relevance {top.relevance:.2f} [meaning "
+        f"{top.rank_score:.3f} = ((1.00 x relevance {top.relevance:.2f} [meaning "
         f"{top.memory.similarity:.2f}, words {top.memory.words:.2f}] + 0.02 x importance 0.30"
     )
+    assert top.explain().endswith(" + 0.10 x the question's words 1.00) / 1.10")
     assert found.explain().splitlines()[0].startswith(" 1 * [fact]")
 
 
