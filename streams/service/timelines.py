@@ -5,7 +5,8 @@ A timeline is read from the claims the memory projection holds, whatever their s
 (:meth:`~memstream.projections.memories.index.MemoryIndex.claim_history`): the current one and
 those it replaced. What the caller asks about ("budget", "where do I live", "my budget over
 time") is matched to an attribute of the user's claims by its normalised key, then by the
-words of the attribute and its gloss, then by a search of the user's facts and preferences;
+words of the attribute and its gloss, then by a search of the user's facts and preferences
+(a hit that holds a word of the request; nothing when none does);
 the subject is the one the caller names, else the speaker's own (``User``) when the
 attribute has one, else the first by name.
 """
@@ -88,7 +89,10 @@ def _matching(records: Sequence[MemoryRecord], about: str) -> tuple[str, str] | 
 def _searched(
     projection: MemoryIndex, user_id: str, about: str, records: Sequence[MemoryRecord]
 ) -> tuple[str, str] | None:
-    """The (subject, attribute) of the best search hit for ``about`` that asserts a claim."""
+    """The (subject, attribute) of the best search hit for ``about`` that asserts a claim
+    and holds one of its words (``words`` above 0): a hit found by meaning alone is only
+    the nearest of what the user said, which for a topic they never spoke of ("salary")
+    is about something else."""
     if not records or not about.strip():
         return None
     known = {r.memory_id for r in records}
@@ -97,7 +101,7 @@ def _searched(
         filters=SearchFilters(memory_types=_CLAIM_TYPES, include_inactive=True),
     )
     for hit in hits:
-        if hit.memory_id in known and hit.claim_attribute and hit.claim_subject:
+        if hit.memory_id in known and hit.claim_attribute and hit.claim_subject and hit.words > 0:
             return hit.claim_subject, hit.claim_attribute
     return None
 

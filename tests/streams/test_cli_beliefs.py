@@ -60,6 +60,11 @@ def test_a_timeline_of_nothing_says_so_and_bad_input_is_one_line(
     assert capsys.readouterr().out == "nothing the user said matches 'budget': try other words\n"
     assert run(container, "timeline", "--user", "bo", "budget", "--json") == 0
     assert json.loads(capsys.readouterr().out)["entries"] == []
+    # Ann said where she lives and nothing of a salary: her home is no answer.
+    assert run(container, "timeline", "--user", "ann", "salary") == 0
+    assert capsys.readouterr().out == "nothing the user said matches 'salary': try other words\n"
+    assert run(container, "timeline", "--user", "ann", "my salary over time", "--json") == 0
+    assert json.loads(capsys.readouterr().out)["attribute"] is None
     for about in ("", "   ", "x" * 1001):
         assert run(container, "timeline", "--user", "ann", about) == 2
         said = capsys.readouterr()
