@@ -369,7 +369,7 @@ class Settings(BaseSettings):
     #: Reranking of a search's candidates: ``none``, or ``lexical`` (the share of the
     #: question's content words a memory holds, added to its relevance). No cross-encoder
     #: installs from the package registry with its weights inside (docs/search.md).
-    recall_rerank: Literal["none", "lexical"] = "lexical"
+    recall_rerank: Literal["none", "lexical"] = "none"
     #: Of two hits a question finds almost equally, the newer first (a value said again
     #: differently, "my rent went up to 950", is the likelier to hold now).
     recall_newer_on_near_ties: bool = True

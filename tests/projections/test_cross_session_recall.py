@@ -302,7 +302,12 @@ def test_a_hit_that_shows_only_turns_shown_above_waits_below_those_that_show_new
     given = citing(projection, [("t2", "t1", "t3"), ("t3", "t2", "t4"), ("t2",), ("t9", "t8")])
     order = new_turns_first(given)
     assert [item.memory.source_event_ids[0] for item in order] == ["t2", "t3", "t9", "t2"]
-    assert order[-1] is given[2]
+    assert order[-1].memory is given[2].memory
+    # Scores stay best first: the fact waits with at most turn 9's score.
+    assert order[-1].rank_score == order[-2].rank_score < given[2].rank_score
+    # The fact of a new value placed above the stale turn it replaced never waits.
+    given[2] = replace(given[2], replaces="the-old-value")
+    assert [item.memory for item in new_turns_first(given)] == [item.memory for item in given]
 
 
 @given(cited=st.lists(st.lists(st.sampled_from("abcdefg"), max_size=3), min_size=1, max_size=7))
@@ -312,7 +317,10 @@ def test_new_turns_first_only_moves_what_shows_nothing_new_to_the_end(
 ) -> None:
     given = citing(projection, [tuple(turns) for turns in cited])
     order = new_turns_first(given)
-    assert sorted(map(id, order)) == sorted(map(id, given))
+    memories = [item.memory for item in given]
+    assert sorted(id(item.memory) for item in order) == sorted(map(id, memories))
+    scores = [item.rank_score for item in order]
+    assert scores == sorted(scores, reverse=True)
     shown: set[str] = set()
     at = 0  # the first hit that shows nothing new: every one after it shows nothing new
     while at < len(order):
@@ -325,7 +333,8 @@ def test_new_turns_first_only_moves_what_shows_nothing_new_to_the_end(
     assert all(item.memory.source_event_ids for item in order[at:])
     # Each part keeps the given order.
     for part in (order[:at], order[at:]):
-        assert [given.index(item) for item in part] == sorted(given.index(item) for item in part)
+        indexes = [memories.index(item.memory) for item in part]
+        assert indexes == sorted(indexes)
 
 
 def test_a_name_said_in_many_sessions_leads_to_less_than_one_said_in_one(

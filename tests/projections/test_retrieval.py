@@ -47,8 +47,7 @@ from memstream.projections.retrieval import (
 MEMORIES = "memstream.memories"
 ACCESSES = "memstream.accesses"
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
-#: The rank formula alone: the lexical rerank over it (on by default) is tested where named.
-SETTINGS = Settings(recall_rerank="none")
+SETTINGS = Settings()
 BIG_BUDGET = 100_000
 
 _offsets = itertools.count()
@@ -223,7 +222,7 @@ def test_a_relevant_fact_beats_an_irrelevant_important_one(projection: MemoryPro
         ],
     )
     projection.refresh_indexes()
-    reranked = Retriever(projection, Settings(), clock=lambda: NOW)  # the defaults
+    reranked = Retriever(projection, Settings(recall_rerank="lexical"), clock=lambda: NOW)
     found = reranked.retrieve("alice", "what am I allergic to?", quotas={"fact": 1})
     assert ids(found) == ["m-peanut"]
     top = found.items[0]
@@ -234,8 +233,8 @@ def test_a_relevant_fact_beats_an_irrelevant_important_one(projection: MemoryPro
         w.weight_relevance * top.relevance + w.weight_importance * top.importance
         + w.weight_recency * top.recency + w.weight_use * top.use
     ) / (w.weight_relevance + w.weight_importance + w.weight_recency + w.weight_use)
-    # The lexical rerank (on by default) adds the share of the question's words it holds:
-    # "allergic", the one content word of the question, is in the memory.
+    # The lexical rerank adds the share of the question's words it holds: "allergic", the
+    # one content word of the question, is in the memory.
     assert top.word_share == 1.0
     assert top.rank_score == pytest.approx((weighted + LEXICAL_WEIGHT) / (1 + LEXICAL_WEIGHT))
     # The "why ranked" view shows each weight next to the component's value.
