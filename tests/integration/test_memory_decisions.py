@@ -74,8 +74,8 @@ def test_repeats_reinforce_and_corrections_supersede(settings_factory, tmp_path:
     # What a user reads (the retriever): the current budget first, the old one marked.
     found = Retriever(projection, settings).search("ann", "how much can I spend?", limit=10)
     assert "2000" in found[0].memory.content and not found[0].stale
-    # The turn that said 1500 is marked, below the fact that replaced it; the summary also
-    # states a preference that holds, so it stays unmarked but lists the ended claim.
+    # The turn that said 1500 is marked, below the fact that replaced it, even where the
+    # turn that said 2000 is shown above both.
     said = [item for item in found if item.memory.content == "My budget is about 1500 euros."]
     assert said and all(item.stale for item in said)
     contents = [item.memory.content for item in found]
