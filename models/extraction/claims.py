@@ -50,6 +50,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
+from memstream.models.beliefs import attribute_key
 from memstream.models.events.memory import Claim, ClaimCue, MemoryType
 from memstream.models.extraction.claim_builders import _cut, _Read
 from memstream.models.extraction.claim_patterns import _PATTERNS
@@ -61,6 +62,7 @@ from memstream.models.extraction.claim_words import (
     _RELATIONS,
     _p,
 )
+from memstream.models.extraction.parse import Clause, clauses
 from memstream.models.extraction.state_ends import _PAST_DURATION, stated_end
 
 
@@ -303,3 +305,68 @@ def read_claims(
                 content = f"{speaker}: {value}, not {old}"
                 findings.append((bare.start(), ClaimFinding(claim, "fact", content, 0.8)))
     return [finding for _, finding in sorted(findings, key=lambda item: item[0])]
+
+
+def read_clause_claims(
+    sentence: str, speaker: str, at: datetime, referent: str | None = None
+) -> list[ClaimFinding]:
+    """The claims of ``sentence`` read clause by clause (:func:`.parse.clauses`): the patterns
+    of :func:`read_claims` on each coordinated clause ("I prefer window seats and I live
+    in Lisbon" holds two), and where they read nothing in a clause, what its structure
+    says (:func:`possessed_value`).
+
+    Examples
+    --------
+    >>> from datetime import UTC, datetime
+    >>> at = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+    >>> [(f.claim.attribute, f.claim.value) for f in read_clause_claims(
+    ...     "I prefer window seats and I live in Lisbon.", "User", at)]
+    [('preferred seat', 'window seats'), ('home', 'Lisbon')]
+    >>> [(f.claim.attribute, f.claim.value) for f in read_clause_claims(
+    ...     "My Spotify password is Tulip", "User", at)]
+    [('spotify password', 'Tulip')]
+    """
+    text = " ".join(sentence.replace("\u2019", "'").split())
+    if not text or text.endswith("?"):
+        return []
+    parts = clauses(text)
+    if len(parts) < 2:
+        found = read_claims(text, speaker, at, referent)
+        return found or [f for c in parts if (f := possessed_value(c, speaker, at, text))]
+    findings = []
+    for clause in parts:
+        read = read_claims(clause.text, speaker, at, referent)
+        if not read and (value := possessed_value(clause, speaker, at, text)) is not None:
+            read = [value]
+        findings.extend(read)
+    return findings
+
+
+def possessed_value(
+    clause: Clause, speaker: str, at: datetime, sentence: str
+) -> ClaimFinding | None:
+    """The claim of a clause that gives one of the speaker's things a value: "my budget for
+    the trip is 1,500 euros", "our wifi password is tulip7" (a possessed subject, the verb
+    *be* in the present, not negated, a noun, number or adjective as complement: "my
+    question is how to deploy" gives nothing a value). Its attribute is the thing as said
+    (:func:`~memstream.models.beliefs.attribute_key`), one value at a time; a person ("my
+    sister is a nurse") is left to the patterns that know relations."""
+    if (
+        clause.possessor not in ("my", "our")
+        or clause.lemma != "be"
+        or clause.negated
+        or clause.tense != "present"
+        or clause.complement_kind not in ("NOUN", "PROPN", "NUM", "ADJ")
+        or re.fullmatch(_RELATIONS, clause.subject_head, re.IGNORECASE)
+    ):
+        return None
+    thing = clause.subject.split(maxsplit=1)[1] if " " in clause.subject else ""
+    attribute = attribute_key(thing)
+    value = _cut(clause.complement, words=6)
+    if not attribute or not value:
+        return None
+    claim = Claim(
+        subject=speaker, attribute=attribute, value=value, valid_from=at, cue=_cue(sentence),
+    )
+    content = f"{speaker}'s {' '.join(thing.split())} is {value}"
+    return ClaimFinding(claim, "fact", content, 0.8)

@@ -68,7 +68,7 @@ from memstream.models.beliefs import KnownClaim, mentions
 from memstream.models.conversation import speaker, truncate, turn_context
 from memstream.models.events.consolidation import ConsolidationRequested, TranscriptMessage
 from memstream.models.events.memory import Claim, MemoryCandidate, MemoryType
-from memstream.models.extraction.claims import ClaimFinding, person_named, read_claims
+from memstream.models.extraction.claims import ClaimFinding, person_named, read_clause_claims
 from memstream.models.extraction.entities import _entities, _mid_sentence_capitals, _unique
 from memstream.models.extraction.port import (
     MAX_ANALYSED_CHARS,
@@ -104,11 +104,11 @@ class OfflineExtractor:
     --------
     >>> extractor = OfflineExtractor()
     >>> (extractor.name, extractor.version)
-    ('offline', '5')
+    ('offline', '6')
     """
 
     name: str = "offline"
-    version: str = "5"
+    version: str = "6"
 
     def extract(
         self, request: ConsolidationRequested, known_claims: Sequence[KnownClaim] = ()
@@ -217,7 +217,7 @@ def _statements(
             content = _about(finding.content, subject)
             statements.append((finding.memory_type, content))
             drafts.add(finding.memory_type, content, finding.importance, source, found)
-        for read in read_claims(sentence, speaking, turn.message.occurred_at, referent):
+        for read in read_clause_claims(sentence, speaking, turn.message.occurred_at, referent):
             drafts.claim(read, statements, source, _entities(sentence, known_names))
         referent = person_named(sentence, speaking) or referent
     return referent

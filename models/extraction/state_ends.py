@@ -17,6 +17,7 @@ from memstream.models.extraction.claim_words import (
     _WEEKDAYS,
     _p,
 )
+from memstream.models.extraction.parse import clauses
 
 
 def _end_of_day(at: datetime) -> datetime:
@@ -120,9 +121,12 @@ _PRESENT_STATE = re.compile(
 
 def state_end(sentence: str, at: datetime) -> datetime | None:
     """The end a sentence gives a present state of someone ("I'm at the Lyon branch until
-    Friday", "my brother is doing keto for one week only"); None when it states none, or
-    when its duration reaches back ("I've been vegetarian for two weeks")."""
+    Friday", "my brother is doing keto for one week only"); None when it states none, when
+    its duration reaches back ("I've been vegetarian for two weeks"), or when every clause
+    of it is in the past ("I went to the beach today", read by :mod:`.parse`)."""
     text = " ".join(sentence.replace("\u2019", "'").split())
     if text.endswith("?") or _PAST_DURATION.search(text) or not _PRESENT_STATE.search(text):
         return None
+    if all(clause.tense == "past" for clause in clauses(text)):
+        return None  # "I went to the beach today": what happened, not how someone is
     return stated_end(text, at)

@@ -335,3 +335,35 @@ def test_a_claim_said_twice_in_a_span_names_its_statements_in_the_log_for_a_rest
     uncrashed = ended_statements(False, tmp_path / "uncrashed")
     assert uncrashed
     assert ended_statements(True, tmp_path / "restarted") == uncrashed
+
+
+def test_a_compound_sentence_states_each_claim_and_a_later_value_replaces_its_own(
+    tmp_path: Path, minilm: MiniLMOnnxEmbedder
+) -> None:
+    """README's first sentence and a budget said in passing, as a new user says them."""
+    memory = Memory(tmp_path, minilm)
+    memory.session(0, "I prefer window seats and I live in Lisbon.",
+                   "I live in Berlin and my budget for the trip is 1,500 euros.")
+    made = memory.session(9, "I prefer aisle seats now.", "My budget is now 2,000 euros.")
+    ended = {e.memory_id for e in made if isinstance(e, MemorySuperseded)}
+    contents = {e.memory_id: e.content for e in memory.events if isinstance(e, MemoryAdded)}
+    assert {contents[m] for m in ended} >= {
+        "User prefers window seats", "User's budget for the trip is 1,500 euros"
+    }
+    seats = memory.search("which seats do I prefer?", days=20)
+    assert first(seats, "aisle") < first(seats, "window")
+    budget = memory.search("what is my budget?", days=20)
+    assert first(budget, "2,000") < first(budget, "1,500")
+    # The old budget's statement is history now (a search shows what holds); the turn that
+    # said it also said where the user lives, which still holds, so it stays unmarked.
+    assert "User's budget for the trip is 1,500 euros" not in {text for text, _ in budget}
+
+
+def test_what_happened_today_is_no_state_that_ends_tonight(
+    tmp_path: Path, minilm: MiniLMOnnxEmbedder
+) -> None:
+    memory = Memory(tmp_path, minilm)
+    memory.session(0, "I went to the beach today.", "I'm in Berlin this week for a conference.")
+    later = memory.search("the beach", days=30)
+    assert not any(stale for text, stale in later if "beach" in text)
+    assert all(stale for text, stale in memory.search("Berlin", days=30) if "Berlin" in text)
