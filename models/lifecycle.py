@@ -3,9 +3,9 @@
 A memory is added active; a reinforcement counts; a supersession or a deletion ends it; a
 promotion moves a short-term memory to long-term; an expiry ends an active short-term one;
 forgetting ends an active one; an outdating notes that a claim an active memory states (an
-episode, a summary) ended, when (``valid_until``) and by what (``superseded_by``): once all
-it states has ended it no longer holds, and stays in the view, marked. Nothing is overwritten in history: the events stay in the
-log and a row records only the current view and when it ended (``ended_at``), so
+episode, a summary) ended, when (``valid_until``) and by what (``superseded_by``): once one
+claim it states has ended it no longer holds as a whole, and stays in the view, marked.
+Nothing is overwritten in history: the events stay in the log and a row records only the current view and when it ended (``ended_at``), so
 point-in-time reads can tell what was believed when. The LanceDB projection
 (:mod:`memstream.projections.memories`) applies this fold to its rows.
 """
@@ -59,13 +59,14 @@ def apply_change(row: dict[str, Any], event: MemoryChange) -> None:
         if event.valid_until is not None:
             row["valid_until"] = _earlier(row.get("valid_until"), event.valid_until)
     elif isinstance(event, MemoryOutdated):
-        # The memory holds until the last of the claims it states ends: the latest end
-        # wins, whatever order the ends arrive in, with what replaced that claim.
+        # The memory holds until the first of the claims it states ends (those that still
+        # hold are memories of their own): the earliest end wins, whatever order the ends
+        # arrive in, with what replaced that claim.
         ended = row.get("ended_claims") or []
         if event.claim_memory_id not in ended:
             row["ended_claims"] = [*ended, event.claim_memory_id]
         until = event.valid_until.astimezone(UTC)
-        if row.get("valid_until") is None or until > row["valid_until"]:
+        if row.get("valid_until") is None or until < row["valid_until"]:
             row["valid_until"] = until
             if row["status"] == "active":
                 row["superseded_by"] = event.superseded_by

@@ -223,8 +223,8 @@ class MemorySuperseded(Event):
 
 class MemoryOutdated(Event):
     """A claim that a memory states (an episode, a summary) ended, or ends, at
-    ``valid_until`` (event time). Once every claim the memory states has ended, the memory
-    no longer holds: it stays in the current view, marked and ranked below what replaced
+    ``valid_until`` (event time). Once one claim the memory states has ended, the memory
+    no longer holds as a whole: it stays in the current view, marked and ranked below what replaced
     the claim (``superseded_by``; None when the claim ran out on its own: "in Berlin this
     week").
     """

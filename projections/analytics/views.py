@@ -61,7 +61,7 @@ _MEMORY_COLUMN_DOCS: Mapping[str, str] = {
     "stated_until": "the end a claim stated itself (in Berlin this week)",
     "stated_in": "a claim's: the memories stating it too (episodes, summaries; list)",
     "states": "an episode's or summary's: the claims it states (list)",
-    "ended_claims": "of those claims, the ones that ended (list); all ended: it no longer holds",
+    "ended_claims": "of those claims, the ones that ended (list); one ended: it no longer holds as a whole",
 }
 
 

@@ -133,8 +133,6 @@ class MemoryRecord:
         """
         if self.status == "superseded" and (self.ended_at is None or self.ended_at <= moment):
             return True
-        if self.states and not set(self.states) <= set(self.ended_claims):
-            return False  # it states a claim that still holds
         return self.valid_until is not None and self.valid_until <= moment
 
 

@@ -25,7 +25,7 @@ _TABLE_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _SCHEMA_MODEL_KEY = b"memstream.embedding_model"
 _SCHEMA_VERSION_KEY = b"memstream.schema_version"
 #: Bumped when the table's columns change; an older table must be rebuilt from the topic.
-SCHEMA_VERSION = "8"
+SCHEMA_VERSION = "9"
 #: The live memories table, until a replay swaps another in (see memstream.projections.shadow).
 DEFAULT_TABLE = "memories"
 #: The columns that make up the projection's view, fingerprinted by ``memstream verify``:
