@@ -9,6 +9,7 @@ arguments: nothing here reads a table or a clock.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -32,6 +33,8 @@ NEAR_TIE_PLACES_MARGIN = 0.25
 #: Two memories are about the same thing when they state a claim of the same attribute, or
 #: when this share of the shorter one's words (stems, stop words aside) is in the other.
 SAME_THING_WORDS = 0.2
+#: "Kate: ..." or "Tom Ray: ...": the speaker an episode's text starts with.
+_SPEAKER = re.compile(r"([A-Z][\w'.-]*(?: [A-Z][\w'.-]*){0,2}): ")
 
 #: Section headers of the context; a type missing here gets a header made from its name.
 SECTION_HEADERS: Mapping[str, str] = {
@@ -72,6 +75,9 @@ class RankedMemory:
     #: It replaced a stale hit of the same retrieval (named here), found by following
     #: ``superseded_by`` from it: it ranks above that hit, moved there if it was below.
     replaces: str | None = None
+    #: A newer statement of the same speaker about the same thing ranks above it (named
+    #: here): what it says may no longer hold, though nothing superseded it.
+    possibly_outdated_by: str | None = None
     #: The share of the question's content words the memory holds, when the lexical rerank
     #: counted it into ``rank_score`` at :data:`LEXICAL_WEIGHT`.
     word_share: float | None = None
@@ -102,6 +108,8 @@ class RankedMemory:
             text += f"; stale: ranked at x{STALE_WEIGHT}"
         if self.replaces is not None:
             text += f"; above {self.replaces}, which it replaced"
+        if self.possibly_outdated_by is not None:
+            text += f"; possibly outdated by the newer {self.possibly_outdated_by}"
         return text
 
 
@@ -185,9 +193,92 @@ def newest_on_near_ties(
     return order
 
 
+def mark_possibly_outdated(ranked: Sequence[RankedMemory]) -> list[RankedMemory]:
+    """``ranked`` with each memory that a newer one ranked above it may have outdated marked
+    (``possibly_outdated_by``): both said by the same speaker (:func:`speaker`), about the
+    same thing (:func:`about_the_same_thing`), found by the question about as well (search
+    scores within :data:`NEAR_TIE_PLACES_MARGIN`, relative) and different. What no claim
+    reads still ages this way, without being superseded: two claims were judged by the
+    decisions already, and a stale memory is marked already.
+
+    Examples
+    --------
+    >>> from datetime import datetime, timezone
+    >>> from memstream.models.ranking import RankWeights
+    >>> def item(text: str, day: int) -> RankedMemory:
+    ...     at = datetime(2026, 3, day, tzinfo=timezone.utc)
+    ...     hit = MemoryHit(memory_id=f"d{day}", memory_type="episode", content=text,
+    ...                     importance=0.5, created_at=at, session_id="s", event_id="e",
+    ...                     source_event_ids=(), source_topic="t", source_partition=0,
+    ...                     source_offset=0, score=0.5)
+    ...     return RankedMemory(memory=hit, rank_score=0.5, relevance=0.5, importance=0.5,
+    ...                         recency=0.5, use=0.0, weights=RankWeights(1, 0, 0, 0, 30))
+    >>> marked = mark_possibly_outdated([item("Kate: my team has five people now", 9),
+    ...                                  item("Kate: my team has three people", 2),
+    ...                                  item("Elise: my team has two people", 1)])
+    >>> [m.possibly_outdated_by for m in marked]
+    [None, 'd9', None]
+    """
+    marked: list[RankedMemory] = []
+    for place, item in enumerate(ranked):
+        newer = next(
+            (
+                above.memory.memory_id
+                for above in ranked[:place]
+                if _outdates(above, item)
+            ),
+            None,
+        )
+        marked.append(replace(item, possibly_outdated_by=newer) if newer else item)
+    return marked
+
+
+def _outdates(newer: RankedMemory, older: RankedMemory) -> bool:
+    """Whether ``newer`` (ranked above ``older``) may have outdated it."""
+    first, second = newer.memory, older.memory
+    if older.stale or _said_at(newer) <= _said_at(older):
+        return False
+    if first.claim_attribute is not None and second.claim_attribute is not None:
+        return False  # the claim decisions judged these two
+    if speaker(first) != speaker(second) or _said(first).strip() == _said(second).strip():
+        return False
+    low, high = sorted((first.score, second.score))
+    if low < high * (1 - NEAR_TIE_PLACES_MARGIN):
+        return False
+    return about_the_same_thing(first, second)
+
+
+def _said(memory: MemoryHit) -> str:
+    """A memory's text without the speaker it starts with."""
+    named = _SPEAKER.match(memory.content)
+    return memory.content[named.end():] if named else memory.content
+
+
+def speaker(memory: MemoryHit) -> str:
+    """Who said what ``memory`` states, casefolded: its claim's subject, else the name its
+    text starts with ("Kate: ..."); "" for the user's own unnamed words.
+
+    Examples
+    --------
+    >>> from datetime import datetime, timezone
+    >>> at = datetime(2026, 3, 1, tzinfo=timezone.utc)
+    >>> hit = MemoryHit(memory_id="m", memory_type="episode", content="Tom Ray: I left.",
+    ...                 importance=0.5, created_at=at, session_id="s", event_id="e",
+    ...                 source_event_ids=(), source_topic="t", source_partition=0,
+    ...                 source_offset=0, score=0.5)
+    >>> speaker(hit)
+    'tom ray'
+    """
+    if memory.claim_subject is not None:
+        return memory.claim_subject.casefold()
+    named = _SPEAKER.match(memory.content)
+    return named.group(1).casefold() if named else ""
+
+
 def about_the_same_thing(first: MemoryHit, second: MemoryHit) -> bool:
     """Whether two memories are about the same thing: claims of the same attribute, or at
-    least :data:`SAME_THING_WORDS` of the shorter one's words in the other.
+    least :data:`SAME_THING_WORDS` of the shorter one's words in the other (the speaker
+    a text starts with, "Kate: ...", left out).
 
     Examples
     --------
@@ -205,7 +296,7 @@ def about_the_same_thing(first: MemoryHit, second: MemoryHit) -> bool:
     """
     if first.claim_attribute is not None and first.claim_attribute == second.claim_attribute:
         return True
-    words, other = set(tokens(first.content)), set(tokens(second.content))
+    words, other = set(tokens(_said(first))), set(tokens(_said(second)))
     if not words or not other:
         return False
     return len(words & other) >= SAME_THING_WORDS * min(len(words), len(other))
@@ -287,6 +378,8 @@ def render_context(items: Sequence[RankedMemory]) -> str:
             text = f"until {until.astimezone(UTC):%Y-%m-%d}: {text}"
         elif item.replaces is not None and memory.valid_from is not None:
             text = f"since {memory.valid_from.astimezone(UTC):%Y-%m-%d}: {text}"
+        elif item.possibly_outdated_by is not None:
+            text = f"possibly outdated (said differently later): {text}"
         sections.setdefault(memory.memory_type, []).append(f"- {text}")
     return "\n\n".join(
         "\n".join([f"## {section_header(memory_type)}", *lines])

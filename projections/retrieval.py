@@ -73,6 +73,7 @@ from memstream.projections.prompt_context import (
     RankedMemory,
     Retrieval,
     fill_quotas,
+    mark_possibly_outdated,
     newest_on_near_ties,
     one_line,
     rank,
@@ -332,7 +333,11 @@ class Retriever:
         # Last: neither a newer near tie nor a stale hit's move lifts a hop over its lead.
         ranked = below_their_leads(self.current_first(user_id, ranked, now, filters), led_by)
         ranked = diversify_sessions(ranked, self.settings.recall_session_cap, led_by)
-        return new_turns_first(ranked) if self.settings.recall_new_turns_first else ranked
+        if self.settings.recall_new_turns_first:
+            ranked = new_turns_first(ranked)
+        if self.settings.recall_newer_on_near_ties:
+            ranked = mark_possibly_outdated(ranked)
+        return ranked
 
     def _as_user(self, user_id: str, query: str) -> str:
         """``query`` with the user's own names in it read as ``User``: one search of their

@@ -166,7 +166,9 @@ class SearchRequest(_Request):
 class SearchResponse(BaseModel):
     """The hits, best first. A hit marked ``stale`` states what no longer held when searched
     (ranked below what replaced it): ``superseded_by`` names the memory that replaced it,
-    ``valid_until`` when it stopped holding; ``claim`` is what a fact or preference asserts."""
+    ``valid_until`` when it stopped holding; ``possibly_outdated_by`` names a newer memory of
+    the same speaker about the same thing (what this one states may no longer hold, though
+    nothing superseded it); ``claim`` is what a fact or preference asserts."""
 
     user_id: str
     results: list[MemoryHitDict]

@@ -36,7 +36,8 @@ def _day(iso: str) -> str:
 
 def stale_mark(hit: Mapping[str, Any]) -> str:
     """How a search line marks a hit that no longer held when searched ("" for one that
-    holds): since when, and the memory that replaced it.
+    holds): since when, and the memory that replaced it; or one a newer statement may have
+    outdated.
 
     Examples
     --------
@@ -45,9 +46,12 @@ def stale_mark(hit: Mapping[str, Any]) -> str:
     '[stale since 2026-04-02, replaced by m-7]'
     >>> stale_mark({"stale": False, "valid_until": None, "superseded_by": None})
     ''
+    >>> stale_mark({"stale": False, "possibly_outdated_by": "m-9"})
+    '[possibly outdated by the newer m-9]'
     """
     if not hit.get("stale"):
-        return ""
+        newer = hit.get("possibly_outdated_by")
+        return f"[possibly outdated by the newer {newer}]" if newer else ""
     parts = ["stale"]
     if hit.get("valid_until"):
         parts[0] += f" since {_day(hit['valid_until'])}"
@@ -131,7 +135,9 @@ def cmd_search(args: argparse.Namespace, container: Container) -> int:
     for item in ranked:
         hit = item.memory
         line = f"{item.rank_score:5.2f}  [{hit.memory_type}] {hit.content}"
-        mark = stale_mark(hit_dict(hit, stale=item.stale))
+        mark = stale_mark(
+            hit_dict(hit, stale=item.stale, possibly_outdated_by=item.possibly_outdated_by)
+        )
         print(f"{line} {mark}" if mark else line)
         if args.explain:
             print(f"       {item.explain()}")
@@ -158,6 +164,7 @@ def ranked_json(item: Any) -> dict[str, Any]:
     return {
         **item.memory.__dict__,
         "stale": item.stale,
+        "possibly_outdated_by": item.possibly_outdated_by,
         "score": item.rank_score,
         "relevance": item.relevance,
         "importance_part": item.importance,

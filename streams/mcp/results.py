@@ -228,7 +228,8 @@ class FoundMemory(_Answer):
     ``context`` is the conversation an episode came from (None for other types). ``stale``
     marks a memory whose statement no longer held when searched: ``superseded_by`` is the
     memory that replaced it (None when it ran out on its own), ``valid_until`` when it
-    stopped holding."""
+    stopped holding. ``possibly_outdated_by`` names a newer memory of the same speaker
+    about the same thing: what this one states may no longer hold."""
 
     memory_id: str
     type: str
@@ -240,6 +241,7 @@ class FoundMemory(_Answer):
     stale: bool
     superseded_by: str | None
     valid_until: str | None
+    possibly_outdated_by: str | None
 
 
 class SearchAnswer(_Answer):
@@ -268,6 +270,7 @@ def search_answer(
             stale=hit["stale"],
             superseded_by=hit["superseded_by"],
             valid_until=hit["valid_until"],
+            possibly_outdated_by=hit["possibly_outdated_by"],
         )
         for hit in hits
     ]

@@ -135,6 +135,9 @@ class MemoryHitDict(TypedDict):
     stale: bool
     superseded_by: str | None
     valid_until: str | None
+    #: A newer memory of the same speaker about the same thing, ranked above it: what it
+    #: states may no longer hold, though nothing superseded it (None: none found).
+    possibly_outdated_by: str | None
     #: What a fact or preference asserts, with when it began to hold; None for others.
     claim: ClaimDict | None
     #: Only when asked for (``explain=True``): how ``score`` was made.
@@ -362,9 +365,11 @@ def normalise_messages(
     return normalised
 
 
-def hit_dict(hit: MemoryHit, *, stale: bool = False) -> MemoryHitDict:
-    """A projection hit as a plain dict (times as ISO 8601 strings); ``stale`` as its
-    search found it."""
+def hit_dict(
+    hit: MemoryHit, *, stale: bool = False, possibly_outdated_by: str | None = None
+) -> MemoryHitDict:
+    """A projection hit as a plain dict (times as ISO 8601 strings); ``stale`` and
+    ``possibly_outdated_by`` as its search found it."""
     until = hit.valid_until or (hit.ended_at if hit.status == "superseded" else None)
     return {
         "memory_id": hit.memory_id,
@@ -382,6 +387,7 @@ def hit_dict(hit: MemoryHit, *, stale: bool = False) -> MemoryHitDict:
         "stale": stale,
         "superseded_by": hit.superseded_by if stale else None,
         "valid_until": until.isoformat() if stale and until is not None else None,
+        "possibly_outdated_by": possibly_outdated_by,
         "claim": claim_dict(hit),
     }
 
@@ -403,7 +409,12 @@ def claim_dict(record: MemoryRecord) -> ClaimDict | None:
 def ranked_dict(item: RankedMemory, *, explain: bool = False) -> MemoryHitDict:
     """A retrieval's ranked memory as a search hit; ``score`` is the composite rank score,
     and ``explain`` adds every part of it."""
-    hit: MemoryHitDict = {**hit_dict(item.memory, stale=item.stale), "score": item.rank_score}
+    hit: MemoryHitDict = {
+        **hit_dict(
+            item.memory, stale=item.stale, possibly_outdated_by=item.possibly_outdated_by
+        ),
+        "score": item.rank_score,
+    }
     if explain:
         weights = item.weights
         hit["explain"] = {

@@ -367,3 +367,32 @@ def test_what_happened_today_is_no_state_that_ends_tonight(
     later = memory.search("the beach", days=30)
     assert not any(stale for text, stale in later if "beach" in text)
     assert all(stale for text, stale in memory.search("Berlin", days=30) if "Berlin" in text)
+
+
+def test_what_no_claim_reads_still_ages_the_newer_first_and_the_older_possibly_outdated(
+    tmp_path: Path, minilm: MiniLMOnnxEmbedder
+) -> None:
+    memory = Memory(tmp_path, minilm)
+    memory.session(0, "Our band rehearses in the old garage on Fridays.")
+    memory.session(12, "Our band rehearses in the church hall on Tuesdays now.")
+    memory.session(13, "We have a cat called Miso.")
+    moment = T0 + timedelta(days=30)
+    retriever = Retriever(memory.projection, Settings(), clock=lambda: moment)
+    found = retriever.search("ann", "where does the band rehearse?", limit=5,
+                             filters=SearchFilters(as_of=moment))
+    texts = [item.memory.content for item in found]
+    newer = next(i for i, text in enumerate(texts) if "church hall" in text)
+    older = next(i for i, text in enumerate(texts) if "garage" in text)
+    assert newer < older
+    assert found[older].possibly_outdated_by == found[newer].memory.memory_id
+    assert not found[older].stale  # nothing superseded it
+    assert all(item.possibly_outdated_by is None for item in found if "garage" not in
+               item.memory.content)
+    context = retriever.retrieve("ann", "where does the band rehearse?",
+                                 filters=SearchFilters(as_of=moment)).context
+    assert "possibly outdated (said differently later): " in context
+    # Switched off with the near-tie step, nothing is marked.
+    plain = Retriever(memory.projection, Settings(recall_newer_on_near_ties=False),
+                      clock=lambda: moment).search("ann", "where does the band rehearse?",
+                                                   limit=5, filters=SearchFilters(as_of=moment))
+    assert all(item.possibly_outdated_by is None for item in plain)

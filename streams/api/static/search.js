@@ -1,6 +1,7 @@
 // The search view: each hit with every part of its score (relevance, its meaning and words,
 // importance, recency, use), as bars and numbers, and the weights that combine them. A hit
-// whose statement no longer held when searched (stale) says since when, and what replaced it.
+// whose statement no longer held when searched (stale) says since when, and what replaced it;
+// one a newer statement of the same speaker may have outdated says which.
 
 import { badge, day, el, fraction, when } from "./dom.js";
 
@@ -30,9 +31,13 @@ export function searchHit(hit, { onOpen, position = 1, textOf = () => null } = {
         el("span", { class: "hit-score", title: "rank score (0..1)" }, "score ", el("strong", {}, hit.score.toFixed(3))),
         badge("type", hit.type),
         hit.stale ? staleBadge(hit) : null,
+        !hit.stale && hit.possibly_outdated_by
+          ? el("span", { class: "badge badge-stale", title: "A newer statement of the same speaker about the same thing ranks above it; nothing superseded it." }, "possibly outdated")
+          : null,
       ),
       el("button", { type: "button", class: "memory-open", onclick: () => onOpen?.(hit.memory_id) }, hit.memory),
       hit.stale ? replacedBy(hit, { onOpen, textOf }) : null,
+      !hit.stale && hit.possibly_outdated_by ? newerLink(hit.possibly_outdated_by, { onOpen, textOf }) : null,
       el("p", { class: "meta" }, "created ", when(hit.created_at)),
     ),
     explanation(hit),
@@ -61,6 +66,16 @@ function replacedBy(hit, { onOpen, textOf }) {
       { type: "button", class: "link", title: hit.superseded_by, onclick: () => onOpen?.(hit.superseded_by) },
       textOf(hit.superseded_by) ?? hit.superseded_by,
     ),
+  );
+}
+
+/** The newer statement that may have outdated a hit: a button that opens it. */
+function newerLink(id, { onOpen, textOf }) {
+  return el(
+    "p",
+    { class: "replaced-by meta" },
+    "said differently later: ",
+    el("button", { type: "button", class: "link", title: id, onclick: () => onOpen?.(id) }, textOf(id) ?? id),
   );
 }
 
