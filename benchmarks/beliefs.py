@@ -101,6 +101,8 @@ class Found:
     text: str
     kind: str
     marked: bool = False
+    #: Marked possibly outdated by a newer statement (``possibly_outdated_by``).
+    possibly: bool = False
 
 
 #: (scenario, as_of) -> hits, best first; ``as_of`` None is now.
@@ -165,7 +167,8 @@ def memstream_search(client: MemoryClient) -> Search:
     def search(scenario: Scenario, as_of: datetime | None) -> list[Found]:
         hits = client.search(scenario.question, user_id=scenario.user_id, limit=TOP, as_of=as_of)
         moment = as_of or datetime.now(UTC)
-        return [Found(hit["memory"], hit["type"], marked_stale(dict(hit), moment))
+        return [Found(hit["memory"], hit["type"], marked_stale(dict(hit), moment),
+                      bool(hit.get("possibly_outdated_by")))
                 for hit in hits]
 
     return search
@@ -281,8 +284,12 @@ class Tally:
     first: int = 0
     stale_hits: int = 0
     stale_marked: int = 0
+    #: Of the stale hits left unmarked, those marked possibly outdated.
+    stale_possibly: int = 0
     controls: int = 0
     false_supersessions: int = 0
+    #: Controls with a current value's hit marked possibly outdated.
+    controls_possibly: int = 0
     as_of_asked: int = 0
     as_of_first: int = 0
     latencies_s: list[float] = field(default_factory=list)
@@ -327,9 +334,14 @@ def run_searches(
             stale = [hit for hit in hits[:TOP] if classify(hit.text, scenario) == "stale"]
             tally.stale_hits += len(stale)
             tally.stale_marked += sum(hit.marked for hit in stale)
+            tally.stale_possibly += sum(hit.possibly and not hit.marked for hit in stale)
             if scenario.change == "control" and name == MEMSTREAM:
                 tally.controls += 1
                 tally.false_supersessions += falsely_superseded(client, scenario, hits)
+                tally.controls_possibly += any(
+                    hit.possibly and classify(hit.text, scenario) == "current"
+                    for hit in hits[:TOP]
+                )
             if scenario.as_of is not None:
                 started = time.perf_counter()
                 past = search(scenario, scenario.as_of)
@@ -369,6 +381,8 @@ def figures(tally: Tally, name: str) -> dict[str, Any]:
         "false_supersession": (share(tally.false_supersessions, tally.controls)
                                if memstream else None),
         "false_supersession_count": tally.false_supersessions if memstream else None,
+        "stale_possibly_outdated_count": tally.stale_possibly if memstream else None,
+        "controls_possibly_outdated_count": tally.controls_possibly if memstream else None,
         "as_of_n": tally.as_of_asked,
         "as_of_old_first": share(tally.as_of_first, tally.as_of_asked),
         "as_of_old_first_count": tally.as_of_first,
@@ -418,6 +432,11 @@ def print_split(split: str, scenarios: Sequence[Scenario], tallies: Mapping[str,
               f"{cell(tally.false_supersessions if memstream else None, tally.controls, 18)} "
               f"{cell(tally.as_of_first, tally.as_of_asked, 15)} {f['p50_ms']:7.1f} "
               f"{f['p95_ms']:7.1f} {tally.asked:>4}")
+    if MEMSTREAM in tallies:
+        mine = tallies[MEMSTREAM]
+        print(f"memstream's possibly outdated: {mine.stale_possibly} of the "
+              f"{mine.stale_hits - mine.stale_marked} stale hits left unmarked; "
+              f"{mine.controls_possibly}/{mine.controls} controls with a current value marked")
     short = {MEMSTREAM: "memstream", RAW: "raw hybrid", NEWEST: "newest on ties"}
     attributes = ("by_kind", "by_change") if split == "dev" else ("by_change",)
     for attribute in attributes:
