@@ -1,0 +1,79 @@
+"""The vocabulary (models/vocabulary.py): one catalogue of attributes and word lists, which
+the extractors, the decisions and the projections read, and which no other module copies."""
+
+from __future__ import annotations
+
+import ast
+import doctest
+import re
+from pathlib import Path
+
+import memstream.models
+import memstream.models.vocabulary as vocabulary_module
+from memstream.models.vocabulary import (
+    ATTRIBUTES,
+    OFTEN_SEVERAL,
+    ONE_AT_A_TIME,
+    RELATIONS,
+    attribute,
+    canonical_key,
+    cardinality,
+)
+
+
+def test_the_doctests_run() -> None:
+    failures, attempted = doctest.testmod(vocabulary_module)
+    assert attempted > 5 and failures == 0
+
+
+def _emitted_keys() -> set[str]:
+    """The attribute keys the claim builders write as literals (``_Read(kind, "<key>", ...)``)."""
+    source = Path(memstream.models.__file__).parent / "extraction" / "claim_builders.py"
+    return {
+        call.args[1].value
+        for call in ast.walk(ast.parse(source.read_text()))
+        if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "_Read"
+        and len(call.args) > 1 and isinstance(call.args[1], ast.Constant) and call.args[1].value
+    }
+
+
+def test_every_key_the_offline_extractor_writes_is_known() -> None:
+    keys = _emitted_keys()
+    assert {"home", "employer", "pet", "trip destination"} <= keys
+    assert sorted(key for key in keys if attribute(key) is None) == []
+    # And the shapes it builds: a purpose, a feeling, a preference, a count, a pet's name.
+    for key in ("tool for notes", "feeling about sushi", "preferred seat", "number of kid",
+                "dog's name", "budget for trip", "deadline for report"):
+        assert attribute(key) is not None, key
+
+
+def test_a_key_or_alias_names_one_attribute() -> None:
+    names = [name for found in ATTRIBUTES for name in (found.key, *found.aliases)]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
+    keys = {found.key for found in ATTRIBUTES}
+    assert all(set(found.depends_on) <= keys for found in ATTRIBUTES)
+
+
+def test_aliases_relations_and_shapes_resolve() -> None:
+    assert canonical_key("company") == "employer" and canonical_key("manager") == "boss"
+    assert canonical_key("budget for trip") == "budget for trip"  # a shape is no alias
+    assert attribute("girlfriend").key == "partner"  # type: ignore[union-attr]
+    assert (cardinality("wife"), cardinality("roommate"), cardinality("cousin")) == (
+        "one", "one", "many",
+    )
+    assert (cardinality("allergy"), cardinality("tool"), cardinality("tool for notes")) == (
+        "many", "many", "one",
+    )
+    assert attribute("laptop").value_kind == "thing"  # type: ignore[union-attr]
+    assert cardinality("spotify password") == "one" and attribute("spotify password") is None
+
+
+def test_the_relation_groups_are_relations() -> None:
+    assert ONE_AT_A_TIME <= RELATIONS.as_set() and OFTEN_SEVERAL <= RELATIONS.as_set()
+    assert not ONE_AT_A_TIME & OFTEN_SEVERAL
+
+
+def test_a_list_is_a_regex_alternation_and_a_set() -> None:
+    pattern = re.compile(rf"^{RELATIONS.alternation()}$", re.IGNORECASE)
+    assert all(pattern.match(word) for word in RELATIONS)
+    assert pattern.match("best   friend") and not pattern.match("best")
