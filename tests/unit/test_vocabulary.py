@@ -6,10 +6,12 @@ from __future__ import annotations
 import ast
 import doctest
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 
 import memstream.models
 import memstream.models.vocabulary as vocabulary_module
+from memstream.models.extraction.claims import read_claims
 from memstream.models.vocabulary import (
     ATTRIBUTES,
     OFTEN_SEVERAL,
@@ -19,6 +21,8 @@ from memstream.models.vocabulary import (
     canonical_key,
     cardinality,
 )
+
+AT = datetime(2026, 3, 2, 9, tzinfo=UTC)
 
 
 def test_the_doctests_run() -> None:
@@ -77,3 +81,13 @@ def test_a_list_is_a_regex_alternation_and_a_set() -> None:
     pattern = re.compile(rf"^{RELATIONS.alternation()}$", re.IGNORECASE)
     assert all(pattern.match(word) for word in RELATIONS)
     assert pattern.match("best   friend") and not pattern.match("best")
+
+
+def test_the_extractor_reads_cardinality_from_the_vocabulary() -> None:
+    def read(sentence: str) -> list[tuple[str, str, str]]:
+        return [(f.claim.attribute, f.claim.value, f.claim.cardinality)
+                for f in read_claims(sentence, "User", AT)]
+
+    assert read("My pet is a hamster.") == [("pet", "hamster", "many")]
+    assert read("My girlfriend is Ana.") == [("girlfriend", "Ana", "one")]
+    assert read("My best friend is Tom.") == [("best friend", "Tom", "many")]
