@@ -11,6 +11,8 @@ from pathlib import Path
 
 import memstream.models
 import memstream.models.vocabulary as vocabulary_module
+from memstream.models.beliefs import KnownClaim, decide_claim
+from memstream.models.events.memory import Claim
 from memstream.models.extraction.claims import read_claims
 from memstream.models.vocabulary import (
     ATTRIBUTES,
@@ -81,6 +83,16 @@ def test_a_list_is_a_regex_alternation_and_a_set() -> None:
     pattern = re.compile(rf"^{RELATIONS.alternation()}$", re.IGNORECASE)
     assert all(pattern.match(word) for word in RELATIONS)
     assert pattern.match("best   friend") and not pattern.match("best")
+
+
+def test_a_key_that_holds_many_never_ends_another_value_whatever_the_claim_says() -> None:
+    old = Claim(subject="User", attribute="pet", value="a hamster", valid_from=AT)
+    new = Claim(subject="User", attribute="pets", value="a dog", valid_from=AT.replace(day=9))
+    assert decide_claim(new, [KnownClaim("m1", old)]).ends == ()
+    # A key the vocabulary holds one of at a time goes by what the claim says.
+    home = Claim(subject="User", attribute="home", value="Lisbon", valid_from=AT)
+    moved = Claim(subject="User", attribute="home", value="Porto", valid_from=AT.replace(day=9))
+    assert [end.memory_id for end in decide_claim(moved, [KnownClaim("m1", home)]).ends] == ["m1"]
 
 
 def test_the_extractor_reads_cardinality_from_the_vocabulary() -> None:
