@@ -14,6 +14,7 @@ import memstream.models.vocabulary as vocabulary_module
 from memstream.models.beliefs import KnownClaim, decide_claim
 from memstream.models.events.memory import Claim
 from memstream.models.extraction.claims import read_claims
+from memstream.models.llm_reply import SYSTEM_PROMPT
 from memstream.models.vocabulary import (
     ATTRIBUTES,
     OFTEN_SEVERAL,
@@ -22,6 +23,7 @@ from memstream.models.vocabulary import (
     attribute,
     canonical_key,
     cardinality,
+    prompt_lines,
 )
 
 AT = datetime(2026, 3, 2, 9, tzinfo=UTC)
@@ -83,6 +85,13 @@ def test_a_list_is_a_regex_alternation_and_a_set() -> None:
     pattern = re.compile(rf"^{RELATIONS.alternation()}$", re.IGNORECASE)
     assert all(pattern.match(word) for word in RELATIONS)
     assert pattern.match("best   friend") and not pattern.match("best")
+
+
+def test_the_llm_prompt_shows_the_catalogue() -> None:
+    lines = prompt_lines()
+    assert len(lines) == len(ATTRIBUTES) + 2
+    assert all(f"- {line}\n" in SYSTEM_PROMPT for line in lines)
+    assert "pet: an animal someone keeps; many" in SYSTEM_PROMPT
 
 
 def test_a_key_that_holds_many_never_ends_another_value_whatever_the_claim_says() -> None:
