@@ -11,6 +11,8 @@ from pathlib import Path
 
 import memstream.models
 import memstream.models.vocabulary as vocabulary_module
+import memstream.projections
+import memstream.streams
 from memstream.models.beliefs import KnownClaim, decide_claim
 from memstream.models.events.memory import Claim
 from memstream.models.extraction.claims import read_claims
@@ -27,11 +29,32 @@ from memstream.models.vocabulary import (
 )
 
 AT = datetime(2026, 3, 2, 9, tzinfo=UTC)
+PACKAGES = (memstream.models, memstream.projections, memstream.streams)
+#: Words only a list of relations, months, weekdays, pets or diets would hold.
+TELLTALES = ("hamster", "dachshund", "girlfriend", "stepdad", "september", "thursday", "pescetarian")
 
 
 def test_the_doctests_run() -> None:
     failures, attempted = doctest.testmod(vocabulary_module)
     assert attempted > 5 and failures == 0
+
+
+def test_no_other_module_keeps_a_list_of_its_own() -> None:
+    vocabulary = Path(vocabulary_module.__file__)
+    found = [
+        f"{path.name}: {word}"
+        for package in PACKAGES
+        for path in Path(package.__file__).parent.rglob("*.py")
+        if path != vocabulary
+        for word in TELLTALES
+        if re.search(rf"\b{word}\b", path.read_text(), re.IGNORECASE)
+    ]
+    assert found == []
+
+
+def test_the_guard_sees_the_lists_it_guards() -> None:
+    text = Path(vocabulary_module.__file__).read_text().casefold()
+    assert all(re.search(rf"\b{word}\b", text) for word in TELLTALES)
 
 
 def _emitted_keys() -> set[str]:
