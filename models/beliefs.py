@@ -17,7 +17,8 @@ does, with a reason:
 Precision comes first: a false supersession loses a true fact, a missed one only leaves two
 values side by side, and the newer still ranks first. So a value ends another only when
 both are about the same subject and the same attribute, the attribute holds one value at a
-time, and nothing in the wording adds a value ("also", "another", "a second"); values of
+time (as the claims say; a key :mod:`memstream.models.vocabulary` knows holds many always
+does), and nothing in the wording adds a value ("also", "another", "a second"); values of
 attributes that hold many (pets, allergies, likes) end only by a retraction of that very
 value; a temporary state ("in Berlin this week") never ends a standing one; a number never
 replaces a word or the other way round.
@@ -50,6 +51,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from memstream.models import vocabulary
 from memstream.models.events.memory import ChangeKind, Claim, DecidedBy
 
 #: Two attribute keys with different head nouns name one attribute at or above this cosine
@@ -259,31 +261,11 @@ def _comparable(a: str, b: str) -> bool:
 
 # --- how a claim is found ------------------------------------------------------------------
 
-#: Words a question about an attribute uses that its statements often do not ("where do I
-#: live?" for "User moved to Porto", "what should I avoid eating?" for "User has a peanut
-#: allergy"): indexed with a claim, so a question about the attribute finds its claims.
-_GLOSSES = {
-    "home": "where they live, home, address, city",
-    "whereabouts": "where they are now, travelling, staying",
-    "employer": "where they work, employer, company, job",
-    "work place": "where they work, office, workplace",
-    "job": "job, occupation, profession, work as",
-    "job field": "job, field, industry, work in",
-    "diet": "diet, what they eat, food",
-    "allergy": "allergy, allergic, must avoid eating, food to avoid, health",
-    "food to avoid": "cannot eat, must avoid eating, food to avoid, diet, health",
-    "relationship status": "relationship, partner, married, single",
-    "partner": "partner, relationship, dating",
-    "pet": "pets, animals",
-    "car": "car, vehicle, drives",
-    "trip destination": "trip, travel plans, holiday, going to",
-    "moving plan": "plans to move, moving, relocation",
-}
-
-
 def attribute_gloss(attribute: str) -> str:
-    """The words a question about ``attribute`` tends to use (see :data:`_GLOSSES`); the
-    attribute's own words for one without a gloss.
+    """The words a question about ``attribute`` tends to use that its statements often do
+    not ("where do I live?" for "User moved to Porto": the vocabulary's ``question_words``),
+    indexed with a claim so that a question about the attribute finds it; the attribute's
+    own words for one without them.
 
     Examples
     --------
@@ -293,8 +275,9 @@ def attribute_gloss(attribute: str) -> str:
     ('preference, prefers, seat', 'likes, dislikes, sushi')
     """
     key = attribute_key(attribute)
-    if key in _GLOSSES:
-        return _GLOSSES[key]
+    known = vocabulary.attribute(key)
+    if known is not None and known.key == key and known.question_words:
+        return known.question_words
     if key.startswith("preferred "):
         return f"preference, prefers, {key[len('preferred '):]}"
     if key.startswith("feeling about "):
@@ -359,14 +342,14 @@ def _retraction(new: Claim, attribute: str, rivals: Sequence[KnownClaim]) -> Cla
 def _assertion(new: Claim, attribute: str, rivals: Sequence[KnownClaim]) -> ClaimDecision:
     """A value of an attribute that holds one at a time ends the current other values; a
     value named as replaced ends its claim whatever the attribute holds."""
-    additive = new.cue == "also" or new.cardinality == "many"
+    additive = new.cue == "also" or _holds_many(new)
     ends: list[Ending] = []
     later: list[KnownClaim] = []
     for rival in rivals:
         old = rival.claim
         named = new.replaces is not None and same_value(old.value, new.replaces)
         if not named:
-            if additive or old.cardinality == "many" or not old.polarity:
+            if additive or _holds_many(old) or not old.polarity:
                 continue  # one more value; or a retraction note, which stays true
             if not _comparable(old.value, new.value):
                 continue
@@ -384,6 +367,13 @@ def _assertion(new: Claim, attribute: str, rivals: Sequence[KnownClaim]) -> Clai
             "new", attribute, ended_by=Ending(NEW, first.memory_id, "updated", _cut(reason))
         )
     return ClaimDecision("new", attribute, ends=tuple(ends))
+
+
+def _holds_many(claim: Claim) -> bool:
+    """Whether ``claim``'s attribute holds many values: as the vocabulary knows its key (a
+    pet is one of many, whatever a claim says), else as the claim says."""
+    key = attribute_key(claim.attribute)
+    return claim.cardinality == "many" or vocabulary.cardinality(key) == "many"
 
 
 def _follow_operation(

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from memstream.models import vocabulary
 from memstream.models.beliefs import KnownClaim, attribute_key, same_value
 from memstream.models.conversation import truncate
 from memstream.models.events.consolidation import TranscriptMessage
@@ -42,7 +43,7 @@ log = logging.getLogger(__name__)
 #: Longest validation error fed back to the model or kept in a failure reason.
 MAX_ERROR_CHARS = 1_000
 #: Identifies the prompt below in ``ExtractionRecorded.prompt_version``; bump it on any change.
-PROMPT_VERSION = "extract-v3"
+PROMPT_VERSION = "extract-v4"
 #: Most of the user's current claims shown to the model (the newest first).
 MAX_SHOWN_CLAIMS = 60
 #: Longest stated end accepted after a claim's start ("for the next three months").
@@ -100,13 +101,14 @@ can change, e.g. a one-off remark), in this shape:
 - reasoning: first, one short sentence on how the item relates to the CURRENT CLAIMS listed \
 below (same subject and attribute? a new value? taken back? said again?).
 - subject: "User", or the person it is about ("User's sister", a speaker's name).
-- attribute: a short key for what it is about: home, employer, job, budget, diet, \
-allergy, partner, pet, car, preferred seat, trip destination, deadline, ...; reuse the \
-attribute of a current claim when it is about the same thing.
+- attribute: a short key for what it is about: the key of the ATTRIBUTES list below \
+that fits (the key, not an alias: "employer", never "company"; <...> stands for your own \
+words: "budget for wedding"), else a short key of your own; reuse the attribute of a \
+current claim when it is about the same thing.
 - value: the value alone ("Porto", "2,000 euros", "vegetarian").
 - polarity: false when the user says it no longer holds ("not vegetarian any more").
-- cardinality: "one" when a new value replaces the old (home, employer, budget), "many" \
-when values add up (pets, allergies, likes).
+- cardinality: "one" when a new value replaces the old, "many" when values add up; the \
+ATTRIBUTES list says which for its keys.
 - operation and target (the number of a current claim, or null): "update" when it \
 replaces that claim's value; "retract" when the user takes that claim back with nothing \
 in its place (polarity false); "none" when it only repeats that claim; "add" for anything \
@@ -115,7 +117,9 @@ null with "add".
 - valid_until: an ISO date when the user states an end ("in Berlin this week"), else null.
 Only name targets from the CURRENT CLAIMS list. When unsure, "add": replacing a claim that \
 still holds loses a true fact.
-"""
+
+ATTRIBUTES (key: what it is; one or many; its aliases):
+""" + "".join(f"- {line}\n" for line in vocabulary.prompt_lines())
 
 
 class ExtractedClaim(BaseModel):

@@ -39,6 +39,7 @@ from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, Field, StringConstraints
 
+from memstream.models import vocabulary
 from memstream.models.events.envelope import Frozen, Identifier, derived_id
 
 __all__ = [
@@ -67,7 +68,7 @@ MAX_EVIDENCE_IDS = 20
 #: Hours in the window of "active mostly" (UTC).
 HOUR_WINDOW = 2
 _UTC = UTC
-WEEKDAYS = ("Mondays", "Tuesdays", "Wednesdays", "Thursdays", "Fridays", "Saturdays", "Sundays")
+WEEKDAYS = tuple(f"{day.capitalize()}s" for day in vocabulary.WEEKDAYS)
 
 SignalKind = Literal["request", "tool", "correction"]
 
@@ -353,7 +354,8 @@ def corrected_attributes(
     """(event id, attribute) of each correction among ``candidates`` (memory type,
     content, the claim's attribute or None, source event ids): a ``correction`` memory, by
     its claim's attribute, else that of a claim the same turn states ("User lives in Porto":
-    home), else its first content word after "Correction:".
+    home), else its first content word after "Correction:" (an alias as the vocabulary's key:
+    "company" is the employer).
 
     Examples
     --------
@@ -375,7 +377,7 @@ def corrected_attributes(
         words = [w for w in _WORD.findall(content.casefold())
                  if w not in _NOT_TOPICS and w not in _NOT_ATTRIBUTES]
         by_turn = next((stated[s] for s in sources if s in stated), None)
-        name = attribute or by_turn or (words[0] if words else "")
+        name = attribute or by_turn or (vocabulary.canonical_key(words[0]) if words else "")
         if name:
             found.append((min(sources), name))
     return found

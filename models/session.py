@@ -35,14 +35,15 @@ from memstream.models.events.consolidation import (
     TranscriptMessage,
 )
 from memstream.models.events.envelope import Frozen, Identifier, Role, derived_id
+from memstream.models.vocabulary import MONTHS, WEEKDAYS
 
 TokenCounter = Callable[[str], int]
 
 _TOKENISH = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 _NAME_RUN = re.compile(r"(?<![\w'])([A-ZÀ-ÖØ-Þ][\w'’-]*(?:[ \t]+[A-ZÀ-ÖØ-Þ][\w'’-]*)*)")
 _NOT_NAMES = frozenset(
-    ["I", "I'm", "I've", "I'd", "I'll", "The", "A", "An", "My", "Our", "We", "You", "Your", "It", "It's", "This", "That", "These", "Those", "He", "She", "They", "Hi", "Hello", "Hey", "Thanks", "Thank", "Yes", "No", "Ok", "OK", "Okay", "Please", "What", "How", "Why", "When", "Where", "Who", "Which", "And", "But", "So", "Also", "Actually", "Maybe", "Sure", "Great", "Good", "Nice", "Well", "Then", "If", "Or", "Not", "Let", "Let's", "Can", "Could", "Would", "Should", "Will", "Do", "Does", "Is", "Are", "Was", "Were", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday", "January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"]
-)
+    ["I", "I'm", "I've", "I'd", "I'll", "The", "A", "An", "My", "Our", "We", "You", "Your", "It", "It's", "This", "That", "These", "Those", "He", "She", "They", "Hi", "Hello", "Hey", "Thanks", "Thank", "Yes", "No", "Ok", "OK", "Okay", "Please", "What", "How", "Why", "When", "Where", "Who", "Which", "And", "But", "So", "Also", "Actually", "Maybe", "Sure", "Great", "Good", "Nice", "Well", "Then", "If", "Or", "Not", "Let", "Let's", "Can", "Could", "Would", "Should", "Will", "Do", "Does", "Is", "Are", "Was", "Were"]
+) | {word.capitalize() for word in (*WEEKDAYS, *MONTHS)}
 
 
 def estimate_tokens(text: str) -> int:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from memstream.models import vocabulary
 from memstream.models.beliefs import subject_key
 
 if TYPE_CHECKING:
@@ -24,24 +25,11 @@ __all__ = [
     "value_kind",
 ]
 
-#: What a claim's attribute says its value is.
-_VALUE_KINDS = {
-    "home": "place", "whereabouts": "place", "work place": "place", "trip destination": "place",
-    "moving plan": "place", "employer": "organisation", "car": "thing", "project": "project",
-}
-#: Relations by which a user names people (the extractor's own list: `claim_words.py`).
-_RELATIONS = frozenset({
-    "best friend", "sister", "brother", "mom", "mum", "mother", "dad", "father", "wife",
-    "husband", "partner", "girlfriend", "boyfriend", "fiance", "fiancé", "fiancee", "fiancée",
-    "son", "daughter", "kid", "child", "friend", "boss", "manager", "roommate", "flatmate",
-    "cousin", "aunt", "uncle", "grandma", "grandmother", "grandpa", "grandfather", "niece",
-    "nephew", "colleague", "coworker", "co-worker", "neighbor", "neighbour", "twin", "sibling",
-    "stepmom", "stepdad",
-})
-_ANIMALS = frozenset({
-    "dog", "cat", "puppy", "kitten", "rabbit", "bunny", "hamster", "bird", "parrot", "fish",
-    "horse", "turtle", "tortoise",
-})
+#: Relations by which a user names people, and the animals they keep.
+_RELATIONS = vocabulary.RELATIONS.as_set()
+_ANIMALS = vocabulary.PETS.as_set()
+#: The kinds of value (:class:`~memstream.models.vocabulary.Attribute`) that are entities.
+_ENTITY_KINDS = frozenset({"person", "place", "organisation", "thing"})
 #: "<owner>'s <relation> <Name>": a person named by relation and by name at once.
 _NAMED_RELATION = re.compile(
     r"^(?P<description>.+?'s(?:\s+[a-z][\w-]*)+)\s+(?P<name>[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*)$"
@@ -139,13 +127,14 @@ def subject_kind(subject: str) -> str | None:
 
 def value_kind(attribute: str) -> str | None:
     key = subject_key(attribute)
-    if key in _RELATIONS:
-        return "person"
-    if key.endswith(" name") and _POSSESSIVE_END.sub("", key.removesuffix(" name")) in _ANIMALS:
+    if key == "pet" or (
+        key.endswith(" name") and _POSSESSIVE_END.sub("", key.removesuffix(" name")) in _ANIMALS
+    ):
         return "pet"
     if "project" in key.split():
         return "project"
-    return _VALUE_KINDS.get(key)
+    known = vocabulary.attribute(key)
+    return known.value_kind if known is not None and known.value_kind in _ENTITY_KINDS else None
 
 
 def is_entity(value: str) -> bool:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from memstream.models.vocabulary import MONTHS, WEEKDAYS
 from memstream.projections.memories import MemoryRecord
 from memstream.projections.resident.words import tokens
 
@@ -46,11 +47,7 @@ OWN = "User"
 #: The claim attribute of a name.
 NAME_ATTRIBUTE = "name"
 #: Capitalised words a question holds without naming anyone.
-_CALENDAR = frozenset({
-    "january", "february", "march", "april", "may", "june", "july", "august", "september",
-    "october", "november", "december", "monday", "tuesday", "wednesday", "thursday", "friday",
-    "saturday", "sunday",
-})
+_CALENDAR = MONTHS.as_set() | WEEKDAYS.as_set()
 #: The verbs a question's subject follows ("does Ines work", "is Ines still ...").
 _AUXILIARIES = (
     "(?i:does|did|do|is|was|has|had|can|could|will|would|should|might)"

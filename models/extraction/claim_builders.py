@@ -13,10 +13,6 @@ from memstream.models.extraction.claim_words import (
     _CLOCK,
     _JOB_END,
     _LEADING_ARTICLE,
-    _NOT_OCCUPATIONS,
-    _OCCUPATION_ENDINGS,
-    _OCCUPATIONS,
-    _ONE_RELATIONS,
     _OPTION_END,
     _OVER,
     _VALUE_END,
@@ -24,6 +20,15 @@ from memstream.models.extraction.claim_words import (
 )
 from memstream.models.extraction.statements import _TIME_BOUND_RE, _clean_object
 from memstream.models.extraction.words import _words
+from memstream.models.vocabulary import (
+    NOT_OCCUPATIONS,
+    OCCUPATION_ENDINGS,
+    OCCUPATIONS,
+    PLAIN_VALUE_NOUNS,
+    TRIP_NOUNS,
+    canonical_key,
+    cardinality,
+)
 
 #: Longest value kept (words); a longer stretch is a clause, not a value.
 MAX_VALUE_WORDS = 6
@@ -155,11 +160,11 @@ def _job(match: re.Match[str]) -> _Read | None:
     if not words:
         return None
     head = words[-1]
-    if head in _NOT_OCCUPATIONS or words[0] in _NOT_OCCUPATIONS or " ".join(words[-2:]) in (
+    if head in NOT_OCCUPATIONS or words[0] in NOT_OCCUPATIONS or " ".join(words[-2:]) in (
         "night owl", "early bird", "morning person", "night person"
     ):
         return None
-    if head not in _OCCUPATIONS and not head.endswith(_OCCUPATION_ENDINGS):
+    if head not in OCCUPATIONS and not head.endswith(OCCUPATION_ENDINGS):
         return None
     if any(w in ("fan", "bit", "lot", "little", "big", "huge", "kind", "sort") for w in words[:1]):
         return None
@@ -217,10 +222,7 @@ def _person(match: re.Match[str]) -> _Read | None:
     name = _name(match.group("val"))
     if not name:
         return None
-    many = relation not in _ONE_RELATIONS
-    return _Read(
-        "person", relation, name, cardinality="many" if many else "one", importance=0.8
-    )
+    return _Read("person", relation, name, cardinality=cardinality(relation), importance=0.8)
 
 
 def _status(match: re.Match[str]) -> _Read | None:
@@ -479,37 +481,18 @@ def _moving_plan(match: re.Match[str]) -> _Read | None:
     return _Read("plan", "moving plan", value, importance=0.75)
 
 
-#: Attributes said in several ways, each to one key (other keys are the user's own words).
-_ATTRIBUTE_ALIASES = {
-    "office": "work place", "workplace": "work place", "work location": "work place",
-    "base": "work place", "branch": "work place",
-    "job": "job", "job title": "job", "title": "job", "role": "job", "position": "job",
-    "occupation": "job", "profession": "job",
-    "company": "employer", "employer": "employer", "firm": "employer",
-    "boss": "boss", "manager": "boss", "line manager": "boss", "supervisor": "boss",
-    "partner": "partner", "boyfriend": "partner", "girlfriend": "partner", "wife": "partner",
-    "husband": "partner", "fiance": "partner", "fiancee": "partner", "spouse": "partner",
-    "home": "home", "address": "home", "home town": "home", "city": "home",
-    "main language": "programming language", "language": "programming language",
-    "programming language": "programming language", "editor": "tool for editor",
-    "ide": "tool for editor", "code editor": "tool for editor",
-    "diet": "diet", "car": "car", "phone": "phone", "pet": "pet",
-}
-
-
 _WHEN_WORDS = _p(r"\s+(?:this|next|last)\s+(?:year|summer|winter|spring|autumn|fall|month|week)$")
-_TRIP_NOUNS = frozenset({"trip", "holiday", "vacation", "getaway", "honeymoon", "break"})
 
 
 def _attribute(phrase: str) -> str:
-    """The key of an attribute phrase: its alias, else its normal form ("my big holiday this
-    year" and "my summer trip" are a trip's destination)."""
+    """The key of an attribute phrase: the vocabulary's key for an alias ("company" is the
+    employer), else its normal form ("my big holiday this year" and "my summer trip" are a
+    trip's destination)."""
     key = attribute_key(_WHEN_WORDS.sub("", phrase.strip()))
-    if key in _ATTRIBUTE_ALIASES:
-        return _ATTRIBUTE_ALIASES[key]
-    if key.split() and key.split()[-1] in _TRIP_NOUNS:
+    canonical = canonical_key(key)
+    if canonical == key and key.split() and key.split()[-1] in TRIP_NOUNS:
         return "trip destination"
-    return key
+    return canonical
 
 
 #: Values a "my X is Y" statement may give an attribute: a name, a number or date, or a
@@ -530,24 +513,15 @@ def _owned_attribute(match: re.Match[str]) -> _Read | None:
         value = _cut(raw, words=4)
     elif raw[:1].isupper():
         value = _name(raw) or _cut(raw, words=4)
-    elif favourite or words[-1] in _VALUED_ATTRIBUTES or _NAMED_VALUE.match(raw):
+    elif favourite or words[-1] in PLAIN_VALUE_NOUNS or _NAMED_VALUE.match(raw):
         value = _thing(raw)
     else:
         return None
     if not value:
         return None
     kind = "preference" if favourite else "attribute"
-    many = attribute in ("friend", "sibling", "kid", "child", "colleague", "neighbour", "neighbor")
     return _Read(kind, attribute, value, memory_type="preference" if favourite else "fact",
-                 cardinality="many" if many else "one", importance=0.75)
-
-
-#: Last words of a "my X is" phrase whose value is a plain word ("my car colour is blue").
-_VALUED_ATTRIBUTES = _words(
-    """
-    colour color shade size model brand make type flavour flavor code name nickname
-    """
-)
+                 cardinality=cardinality(attribute), importance=0.75)
 
 
 #: First words of a "my X is" phrase that name no lasting attribute of the user.

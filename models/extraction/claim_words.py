@@ -1,23 +1,22 @@
 """The words claims are read with: regex fragments for the speaker, owners, being, dates,
-money and counts, cues of change and of more, and the lists of pets, diets and occupations."""
+money and counts, cues of change and of more; the words themselves (relations, months, pets,
+diets) come from :mod:`memstream.models.vocabulary`."""
 
 from __future__ import annotations
 
 import re
 
-from memstream.models.extraction.words import _words
+from memstream.models.vocabulary import (
+    DIETS,
+    MONTH_ABBREVIATIONS,
+    MONTHS,
+    PETS,
+    RELATIONS,
+    STATUSES,
+    WEEKDAYS,
+)
 
-_RELATIONS = (
-    r"(?:best\s+friend|sister|brother|mom|mum|mother|dad|father|wife|husband|partner|"
-    r"girlfriend|boyfriend|fianc[eé]e?|son|daughter|kid|child|friend|boss|manager|roommate|"
-    r"flatmate|cousin|aunt|uncle|grandma|grandmother|grandpa|grandfather|niece|nephew|"
-    r"colleague|coworker|co-worker|neighbou?r|twin|parents|in-laws|sibling|stepmom|stepdad)"
-)
-#: Relations a person has one of at a time: a new one replaces the old.
-_ONE_RELATIONS = frozenset(
-    {"wife", "husband", "partner", "girlfriend", "boyfriend", "fiance", "fiancé", "fiancee",
-     "fiancée", "boss", "manager", "roommate", "flatmate"}
-)
+_RELATIONS = RELATIONS.alternation()
 _ADVERBS = (
     r"(?:(?:just|recently|finally|now|actually|officially|already|also|still|currently|"
     r"really|totally|basically|mostly|definitely|kind\s+of|sort\s+of|since|then|eventually|"
@@ -38,11 +37,8 @@ _OWNER = rf"(?P<owner>{_MY}\s+(?:(?P<orel>{_RELATIONS})(?:'s|s')\s+)?|(?P<opron>
 _BE = r"(?:'m|'s|'re|\s+am|\s+is|\s+are)"
 _HAVE3 = r"(?:'ve|'s|\s+have|\s+has)?"
 
-_MONTHS = (
-    r"(?:january|february|march|april|may|june|july|august|september|october|november|"
-    r"december|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)"
-)
-_WEEKDAYS = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+_MONTHS = (MONTHS + MONTH_ABBREVIATIONS).alternation()
+_WEEKDAYS = WEEKDAYS.alternation()
 _DATE = (
     rf"(?:(?:the\s+)?\d{{1,2}}(?:st|nd|rd|th)?(?:\s+of)?\s+{_MONTHS}(?:\s+\d{{4}})?|"
     rf"{_MONTHS}\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?|{_MONTHS}(?:\s+\d{{4}})?|"
@@ -62,22 +58,9 @@ _NUMBER_WORDS = {
     "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a couple of": 2, "a dozen": 12,
 }
 _COUNT = r"(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
-_PETS = (
-    r"(?:dog|puppy|cat|kitten|hamster|rabbit|bunny|parrot|bird|fish|goldfish|turtle|tortoise|"
-    r"snake|lizard|gecko|horse|pony|guinea\s+pig|ferret|budgie|chicken|goat|pig|"
-    r"dachshund|greyhound|beagle|labrador|poodle|terrier|spaniel|collie|husky|retriever|pug|"
-    r"corgi|bulldog|chihuahua|dalmatian|schnauzer|boxer|whippet|sheepdog|cockatiel|canary|"
-    r"tabby|siamese)"
-)
-_DIETS = (
-    r"(?:vegetarian|vegan|pescatarian|pescetarian|flexitarian|carnivore|keto|paleo|"
-    r"gluten[\s-]free|dairy[\s-]free|lactose[\s-]free|sugar[\s-]free|kosher|halal|"
-    r"teetotal|sober|alcohol[\s-]free|on\s+a\s+(?:diet|[\w-]+\s+diet))"
-)
-_STATUSES = (
-    r"(?:single|married|engaged|divorced|separated|widowed|dating\s+someone|in\s+a\s+relationship|"
-    r"seeing\s+someone)"
-)
+_PETS = PETS.alternation()
+_DIETS = rf"(?:{DIETS.alternation(loose_hyphens=True)}|on\s+a\s+(?:diet|[\w-]+\s+diet))"
+_STATUSES = STATUSES.alternation()
 _CHANGE_CUES = re.compile(
     r"\b(?:now|these\s+days|nowadays|anymore|any\s+more|no\s+longer|moved|moving|relocated|"
     r"switched|switching|changed|changing|new|went\s+up|went\s+down|increased|decreased|rose|"
@@ -116,33 +99,6 @@ _OVER = re.compile(r"\s+(?:over|rather\s+than|instead\s+of|more\s+than|to|than)\
 #: Where a preferred option ends ("a window seat on long flights").
 _OPTION_END = re.compile(r"\s+(?:on|when|for|in|at|during|whenever|if)\s+", re.IGNORECASE)
 _LEADING_ARTICLE = re.compile(r"^(?:the|a|an|my|our)\s+", re.IGNORECASE)
-#: Nouns of occupations that do not end like one (-er, -or, -ist, ...).
-_OCCUPATIONS = _words(
-    """
-    nurse doctor chef pilot lawyer student dentist surgeon vet veterinarian midwife
-    paramedic firefighter barista cashier clerk judge attorney coach tutor professor
-    intern apprentice analyst architect economist mechanic plumber electrician carpenter
-    pharmacist physician therapist psychologist psychiatrist scientist engineer
-    consultant accountant journalist editor author artist designer developer programmer
-    freelancer entrepreneur founder ceo cto cfo director secretary receptionist
-    assistant librarian waiter waitress bartender chemist biologist physicist researcher
-    postdoc lecturer principal realtor agent broker banker trader nanny caregiver carer
-    cleaner farmer baker butcher florist tailor soldier officer detective sergeant
-    captain admin
-    """
-)
-_NOT_OCCUPATIONS = _words(
-    """
-    mother father brother sister daughter son member owner lover beginner fan user
-    customer player reader listener speaker smoker drinker runner swimmer walker sleeper
-    person people partner neighbour neighbor fighter thinker dreamer introvert extrovert
-    early bird night owl morning evening worker foodie rider driver winner loser
-    """
-)
-_OCCUPATION_ENDINGS = (
-    "er", "or", "ist", "ian", "ant", "ent", "eer", "ect", "man", "woman", "person",
-)
-
 
 def _p(regex: str) -> re.Pattern[str]:
     return re.compile(regex, re.IGNORECASE)

@@ -50,6 +50,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
+from memstream.models import vocabulary
 from memstream.models.beliefs import attribute_key
 from memstream.models.events.memory import Claim, ClaimCue, MemoryType
 from memstream.models.extraction.claim_builders import _cut, _Read
@@ -112,14 +113,6 @@ def _subject(match: re.Match[str], speaker: str, referent: str | None) -> str | 
     return speaker
 
 
-#: Relations a person often has several of: without a name, two statements about "my
-#: colleague" may be about two people.
-_MANY_PEOPLE = frozenset(
-    {"friend", "colleague", "coworker", "co-worker", "neighbour", "neighbor", "cousin", "kid",
-     "child", "sibling"}
-)
-
-
 def _person_subject(speaker: str, relation: str, name: str | None) -> str:
     """ "User's sister", "User's colleague Anna"."""
     relation = " ".join(relation.lower().split())
@@ -161,28 +154,9 @@ def _render(read: _Read, subject: str) -> str:
     """The statement of a claim, as a memory's content."""
     value, attribute = read.value, read.attribute
     s = subject
-    verbs = {
-        "home": ("lives in", "no longer lives in"),
-        "whereabouts": ("is in", "is no longer in"),
-        "employer": ("works at", "no longer works at"),
-        "work place": ("works in", "no longer works in"),
-        "job": ("works as", "no longer works as"),
-        "job field": ("works in", "no longer works in"),
-        "diet": ("is", "is no longer"),
-        "allergy": ("is allergic to", "is no longer allergic to"),
-        "food to avoid": ("avoids", "no longer avoids"),
-        "relationship status": ("is", "is no longer"),
-        "car": ("drives", "no longer drives"),
-        "pet": ("has a", "no longer has a"),
-        "partner": ("is with", "is no longer with"),
-        "trip destination": ("plans a trip to", "no longer plans a trip to"),
-        "moving plan": ("plans to move to", "no longer plans to move to"),
-        "activity": ("has taken up", "has given up"),
-        "learning": ("is learning", "is no longer learning"),
-        "sport": ("plays", "no longer plays"),
-    }
-    if attribute in verbs:
-        positive, negative = verbs[attribute]
+    known = vocabulary.attribute(attribute)
+    if known is not None and known.key == attribute and known.statement is not None:
+        positive, negative = known.statement
         return f"{s} {positive if read.polarity else negative} {value}".strip()
     if attribute.startswith("feeling about "):
         thing = attribute[len("feeling about "):]
@@ -265,7 +239,7 @@ def read_claims(
         if subject is None:
             continue
         relation = subject.removeprefix(f"{speaker}'s ").split()
-        if subject != speaker and len(relation) == 1 and relation[0] in _MANY_PEOPLE:
+        if subject != speaker and len(relation) == 1 and relation[0] in vocabulary.OFTEN_SEVERAL:
             # "my colleague works at X", "my colleague works at Y": maybe two colleagues.
             read = _Read(**{**read.__dict__, "cardinality": "many"})
         end = None if _PAST_DURATION.search(text) else stated_end(text, at)

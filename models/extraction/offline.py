@@ -104,11 +104,11 @@ class OfflineExtractor:
     --------
     >>> extractor = OfflineExtractor()
     >>> (extractor.name, extractor.version)
-    ('offline', '6')
+    ('offline', '7')
     """
 
     name: str = "offline"
-    version: str = "6"
+    version: str = "7"
 
     def extract(
         self, request: ConsolidationRequested, known_claims: Sequence[KnownClaim] = ()

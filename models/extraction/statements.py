@@ -18,6 +18,7 @@ from memstream.models.extraction.words import (
     _HIGH_KEYS,
     _RESPONSE_NOUNS,
 )
+from memstream.models.vocabulary import DIETS
 
 #: Adverbs allowed between "I" and the verb ("I really like", "I currently work").
 _ADV = (
@@ -370,9 +371,8 @@ _STATEMENT_PATTERNS: tuple[tuple[re.Pattern[str], Render], ...] = (
     ),
     (
         _pattern(
-            rf"^{_IM}\s+{_ADV}(?P<obj>(?:an?\s+)?(?:vegetarian|vegan|pescatarian|"
-            r"lactose[\s-]intolerant|gluten[\s-]free|allergic\s+to\s+.+|diabetic|celiac|coeliac|"
-            r"kosher|halal|teetotal)\b.*)$"
+            rf"^{_IM}\s+{_ADV}(?P<obj>(?:an?\s+)?(?:{DIETS.alternation(loose_hyphens=True)}|"
+            r"lactose[\s-]intolerant|allergic\s+to\s+.+|diabetic|celiac|coeliac)\b.*)$"
         ),
         _simple("fact", 0.85, "User is {obj}"),
     ),

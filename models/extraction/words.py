@@ -3,6 +3,8 @@ mark a statement as about the moment rather than the person."""
 
 from __future__ import annotations
 
+from memstream.models.vocabulary import MONTHS, WEEKDAYS
+
 
 def _words(text: str) -> frozenset[str]:
     """The whitespace-separated words of ``text``."""
@@ -32,14 +34,8 @@ _COMMON_WORDS = _words(
     first second third also another next finally today tomorrow yesterday tonight
     """
 )
-_DAYS_AND_MONTHS = _words(
-    """
-    monday tuesday wednesday thursday friday saturday sunday january february march april
-    may june july august september october november december
-    """
-)
 #: Capitalised words that are never entities wherever they stand.
-_NEVER_ENTITIES = _DAYS_AND_MONTHS | _words(
+_NEVER_ENTITIES = WEEKDAYS.as_set() | MONTHS.as_set() | _words(
     """
     i i'm i've i'd i'll ok okay hi hello hey thanks user assistant am pm fyi asap btw lol
     imo imho tldr ps eta faq diy yes no
