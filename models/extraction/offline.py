@@ -109,6 +109,7 @@ class OfflineExtractor:
 
     name: str = "offline"
     version: str = "7"
+    reads_claims: bool = False
 
     def extract(
         self, request: ConsolidationRequested, known_claims: Sequence[KnownClaim] = ()

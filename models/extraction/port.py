@@ -52,10 +52,14 @@ class Extractor(Protocol):
 
     ``name`` and ``version`` identify the extractor in ``ExtractionRecorded`` and in the ids
     derived from it; change ``version`` whenever the output for the same input changes.
+    ``reads_claims`` says whether it is shown the user's current claims (``known_claims``):
+    then each span must be decided before the next is extracted, so requests go one at a
+    time; one that reads the transcript alone is given a batch at once.
     """
 
     name: str
     version: str
+    reads_claims: bool
 
     def extract(
         self, request: ConsolidationRequested, known_claims: Sequence[KnownClaim] = ()

@@ -199,7 +199,7 @@ class ExtractionAgent:
             await self.watch.wait_intact()
             async with self.order.working():
                 messages = [e.message for e in events if await self.order.accept(e.message)]
-                if self.extractor.name == "offline":
+                if not self.extractor.reads_claims:
                     await self.extract_batch(messages)
                     continue
                 for message in messages:

@@ -50,14 +50,13 @@ def cmd_replay(args: argparse.Namespace, container: Container) -> int:
 
 
 def _reextract(settings: Settings, args: argparse.Namespace) -> int:
-    from memstream.models.extraction import OfflineExtractor
-    from memstream.streams.llm.extractor import LLMExtractor
+    from memstream.streams.agents.app import extractor_from_settings
     from memstream.streams.operations.reextract import LabelInUse, default_label, reextract
 
     if args.extractor is None:
         print("error: --reextract needs --extractor offline|llm", file=sys.stderr)
         return 2
-    extractor = LLMExtractor.from_settings(settings) if args.extractor == "llm" else OfflineExtractor()
+    extractor = extractor_from_settings(settings.model_copy(update={"extractor": args.extractor}))
     label = args.label or default_label(extractor)
     bar = _ProgressBar(f"re-extract {label}")
     try:

@@ -175,6 +175,7 @@ class LLMExtractor:
 
     name: str = "llm"
     version: str = "2"
+    reads_claims: bool = True
 
     def __init__(
         self,

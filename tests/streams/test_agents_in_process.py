@@ -281,6 +281,7 @@ class FailingExtractor:
 
     name = "failing"
     version = "1"
+    reads_claims = True
 
     def extract(
         self, request: ConsolidationRequested, known_claims: Sequence[KnownClaim] = ()
