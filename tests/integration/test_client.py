@@ -58,6 +58,7 @@ def test_add_search_get_history_delete_scoped_to_one_user(worker_settings: Setti
             "stale",
             "superseded_by",
             "valid_until",
+            "possibly_outdated_by",
             "claim",
         }
         # Scores a person can read: all on 0..1, best first.

@@ -41,6 +41,9 @@ from memstream.streams.service.chat_events import publish_events
 WIDE = {"width": 1280, "height": 900}
 
 pytestmark = needs_chromium("the memory inspector's browser test")
+# Assertions wait as long as the page's actions do: a report runs a DuckDB query over the
+# table, which took over the 5 s default on a loaded 2-core machine.
+expect.set_options(timeout=20_000)
 
 HOSTILE = 'My favourite HTML tag is <img src=x onerror="window.__pwned=1"> and I like <b>bold</b> text.'
 FIRST_SESSION = [
