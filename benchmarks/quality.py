@@ -47,13 +47,14 @@ from pathlib import Path
 from memstream.models.events.consolidation import ConsolidationRequested, TranscriptMessage
 from memstream.models.events.envelope import derived_id
 from memstream.models.events.memory import MemoryAdded, MemoryChange
-from memstream.models.extraction import EPISODE_IMPORTANCE, OfflineExtractor
+from memstream.models.extraction import EPISODE_IMPORTANCE, Extractor, OfflineExtractor
 from memstream.models.settings import Settings
 from memstream.projections.embedder import MiniLMOnnxEmbedder
 from memstream.projections.memories import MEMORY_TYPES, MemoryProjection, SourcePosition
 from memstream.projections.retrieval import Retrieval, Retriever
 from memstream.streams.agents.consolidation import record_extraction
 from memstream.streams.agents.decisions import MemoryDecider
+from memstream.streams.llm.extractor import ExtractionFailed
 
 TOPIC = "memstream.memories"
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -247,11 +248,22 @@ class Log:
 
 
 def build_extracted(
-    conversations: list[Conversation], projection: MemoryProjection, embedder: MiniLMOnnxEmbedder
-) -> None:
-    """Build (a): offline extraction and memory decisions, session by session."""
-    extractor = OfflineExtractor()
+    conversations: list[Conversation],
+    projection: MemoryProjection,
+    embedder: MiniLMOnnxEmbedder,
+    *,
+    extractor: Extractor | None = None,
+) -> int:
+    """Build (a): extraction and memory decisions, session by session; return the sessions
+    whose extraction failed (left out, as the worker would dead-letter them).
+
+    ``extractor``: the offline one by default. Any other (an LLM) is shown the user's claims
+    at the session's end, as the worker's extraction agent does; one whole session is one
+    request (the worker would cut a session longer than ``max_messages`` into spans).
+    """
+    extractor = extractor or OfflineExtractor()
     decider = MemoryDecider(projection, embedder)
+    failed = 0
     log = Log()
     # Sessions in event-time order across users, as the topic would deliver them.
     closed = sorted(
@@ -272,13 +284,22 @@ def build_extracted(
             messages=tuple(messages),
             session_started_at=messages[0].occurred_at,
         )
-        recorded = record_extraction(request, extractor)
+        claims = (
+            [] if extractor.name == "offline"
+            else decider.claims_at(user_id, request.occurred_at)
+        )
+        try:
+            recorded = record_extraction(request, extractor, claims)
+        except ExtractionFailed:
+            failed += 1
+            continue
         events = decider.decide(recorded)
         decided = [e for e in events if isinstance(e, MemoryAdded | MemoryChange)]
         if len(decided) != len(events):
             raise AssertionError("the decider returned an event the projection does not take")
         projection.apply(log.positions(decided))
     projection.refresh_indexes()
+    return failed
 
 
 def build_raw_turns(conversations: list[Conversation], projection: MemoryProjection) -> None:
@@ -425,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
     base = Path(tempfile.mkdtemp(prefix="memstream-quality-bench-"))
     scores = []
     try:
-        builds: list[tuple[str, Callable[[MemoryProjection], None]]] = [
+        builds: list[tuple[str, Callable[[MemoryProjection], object]]] = [
             ("extracted", lambda p: build_extracted(conversations, p, embedder)),
             ("raw turns", lambda p: build_raw_turns(conversations, p)),
         ]
