@@ -46,14 +46,15 @@ from pathlib import Path
 
 from memstream.models.events.consolidation import ConsolidationRequested, TranscriptMessage
 from memstream.models.events.envelope import derived_id
-from memstream.models.events.memory import MemoryAdded, MemoryChange
-from memstream.models.extraction import EPISODE_IMPORTANCE, OfflineExtractor
+from memstream.models.events.memory import ExtractionRecorded, MemoryAdded, MemoryChange
+from memstream.models.extraction import EPISODE_IMPORTANCE, Extractor, OfflineExtractor
 from memstream.models.settings import Settings
 from memstream.projections.embedder import MiniLMOnnxEmbedder
 from memstream.projections.memories import MEMORY_TYPES, MemoryProjection, SourcePosition
 from memstream.projections.retrieval import Retrieval, Retriever
 from memstream.streams.agents.consolidation import record_extraction
 from memstream.streams.agents.decisions import MemoryDecider
+from memstream.streams.llm.extractor import ExtractionFailed
 
 TOPIC = "memstream.memories"
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -246,12 +247,33 @@ class Log:
         return batch
 
 
+@dataclass
+class Extractions:
+    """What a build's extractor did: the recorded extractions, and the sessions it gave up
+    on (a dead letter in the worker; here nothing is learned from them)."""
+
+    recorded: list[ExtractionRecorded] = field(default_factory=list)
+    failed: list[tuple[ConsolidationRequested, ExtractionFailed]] = field(default_factory=list)
+
+    def extend(self, other: Extractions) -> None:
+        """Add ``other``'s records to these."""
+        self.recorded.extend(other.recorded)
+        self.failed.extend(other.failed)
+
+
 def build_extracted(
-    conversations: list[Conversation], projection: MemoryProjection, embedder: MiniLMOnnxEmbedder
-) -> None:
-    """Build (a): offline extraction and memory decisions, session by session."""
-    extractor = OfflineExtractor()
+    conversations: list[Conversation],
+    projection: MemoryProjection,
+    embedder: MiniLMOnnxEmbedder,
+    extractor: Extractor | None = None,
+) -> Extractions:
+    """Build (a): extraction (offline unless ``extractor`` is given) and memory decisions,
+    session by session. An extractor other than the offline one is shown the user's claims
+    as they stood, as the worker's extraction agent does; a session it fails on is kept in
+    the result's ``failed`` and teaches nothing."""
+    extractor = extractor or OfflineExtractor()
     decider = MemoryDecider(projection, embedder)
+    extractions = Extractions()
     log = Log()
     # Sessions in event-time order across users, as the topic would deliver them.
     closed = sorted(
@@ -272,13 +294,21 @@ def build_extracted(
             messages=tuple(messages),
             session_started_at=messages[0].occurred_at,
         )
-        recorded = record_extraction(request, extractor)
+        claims = ([] if extractor.name == "offline"
+                  else decider.claims_at(request.user_id, request.occurred_at))
+        try:
+            recorded = record_extraction(request, extractor, claims)
+        except ExtractionFailed as failure:
+            extractions.failed.append((request, failure))
+            continue
+        extractions.recorded.append(recorded)
         events = decider.decide(recorded)
         decided = [e for e in events if isinstance(e, MemoryAdded | MemoryChange)]
         if len(decided) != len(events):
             raise AssertionError("the decider returned an event the projection does not take")
         projection.apply(log.positions(decided))
     projection.refresh_indexes()
+    return extractions
 
 
 def build_raw_turns(conversations: list[Conversation], projection: MemoryProjection) -> None:
@@ -425,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
     base = Path(tempfile.mkdtemp(prefix="memstream-quality-bench-"))
     scores = []
     try:
-        builds: list[tuple[str, Callable[[MemoryProjection], None]]] = [
+        builds: list[tuple[str, Callable[[MemoryProjection], object]]] = [
             ("extracted", lambda p: build_extracted(conversations, p, embedder)),
             ("raw turns", lambda p: build_raw_turns(conversations, p)),
         ]
