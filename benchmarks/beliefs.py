@@ -40,11 +40,18 @@ current however it is worded. Figures, per split and search:
 Current first is broken down by kind and by change type for ``dev``; ``heldout`` is shown
 in aggregate and by change type only, never by kind, so that nobody tunes on it.
 
+``--extractor both`` builds memstream a second time with the LLM extractor (``--local-llm``
+serves Qwen2.5 1.5B through ``local_llm.py``; ``--llm-url`` any OpenAI-compatible server;
+``--llm-replay`` the replies a run kept with ``--llm-replies``) and adds it as its own row,
+with the model's wall time, CPU seconds per turn, tokens and rejected replies under the
+tables. A small model on CPU costs minutes per scenario: use ``--per-split``.
+
 Run from the repository root (the full run, 2 x 180 scenarios, takes about 8 minutes)::
 
     python benchmarks/beliefs.py
     python benchmarks/beliefs.py --per-split 40 --split dev --show-failures 5
     python benchmarks/beliefs.py --json
+    python benchmarks/beliefs.py --split heldout --per-split 5 --extractor both --local-llm
 """
 
 from __future__ import annotations
@@ -623,8 +630,9 @@ def print_failures(tally: Tally, count: int) -> None:
 def print_notes(seed: int, per_split: int, phases: Mapping[str, float]) -> None:
     """What the figures mean, and where the time went."""
     print(f"\n- seed {seed}, {per_split} scenarios per split; {TOP} hits per search; memstream "
-          "built offline (extractor, decisions, projection in this process), searched through "
-          "MemoryClient; the baselines search every turn of both speakers.")
+          "built in this process (extractor, decisions, projection; the offline extractor "
+          "unless the row says LLM), searched through MemoryClient; the baselines search every "
+          "turn of both speakers.")
     print("- current first: the first current hit is above every stale hit (controls: every "
           "value found and none marked); stale marked: of the stale hits, the share memstream "
           "marks (stale, superseded_by, or valid_until passed); false supersession: controls "
