@@ -40,11 +40,18 @@ current however it is worded. Figures, per split and search:
 Current first is broken down by kind and by change type for ``dev``; ``heldout`` is shown
 in aggregate and by change type only, never by kind, so that nobody tunes on it.
 
+``--extractor both`` builds memstream a second time with the LLM extractor (``--local-llm``
+serves Qwen2.5 1.5B through ``local_llm.py``; ``--llm-url`` any OpenAI-compatible server;
+``--llm-replay`` the replies a run kept with ``--llm-replies``) and adds it as its own row,
+with the model's wall time, CPU seconds per turn, tokens and rejected replies under the
+tables. A small model on CPU costs minutes per scenario: use ``--per-split``.
+
 Run from the repository root (the full run, 2 x 180 scenarios, takes about 8 minutes)::
 
     python benchmarks/beliefs.py
     python benchmarks/beliefs.py --per-split 40 --split dev --show-failures 5
     python benchmarks/beliefs.py --json
+    python benchmarks/beliefs.py --split heldout --per-split 5 --extractor both --local-llm
 """
 
 from __future__ import annotations
@@ -57,23 +64,29 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from belief_scenarios import CHANGES, KINDS, SPLITS, Scenario, generate
 from dialogue_recall import hybrid_turns, turn_table
-from quality import Conversation, build_extracted
+from quality import Conversation, Extractions, build_extracted
 from runner import exit_on_sigterm, log, release
 
+from memstream.models.beliefs import KnownClaim
+from memstream.models.events.consolidation import ConsolidationRequested
 from memstream.models.events.envelope import Event
+from memstream.models.extraction import Extraction, Extractor
+from memstream.models.llm_reply import TRANSCRIPT_ROLES, ReplyInvalid, parse_reply
 from memstream.models.settings import Settings
 from memstream.projections.embedder import Embedder, MiniLMOnnxEmbedder
 from memstream.projections.memories import MemoryProjection
 from memstream.streams.client import MemoryClient
 from memstream.streams.kafka.publisher import RawRecord, Sent
+from memstream.streams.llm.extractor import LLMExtractor
 
 TOP = 10
 #: Fused (RRF) scores within this share of the hit above are a near-tie, and the newer turn
@@ -83,9 +96,12 @@ TOP = 10
 #: one found by both, so it never ties with one.
 NEAR_TIE = 0.05
 MEMSTREAM = "memstream (MemoryClient.search)"
+#: The same search over memories an LLM extractor made (``--extractor llm`` or ``both``).
+MEMSTREAM_LLM = "memstream, LLM extractor"
+MEMSTREAMS = (MEMSTREAM, MEMSTREAM_LLM)
 RAW = "raw turns (LanceDB hybrid, RRF)"
 NEWEST = "raw turns + newest on near-ties"
-SEARCHES = (MEMSTREAM, RAW, NEWEST)
+SEARCHES = (MEMSTREAM, MEMSTREAM_LLM, RAW, NEWEST)
 #: Users per ``build_extracted`` call. Each call ends by folding its rows into the indexes
 #: and compacting the table, as the worker's projector does every few seconds; one call for
 #: all 360 users leaves a thousand unindexed fragments, and takes about an hour.
@@ -132,16 +148,175 @@ class DiscardingPublisher:
 
 
 def build_memstream(
-    scenarios: Sequence[Scenario], projection: MemoryProjection, embedder: MiniLMOnnxEmbedder
-) -> None:
-    """Every scenario's sessions through the offline pipeline (``quality.build_extracted``:
-    extraction, decisions, projection), ``BUILD_CHUNK`` users at a time. Users share
-    nothing but the table, so the chunks only set when the indexes catch up."""
+    scenarios: Sequence[Scenario],
+    projection: MemoryProjection,
+    embedder: MiniLMOnnxEmbedder,
+    extractor: Extractor | None = None,
+) -> Extractions:
+    """Every scenario's sessions through the pipeline (``quality.build_extracted``:
+    extraction, offline unless ``extractor`` is given, decisions, projection),
+    ``BUILD_CHUNK`` users at a time. Users share nothing but the table, so the chunks only
+    set when the indexes catch up."""
     conversations = [Conversation(user_id=s.user_id, sessions=s.messages()) for s in scenarios]
+    extractions = Extractions()
     for start in range(0, len(conversations), BUILD_CHUNK):
-        build_extracted(conversations[start:start + BUILD_CHUNK], projection, embedder)
+        extractions.extend(build_extracted(
+            conversations[start:start + BUILD_CHUNK], projection, embedder, extractor
+        ))
         log(f"  built {min(start + BUILD_CHUNK, len(conversations))}/{len(conversations)} "
             f"users: {projection.count()} memory rows")
+    return extractions
+
+
+# --- the LLM extractor -------------------------------------------------------------------
+
+
+@dataclass
+class Reply:
+    """One reply the model sent: the session it answered, when, and how it parses now."""
+
+    session_id: str
+    first_event_id: str
+    attempt: int
+    finish_reason: str | None
+    text: str
+    seconds: float
+
+
+class TranscribedExtractor:
+    """An :class:`LLMExtractor` whose every reply is kept (and written to ``sink``, one JSON
+    line each), with the session it answered: what ``--llm-replies`` saves."""
+
+    def __init__(self, extractor: LLMExtractor, sink: TextIO | None) -> None:
+        self.extractor = extractor
+        self.name, self.version = extractor.name, extractor.version
+        self.sink = sink
+        self.replies: list[Reply] = []
+        self.session_id = self.first_event_id = ""
+        self.attempt = 0
+        self.asked_at = 0.0
+        extractor.on_reply = self.keep
+
+    def extract(
+        self, request: ConsolidationRequested, known_claims: Sequence[KnownClaim] = ()
+    ) -> Extraction:
+        """The extractor's extraction of ``request``, its replies kept on the way."""
+        self.session_id, self.attempt = request.session_id, 0
+        self.first_event_id = next(
+            (m.event_id for m in request.messages if m.role in TRANSCRIPT_ROLES), ""
+        )
+        self.asked_at = time.perf_counter()
+        log(f"  llm: {request.session_id} ({len(request.messages)} turns, "
+            f"{len(known_claims)} current claims)")
+        return self.extractor.extract(request, known_claims)
+
+    def keep(self, text: str, finish_reason: str | None) -> None:
+        """``on_reply``: one reply, kept and written out."""
+        self.attempt += 1
+        now = time.perf_counter()
+        reply = Reply(self.session_id, self.first_event_id, self.attempt, finish_reason, text,
+                      now - self.asked_at)
+        self.asked_at = now
+        self.replies.append(reply)
+        if self.sink is not None:
+            self.sink.write(json.dumps(reply.__dict__, ensure_ascii=False) + "\n")
+            self.sink.flush()
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where the LLM extractor sends its requests, and how to read the server's CPU time."""
+
+    base_url: str
+    model: str
+    cpu_seconds: Callable[[], float | None]
+
+
+@contextmanager
+def llm_endpoint(args: argparse.Namespace) -> Iterator[Endpoint]:
+    """``--llm-url``'s server, the replies of an earlier run (``--llm-replay``), or the
+    local model started for the run (``--local-llm``)."""
+    if args.llm_url:
+        yield Endpoint(args.llm_url, args.llm_model, lambda: None)
+        return
+    from local_llm import ModelUnavailable, local_llm, replayed_llm
+
+    if args.llm_replay:
+        with replayed_llm(args.llm_replay) as replayed:
+            yield Endpoint(replayed.base_url, replayed.model, replayed.cpu_seconds)
+        return
+
+    try:
+        with local_llm(threads=args.llm_threads, log_file=args.llm_server_log) as served:
+            yield Endpoint(served.base_url, served.model, served.cpu_seconds)
+    except ModelUnavailable as exc:
+        raise SystemExit(f"beliefs: {exc}") from None
+
+
+def llm_figures(
+    extractor: TranscribedExtractor,
+    extractions: Extractions,
+    scenarios: Sequence[Scenario],
+    wall_s: float,
+    cpu_s: float | None,
+) -> dict[str, Any]:
+    """What the LLM extraction cost and how its replies went, as plain values: every
+    reply is parsed again by today's parser (so a rerun of old replies shows a fix)."""
+    turns = sum(len(s.turns) for s in scenarios)
+    sessions = sum(len(s.messages()) for s in scenarios)
+    usages = [u for u in (*(r.usage for r in extractions.recorded),
+                          *(f.usage for _, f in extractions.failed)) if u is not None]
+    problems: dict[str, int] = defaultdict(int)
+    for reply in extractor.replies:
+        try:
+            parse_reply(reply.text, finish_reason=reply.finish_reason)
+        except ReplyInvalid as exc:
+            problems[str(exc)[:160]] += 1
+    candidates = [c for r in extractions.recorded for c in r.candidates
+                  if c.memory_type in ("preference", "fact")]
+    return {
+        "model": extractor.extractor.model,
+        "response_format": extractor.extractor.response_format_mode,
+        "sessions": sessions,
+        "turns": turns,
+        "recorded": len(extractions.recorded),
+        "failed": len(extractions.failed),
+        "failure_reasons": [f.reason[:300] for _, f in extractions.failed],
+        "replies": len(extractor.replies),
+        "replies_rejected": sum(problems.values()),
+        "rejections": dict(sorted(problems.items(), key=lambda item: -item[1])),
+        "cut_off": sum(r.finish_reason == "length" for r in extractor.replies),
+        "prompt_tokens": sum(u.prompt_tokens for u in usages),
+        "completion_tokens": sum(u.completion_tokens for u in usages),
+        "facts_and_preferences": len(candidates),
+        "with_claim": sum(c.claim is not None for c in candidates),
+        "with_operation": sum(c.claim is not None and c.claim.operation is not None
+                              for c in candidates),
+        "wall_s": wall_s,
+        "wall_s_per_session": wall_s / sessions if sessions else None,
+        "server_cpu_s": cpu_s,
+        "cpu_s_per_turn": cpu_s / turns if cpu_s is not None and turns else None,
+    }
+
+
+def print_llm(figures: Mapping[str, Any]) -> None:
+    """The LLM extraction's cost and replies, under the tables."""
+    f = figures
+    print(f"\nLLM extractor ({f['model']}, response_format {f['response_format']}): "
+          f"{f['sessions']} sessions, {f['turns']} turns")
+    cpu = ("-" if f["server_cpu_s"] is None
+           else f"{f['server_cpu_s']:.0f} s ({f['cpu_s_per_turn']:.2f} s per turn)")
+    print(f"  wall {f['wall_s']:.0f} s ({f['wall_s_per_session']:.1f} s per session), "
+          f"server CPU {cpu}")
+    print(f"  tokens: {f['prompt_tokens']} prompt, {f['completion_tokens']} completion")
+    print(f"  sessions recorded {f['recorded']}, failed (dead letter) {f['failed']}; replies "
+          f"{f['replies']}, rejected {f['replies_rejected']}, cut off {f['cut_off']}")
+    print(f"  preferences and facts {f['facts_and_preferences']}: with a claim "
+          f"{f['with_claim']}, with an operation {f['with_operation']}")
+    for problem, count in f["rejections"].items():
+        print(f"    {count} x {problem}")
+    for reason in f["failure_reasons"][:5]:
+        print(f"    failed: {reason}")
 
 
 # --- the searches ----------------------------------------------------------------------
@@ -312,10 +487,12 @@ def falsely_superseded(client: MemoryClient, scenario: Scenario, hits: Sequence[
 
 
 def run_searches(
-    searches: Mapping[str, Search], scenarios: Sequence[Scenario], client: MemoryClient
+    searches: Mapping[str, Search],
+    scenarios: Sequence[Scenario],
+    clients: Mapping[str, MemoryClient],
 ) -> dict[str, Tally]:
     """Ask every scenario's question with every search (now, and as of its past moment),
-    timing each call."""
+    timing each call; ``clients`` are the memstream searches' own, for false supersession."""
     tallies = {name: Tally() for name in searches}
     for number, scenario in enumerate(scenarios, start=1):
         for name, search in searches.items():
@@ -335,9 +512,9 @@ def run_searches(
             tally.stale_hits += len(stale)
             tally.stale_marked += sum(hit.marked for hit in stale)
             tally.stale_possibly += sum(hit.possibly and not hit.marked for hit in stale)
-            if scenario.change == "control" and name == MEMSTREAM:
+            if scenario.change == "control" and name in clients:
                 tally.controls += 1
-                tally.false_supersessions += falsely_superseded(client, scenario, hits)
+                tally.false_supersessions += falsely_superseded(clients[name], scenario, hits)
                 tally.controls_possibly += any(
                     hit.possibly and classify(hit.text, scenario) == "current"
                     for hit in hits[:TOP]
@@ -369,7 +546,7 @@ def share(part: int, whole: int) -> float | None:
 
 def figures(tally: Tally, name: str) -> dict[str, Any]:
     """One search's figures as plain values (shares on 0..1; None where not measured)."""
-    memstream = name == MEMSTREAM
+    memstream = name in MEMSTREAMS
     return {
         "n": tally.asked,
         "current_first": share(tally.first, tally.asked),
@@ -425,19 +602,22 @@ def print_split(split: str, scenarios: Sequence[Scenario], tallies: Mapping[str,
     print(header)
     print("-" * len(header))
     for name, tally in tallies.items():
-        memstream = name == MEMSTREAM
+        memstream = name in MEMSTREAMS
         f = figures(tally, name)
         print(f"{name:{width}}  {cell(tally.first, tally.asked, 15)} "
               f"{cell(tally.stale_marked if memstream else None, tally.stale_hits, 15)} "
               f"{cell(tally.false_supersessions if memstream else None, tally.controls, 18)} "
               f"{cell(tally.as_of_first, tally.as_of_asked, 15)} {f['p50_ms']:7.1f} "
               f"{f['p95_ms']:7.1f} {tally.asked:>4}")
-    if MEMSTREAM in tallies:
-        mine = tallies[MEMSTREAM]
-        print(f"memstream's possibly outdated: {mine.stale_possibly} of the "
-              f"{mine.stale_hits - mine.stale_marked} stale hits left unmarked; "
-              f"{mine.controls_possibly}/{mine.controls} controls with a current value marked")
-    short = {MEMSTREAM: "memstream", RAW: "raw hybrid", NEWEST: "newest on ties"}
+    for name in (MEMSTREAM, MEMSTREAM_LLM):
+        if name in tallies:
+            mine = tallies[name]
+            print(f"{name}: possibly outdated {mine.stale_possibly} of the "
+                  f"{mine.stale_hits - mine.stale_marked} stale hits left unmarked; "
+                  f"{mine.controls_possibly}/{mine.controls} controls with a current value "
+                  "marked")
+    short = {MEMSTREAM: "memstream", MEMSTREAM_LLM: "memstream llm", RAW: "raw hybrid",
+             NEWEST: "newest on ties"}
     attributes = ("by_kind", "by_change") if split == "dev" else ("by_change",)
     for attribute in attributes:
         label = "kind" if attribute == "by_kind" else "change"
@@ -471,8 +651,9 @@ def print_failures(tally: Tally, count: int) -> None:
 def print_notes(seed: int, per_split: int, phases: Mapping[str, float]) -> None:
     """What the figures mean, and where the time went."""
     print(f"\n- seed {seed}, {per_split} scenarios per split; {TOP} hits per search; memstream "
-          "built offline (extractor, decisions, projection in this process), searched through "
-          "MemoryClient; the baselines search every turn of both speakers.")
+          "built in this process (extractor, decisions, projection; the offline extractor "
+          "unless the row says LLM), searched through MemoryClient; the baselines search every "
+          "turn of both speakers.")
     print("- current first: the first current hit is above every stale hit (controls: every "
           "value found and none marked); stale marked: of the stale hits, the share memstream "
           "marks (stale, superseded_by, or valid_until passed); false supersession: controls "
@@ -499,9 +680,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("--show-failures", type=int, default=0, metavar="N",
                         help="print N dev scenarios memstream got wrong, with its first hits")
+    llm = parser.add_argument_group("the LLM extractor")
+    llm.add_argument("--extractor", choices=("offline", "llm", "both"), default="offline",
+                     help="what builds memstream's memories; both: two memstream rows")
+    llm.add_argument("--local-llm", action="store_true",
+                     help="serve the local model for the run (benchmarks/local_llm.py)")
+    llm.add_argument("--llm-url", help="an OpenAI-compatible base URL, e.g. http://host/v1")
+    llm.add_argument("--llm-model", default="qwen2.5-1.5b-instruct")
+    llm.add_argument("--llm-timeout", type=float, default=600.0, help="seconds per call")
+    llm.add_argument("--llm-threads", type=int, default=2, help="the local model's threads")
+    llm.add_argument("--llm-replies", type=Path, metavar="FILE",
+                     help="write every reply (JSON lines: session, attempt, text)")
+    llm.add_argument("--llm-replay", type=Path, metavar="FILE",
+                     help="answer with the replies an earlier run wrote (--llm-replies)")
+    llm.add_argument("--llm-response-format", choices=("json_schema", "json_object", "text"),
+                     default="json_schema", help="the response format asked for first")
+    llm.add_argument("--llm-server-log", type=Path, metavar="FILE",
+                     help="the local model server's log")
     args = parser.parse_args(argv)
     if args.per_split < 1:
         parser.error("--per-split must be at least 1")
+    if args.extractor != "offline" and not (args.llm_url or args.local_llm or args.llm_replay):
+        parser.error("--extractor llm or both needs --llm-url, --local-llm or --llm-replay")
     exit_on_sigterm()
     started = time.perf_counter()
     splits = SPLITS if args.split == "both" else (args.split,)
@@ -510,25 +710,58 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="memstream-beliefs-"))
     phases: dict[str, float] = {}
     results: dict[str, dict[str, Tally]] = {}
+    llm_report: dict[str, Any] | None = None
     try:
         embedder = MiniLMOnnxEmbedder(threads=args.threads)
-        mark = time.perf_counter()
-        projection = MemoryProjection(workdir / "memstream", embedder)
-        build_memstream(scenarios, projection, embedder)
-        phases["memstream build"] = time.perf_counter() - mark
-        log(f"memstream: {projection.count()} memory rows in {phases['memstream build']:.0f} s")
+        projections: dict[str, MemoryProjection] = {}
+        if args.extractor in ("offline", "both"):
+            mark = time.perf_counter()
+            projections[MEMSTREAM] = MemoryProjection(workdir / "memstream", embedder)
+            build_memstream(scenarios, projections[MEMSTREAM], embedder)
+            phases["memstream build"] = time.perf_counter() - mark
+            log(f"memstream: {projections[MEMSTREAM].count()} memory rows in "
+                f"{phases['memstream build']:.0f} s")
+        if args.extractor in ("llm", "both"):
+            with llm_endpoint(args) as endpoint, ExitStack() as stack:
+                sink = (stack.enter_context(args.llm_replies.open("w"))
+                        if args.llm_replies else None)
+                extractor = TranscribedExtractor(
+                    LLMExtractor(base_url=endpoint.base_url, api_key="", model=endpoint.model,
+                                 timeout_s=args.llm_timeout,
+                                 response_format=args.llm_response_format),
+                    sink,
+                )
+                stack.callback(extractor.extractor.close)
+                mark = time.perf_counter()
+                cpu_before = endpoint.cpu_seconds()
+                projections[MEMSTREAM_LLM] = MemoryProjection(workdir / "memstream-llm", embedder)
+                extractions = build_memstream(
+                    scenarios, projections[MEMSTREAM_LLM], embedder, extractor
+                )
+                phases["memstream build, LLM extractor"] = time.perf_counter() - mark
+                cpu_after = endpoint.cpu_seconds()
+                cpu = (None if cpu_before is None or cpu_after is None
+                       else cpu_after - cpu_before)
+                llm_report = llm_figures(extractor, extractions, scenarios,
+                                         phases["memstream build, LLM extractor"], cpu)
         mark = time.perf_counter()
         baselines = raw_turn_searches(workdir / "turns", scenarios, embedder)
         phases["baseline build"] = time.perf_counter() - mark
         settings = Settings(data_dir=workdir / "data")
-        with MemoryClient(settings, projection=projection,
-                          publisher=DiscardingPublisher()) as client:
-            searches = {MEMSTREAM: memstream_search(client), **baselines}
+        with ExitStack() as stack:
+            clients = {
+                name: stack.enter_context(MemoryClient(
+                    settings, projection=projection, publisher=DiscardingPublisher()
+                ))
+                for name, projection in projections.items()
+            }
+            searches = {**{name: memstream_search(c) for name, c in clients.items()},
+                        **baselines}
             mark = time.perf_counter()
             for split in splits:
                 log(f"asking the {split} questions")
                 results[split] = run_searches(
-                    searches, [s for s in scenarios if s.split == split], client
+                    searches, [s for s in scenarios if s.split == split], clients
                 )
             phases["searches"] = time.perf_counter() - mark
     finally:
@@ -546,13 +779,17 @@ def main(argv: list[str] | None = None) -> int:
                 }
                 for split, tallies in results.items()
             },
+            **({"llm": llm_report} if llm_report is not None else {}),
         }
         print(json.dumps(report, indent=2))
         return 0
     for split, tallies in results.items():
         print_split(split, [s for s in scenarios if s.split == split], tallies)
     if "dev" in results:
-        print_failures(results["dev"][MEMSTREAM], args.show_failures)
+        first = MEMSTREAM if MEMSTREAM in results["dev"] else MEMSTREAM_LLM
+        print_failures(results["dev"][first], args.show_failures)
+    if llm_report is not None:
+        print_llm(llm_report)
     print_notes(args.seed, args.per_split, phases)
     return 0
 

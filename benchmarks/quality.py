@@ -46,7 +46,7 @@ from pathlib import Path
 
 from memstream.models.events.consolidation import ConsolidationRequested, TranscriptMessage
 from memstream.models.events.envelope import derived_id
-from memstream.models.events.memory import MemoryAdded, MemoryChange
+from memstream.models.events.memory import ExtractionRecorded, MemoryAdded, MemoryChange
 from memstream.models.extraction import EPISODE_IMPORTANCE, Extractor, OfflineExtractor
 from memstream.models.settings import Settings
 from memstream.projections.embedder import MiniLMOnnxEmbedder
@@ -247,23 +247,33 @@ class Log:
         return batch
 
 
+@dataclass
+class Extractions:
+    """What a build's extractor did: the recorded extractions, and the sessions it gave up
+    on (a dead letter in the worker; here nothing is learned from them)."""
+
+    recorded: list[ExtractionRecorded] = field(default_factory=list)
+    failed: list[tuple[ConsolidationRequested, ExtractionFailed]] = field(default_factory=list)
+
+    def extend(self, other: Extractions) -> None:
+        """Add ``other``'s records to these."""
+        self.recorded.extend(other.recorded)
+        self.failed.extend(other.failed)
+
+
 def build_extracted(
     conversations: list[Conversation],
     projection: MemoryProjection,
     embedder: MiniLMOnnxEmbedder,
-    *,
     extractor: Extractor | None = None,
-) -> int:
-    """Build (a): extraction and memory decisions, session by session; return the sessions
-    whose extraction failed (left out, as the worker would dead-letter them).
-
-    ``extractor``: the offline one by default. Any other (an LLM) is shown the user's claims
-    at the session's end, as the worker's extraction agent does; one whole session is one
-    request (the worker would cut a session longer than ``max_messages`` into spans).
-    """
+) -> Extractions:
+    """Build (a): extraction (offline unless ``extractor`` is given) and memory decisions,
+    session by session. An extractor other than the offline one is shown the user's claims
+    as they stood, as the worker's extraction agent does; a session it fails on is kept in
+    the result's ``failed`` and teaches nothing."""
     extractor = extractor or OfflineExtractor()
     decider = MemoryDecider(projection, embedder)
-    failed = 0
+    extractions = Extractions()
     log = Log()
     # Sessions in event-time order across users, as the topic would deliver them.
     closed = sorted(
@@ -284,22 +294,21 @@ def build_extracted(
             messages=tuple(messages),
             session_started_at=messages[0].occurred_at,
         )
-        claims = (
-            [] if extractor.name == "offline"
-            else decider.claims_at(user_id, request.occurred_at)
-        )
+        claims = (decider.claims_at(request.user_id, request.occurred_at)
+                  if extractor.reads_claims else [])
         try:
             recorded = record_extraction(request, extractor, claims)
-        except ExtractionFailed:
-            failed += 1
+        except ExtractionFailed as failure:
+            extractions.failed.append((request, failure))
             continue
+        extractions.recorded.append(recorded)
         events = decider.decide(recorded)
         decided = [e for e in events if isinstance(e, MemoryAdded | MemoryChange)]
         if len(decided) != len(events):
             raise AssertionError("the decider returned an event the projection does not take")
         projection.apply(log.positions(decided))
     projection.refresh_indexes()
-    return failed
+    return extractions
 
 
 def build_raw_turns(conversations: list[Conversation], projection: MemoryProjection) -> None:

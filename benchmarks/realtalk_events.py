@@ -470,7 +470,8 @@ def built_memories(
             for chat, variant in missing
             for conversation in transcripts([chat], [variant])
         ]
-        failed = build_extracted(conversations, projection, embedder, extractor=extractor)
+        failed = len(build_extracted(conversations, projection, embedder,
+                                     extractor=extractor).failed)
         if failed:
             log(f"{failed} sessions' extraction failed: their turns have no memories")
     records = {}

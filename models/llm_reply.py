@@ -5,9 +5,10 @@
   assistant turns only, each with its event id and role).
 * :class:`ExtractionReply`: the reply's shape, validated with pydantic; :func:`reply_json_schema`
   is its strict JSON schema for servers with structured output.
-* :func:`parse_json_reply` / :func:`parse_reply`: tolerant parsing (code fences, prose around
-  the object, ``<think>`` blocks, trailing commas), then strict validation; a reply that fails
-  raises :class:`ReplyInvalid`, whose message is fed back to the model.
+* :func:`parse_json_reply` (from :mod:`~memstream.models.reply_json`) / :func:`parse_reply`:
+  tolerant parsing (code fences, prose around the object, ``<think>`` blocks, trailing
+  commas, a reply cut off by the token limit), then validation one item at a time; a reply
+  that fails raises :class:`ReplyInvalid`, whose message is fed back to the model.
 * :func:`build_candidates`: a validated reply as memory candidates. A preference, fact or
   correction whose cited messages are all the assistant's is dropped; corrections score at
   least :data:`CORRECTION_MIN_IMPORTANCE`; the summary cites every transcript message.
@@ -37,6 +38,7 @@ from memstream.models.extraction import (
     MIN_IMPORTANCE,
     SUMMARY_IMPORTANCE,
 )
+from memstream.models.reply_json import ReplyInvalid, parse_json_reply
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +59,10 @@ MAX_REPLY_ENTITIES = 50
 MAX_ENTITY_CHARS = 200
 #: Roles shown to the model. System and tool messages hold prompts and recalled memories.
 TRANSCRIPT_ROLES = frozenset({"user", "assistant"})
+#: An item the model gave no importance (a bare string, say) counts as a minor one.
+DEFAULT_IMPORTANCE = 0.5
+#: The reply's lists of items, validated one item at a time.
+ITEM_LISTS = ("preferences", "facts", "corrections")
 
 SYSTEM_PROMPT = """\
 You extract long-term memories about a user from one chat transcript.
@@ -122,6 +128,15 @@ ATTRIBUTES (key: what it is; one or many; its aliases):
 """ + "".join(f"- {line}\n" for line in vocabulary.prompt_lines())
 
 
+#: The prompt's own examples (values and phrases of :data:`SYSTEM_PROMPT`). A small model
+#: copies them as if the user had said them (Qwen2.5 1.5B: "User prefers window seats",
+#: "User lives in Lisbon" from a transcript naming neither), so what names one the
+#: transcript never mentions is left out (:func:`build_candidates`).
+PROMPT_EXAMPLE_TERMS = (
+    "window seat", "answer briefly", "Lisbon", "Porto", "2,000 euros", "Berlin",
+)
+
+
 class ExtractedClaim(BaseModel):
     """What a preference or fact asserts, and what it does to the user's current claims."""
 
@@ -150,7 +165,9 @@ class ExtractedItem(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     content: str = Field(description="One short standalone statement about the user.")
-    importance: float = Field(ge=0, le=1, description="0 (trivia) to 1 (identity).")
+    importance: float = Field(
+        DEFAULT_IMPORTANCE, ge=0, le=1, description="0 (trivia) to 1 (identity)."
+    )
     source_event_ids: list[str] = Field(
         default_factory=list, description="Ids of the user messages this comes from."
     )
@@ -179,8 +196,10 @@ class ExtractedItem(BaseModel):
 class ExtractionReply(BaseModel):
     """The JSON object the model is asked for, validated before anything is kept.
 
-    ``preferences``, ``facts`` and ``summary`` are required, so an unrelated object is a
-    failed attempt, not an empty extraction; ``entities`` and ``corrections`` may be left out.
+    Its JSON schema (:func:`reply_json_schema`) requires every field. A reply read from
+    text is more forgiving (:func:`parse_reply`): it must have one of ``preferences``,
+    ``facts``, ``summary`` or ``corrections`` (an unrelated object is a failed attempt, not
+    an empty extraction), and each item is validated on its own.
     """
 
     model_config = ConfigDict(extra="ignore")
@@ -195,10 +214,6 @@ class ExtractionReply(BaseModel):
     corrections: list[ExtractedItem] = Field(
         default_factory=list, description="What the user corrected, as lessons."
     )
-
-
-class ReplyInvalid(ValueError):
-    """A reply that could not be parsed or validated; its message is fed back to the model."""
 
 
 # --- prompt ------------------------------------------------------------------------------
@@ -292,79 +307,78 @@ def reply_json_schema() -> dict[str, Any]:
 
 # --- parsing -----------------------------------------------------------------------------
 
-_THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
-_FENCE_RE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?(.*?)```", re.DOTALL)
-_TRAILING_COMMA_RE = re.compile(r",(\s*[}\]])")
-#: Start positions tried when scanning prose for an embedded object.
-_MAX_SCAN_STARTS = 50
+_SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+")
+def parse_reply(text: str, *, finish_reason: str | None = None) -> ExtractionReply:
+    """Parse and validate a model's reply, one item at a time.
 
-
-def parse_json_reply(text: str) -> dict[str, Any]:
-    """The JSON object in a model's reply, tolerating what chat models wrap around it.
-
-    Tries, in order: the whole text; each ``` fenced block; the span from the first ``{``
-    to the last ``}``; each of those with trailing commas removed; then the first object
-    that decodes at any ``{``. Reasoning blocks (``<think>...</think>``) are ignored.
+    Small models give the right object in odd shapes, and one bad item is no reason to lose
+    the others (nor to spend a retry: on a small local model a call is a minute of CPU).
+    So: a missing list is empty and a missing summary is ``""``; a single item or a bare
+    string stands for a list of it; a bare string item is its ``content``
+    (:data:`DEFAULT_IMPORTANCE`); an item that still does not validate is left out (and
+    logged, without its text); entities that are not strings are left out.
 
     Raises
     ------
     ReplyInvalid
-        When no JSON object can be found.
+        With a short, model-readable description of what is wrong: no JSON object, an
+        object with none of the reply's fields, or items every one of which was left out.
 
     Examples
     --------
-    >>> parse_json_reply('Sure!\\n```json\\n{"facts": [1, 2,],}\\n```\\nHope that helps.')
-    {'facts': [1, 2]}
-    """
-    text = _THINK_RE.sub("", text).strip()
-    if not text:
-        raise ReplyInvalid("the reply is empty")
-    pieces = [text, *(block.strip() for block in _FENCE_RE.findall(text))]
-    first, last = text.find("{"), text.rfind("}")
-    if 0 <= first < last:
-        pieces.append(text[first : last + 1])
-    error = "no JSON object found"
-    for piece in _unique(pieces):
-        for candidate in (piece, _TRAILING_COMMA_RE.sub(r"\1", piece)):
-            try:
-                value = json.loads(candidate)
-            except json.JSONDecodeError as exc:
-                error = f"not valid JSON ({exc})"
-                continue
-            if isinstance(value, dict):
-                return value
-            error = f"expected a JSON object, got {type(value).__name__}"
-    decoder = json.JSONDecoder()
-    starts = [i for i, char in enumerate(text) if char == "{"][:_MAX_SCAN_STARTS]
-    for start in starts:
-        try:
-            value, _ = decoder.raw_decode(text, start)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict):
-            return value
-    raise ReplyInvalid(error)
-
-
-def parse_reply(text: str, *, finish_reason: str | None = None) -> ExtractionReply:
-    """Parse and validate a model's reply.
-
-    Raises
-    ------
-    ReplyInvalid
-        With a short, model-readable description of what is wrong.
+    >>> reply = parse_reply('{"facts": ["User is vegan", {"importance": 0.9}]}')
+    >>> [(item.content, item.importance) for item in reply.facts], reply.summary
+    ([('User is vegan', 0.5)], '')
     """
     cut_off = " (the reply was cut off: keep it shorter)" if finish_reason == "length" else ""
     try:
-        return ExtractionReply.model_validate(parse_json_reply(text))
+        data = parse_json_reply(text)
     except ReplyInvalid as exc:
         raise ReplyInvalid(f"{exc}{cut_off}") from None
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in error['loc']) or 'reply'}: {error['msg']}"
-            for error in exc.errors()[:20]
-        )
-        raise ReplyInvalid(shorten(f"{problems}{cut_off}")) from None
+    if not any(key in data for key in (*ITEM_LISTS, "summary")):
+        keys = ", ".join(list(data)[:5]) or "none"
+        raise ReplyInvalid(shorten(
+            f"reply: expected the keys preferences, facts, summary, corrections, entities; "
+            f"got {keys}{cut_off}"
+        ))
+    items: dict[str, list[ExtractedItem]] = {}
+    problems: list[str] = []
+    offered = 0
+    for key in ITEM_LISTS:
+        raw = data.get(key)
+        entries = [] if raw is None else raw if isinstance(raw, list) else [raw]
+        offered += len(entries)
+        items[key] = []
+        for index, entry in enumerate(entries):
+            try:
+                items[key].append(ExtractedItem.model_validate(
+                    {"content": entry} if isinstance(entry, str) else entry
+                ))
+            except ValidationError as exc:
+                problems.append(_validation_problems(exc, f"{key}.{index}"))
+    if problems:
+        log.info("llm extractor: %d item(s) that do not validate were left out", len(problems))
+    summary = data.get("summary")
+    if isinstance(summary, list):
+        summary = " ".join(part for part in summary if isinstance(part, str))
+    raw_entities = data.get("entities")
+    entities = raw_entities if isinstance(raw_entities, list) else []
+    reply = ExtractionReply(
+        **items,
+        summary=summary if isinstance(summary, str) else "",
+        entities=[name for name in entities if isinstance(name, str)],
+    )
+    if offered and not any(items.values()) and not reply.summary.strip():
+        raise ReplyInvalid(shorten("; ".join(problems) + cut_off))
+    return reply
+
+
+def _validation_problems(exc: ValidationError, where: str) -> str:
+    """A validation error on one line: each field's path under ``where`` and its message."""
+    return "; ".join(
+        f"{'.'.join([where, *(str(part) for part in error['loc'])])}: {error['msg']}"
+        for error in exc.errors()[:5]
+    )
 
 
 # --- candidates --------------------------------------------------------------------------
@@ -379,16 +393,26 @@ def build_candidates(
 
     Cited ids are checked against the transcript: unknown ids are dropped, and an item that
     cites no known id is credited to every user message. An item that cites only assistant
-    messages is the assistant's statement and is dropped. Within a type, items with the same
-    text (ignoring case, punctuation and spacing) are merged. A preference's or fact's claim
-    (:func:`claim_of`) starts at the first user message it cites; its operation names one of
-    ``shown`` (the claims the prompt listed) by its memory id.
+    messages is the assistant's statement and is dropped, unless it is worded like a user
+    turn more than like what it cites (:func:`_user_turn_meant`: then it cites that turn).
+    An item naming one of the prompt's examples (:data:`PROMPT_EXAMPLE_TERMS`) that the
+    transcript never mentions is dropped, and so is such a sentence of the summary or such
+    an entity. Items with the same text (ignoring case, punctuation and spacing) are merged,
+    a preference and a fact included (the type first given is kept). A preference's or
+    fact's claim (:func:`claim_of`) starts at the first user message it cites; its
+    operation names one of ``shown`` (the claims the prompt listed) by its memory id.
     """
     roles = {m.event_id: m.role for m in transcript}
     times = {m.event_id: m.occurred_at for m in transcript}
     user_ids = tuple(m.event_id for m in transcript if m.role == "user")
-    entities = _clean_entities(reply.entities)
-    drafts: dict[tuple[MemoryType, str], MemoryCandidate] = {}
+    spoken = " ".join(m.content for m in transcript).casefold()
+    leaked = tuple(t.casefold() for t in PROMPT_EXAMPLE_TERMS if t.casefold() not in spoken)
+
+    def copied(text: str) -> bool:
+        return any(term in text.casefold() for term in leaked)
+
+    entities = tuple(name for name in _clean_entities(reply.entities) if not copied(name))
+    drafts: dict[tuple[str, str], MemoryCandidate] = {}
     targeted: set[str] = set()
 
     def add(
@@ -399,7 +423,10 @@ def build_candidates(
         claim: Claim | None = None,
     ) -> None:
         content = _cut(" ".join(content.split()), _content_limit(memory_type))
-        key = (memory_type, _dedup_key(content))
+        # A statement given both as a preference and as a fact is one memory, of the type
+        # it was first given as (small models often list each item under both).
+        kind = "statement" if memory_type in ("preference", "fact") else memory_type
+        key = (kind, _dedup_key(content))
         if not key[1]:
             return
         mentioned = tuple(name for name in entities if _mentions(content, name))[:MAX_ENTITIES]
@@ -410,7 +437,7 @@ def build_candidates(
             importance = max(importance, earlier.importance)
             content = earlier.content
         drafts[key] = MemoryCandidate(
-            memory_type=memory_type,
+            memory_type=earlier.memory_type if earlier is not None else memory_type,
             content=content,
             importance=round(importance, 2),
             source_event_ids=sources,
@@ -427,7 +454,12 @@ def build_candidates(
         for item in items:
             cited = _unique(i for i in item.source_event_ids if i in roles)
             if cited and not any(roles[i] == "user" for i in cited):
-                log.info("llm extractor: dropped an assistant statement: %r", item.content)
+                cited = _user_turn_meant(item.content, cited, transcript)
+                if not cited:
+                    log.info("llm extractor: dropped an assistant statement: %r", item.content)
+                    continue
+            if copied(item.content) or (item.claim is not None and copied(item.claim.value)):
+                log.info("llm extractor: dropped an item copied from the prompt's examples")
                 continue
             if memory_type == "correction":
                 importance = max(item.importance, CORRECTION_MIN_IMPORTANCE)
@@ -441,10 +473,38 @@ def build_candidates(
             if item.claim is not None and said is not None and memory_type != "correction":
                 claim = claim_of(item.claim, said, shown, targeted)
             add(memory_type, item.content, importance, sources, claim)
-    if reply.summary.strip():
+    summary = " ".join(
+        sentence for sentence in _SENTENCE_END_RE.split(reply.summary.strip())
+        if not copied(sentence)
+    )
+    if summary.strip():
         # The summary covers the whole span, both sides of it.
-        add("summary", reply.summary, SUMMARY_IMPORTANCE, tuple(roles))
+        add("summary", summary, SUMMARY_IMPORTANCE, tuple(roles))
     return tuple(drafts.values())
+
+
+def _user_turn_meant(
+    content: str, cited: Sequence[str], transcript: Sequence[TranscriptMessage]
+) -> tuple[str, ...]:
+    """For an item citing only assistant turns: the user turn that shares the most words
+    with it, when it shares more than any cited turn does (``()`` otherwise). A small model
+    often cites the wrong turn, the assistant's answer most of all (Qwen2.5 1.5B cited
+    "Thanks, I've made a note of that." for "I have a job with Shopify."); an item worded
+    like the assistant's own text (its suggestion) finds no such user turn, and is dropped."""
+    words = _words(content)
+    by_id = {m.event_id: m for m in transcript}
+    cited_best = max(len(words & _words(by_id[i].content)) for i in cited)
+    best, best_shared = None, cited_best
+    for message in transcript:
+        shared = len(words & _words(message.content)) if message.role == "user" else 0
+        if shared > best_shared:
+            best, best_shared = message.event_id, shared
+    return (best,) if best is not None else ()
+
+
+def _words(text: str) -> set[str]:
+    """The words of ``text`` worth comparing: longer than two letters, not "user"."""
+    return {w for w in re.findall(r"\w+", text.casefold()) if len(w) > 2} - {"user"}
 
 
 def claim_of(

@@ -41,7 +41,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -163,6 +163,14 @@ class LLMExtractor:
     retry_backoff_s
         Pause before the second attempt after a transport or server error, doubling after
         each; validation failures are retried at once.
+    response_format
+        The response format to ask for first (it only ever downgrades from there):
+        ``json_object`` or ``text`` for a server known to handle a JSON schema badly, or to
+        see what a model writes unconstrained.
+    on_reply
+        Called with every reply's text and finish reason, before it is parsed (the rejected
+        ones too): how a benchmark keeps what a model actually answers. It sees user
+        content; nothing in the worker sets it.
 
     Examples
     --------
@@ -188,6 +196,8 @@ class LLMExtractor:
         prompt_version: str = PROMPT_VERSION,
         temperature: float | None = 0.0,
         retry_backoff_s: float = 0.5,
+        response_format: FormatMode = "json_schema",
+        on_reply: Callable[[str, str | None], None] | None = None,
     ) -> None:
         if timeout_s <= 0:
             raise ValueError("timeout_s must be positive")
@@ -200,11 +210,12 @@ class LLMExtractor:
         self.prompt_version = prompt_version
         self.temperature = temperature
         self.retry_backoff_s = retry_backoff_s
+        self.on_reply = on_reply
         api_key = api_key or PLACEHOLDER_API_KEY
         # The client's retries are off: ours are bounded, logged and count every failure.
         self._client = OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0)
         self._auth_headers = request_headers(api_key)
-        self._format_index = 0
+        self._format_index = _FORMAT_MODES.index(response_format)
         #: memstream_llm_tokens_total: every call's tokens, failed attempts' too.
         self._tokens = Children(LLM_TOKENS)
 
@@ -282,6 +293,8 @@ class LLMExtractor:
                 continue
             raw = _reply_text(completion)
             attempts.last_raw = raw or attempts.last_raw
+            if self.on_reply is not None:
+                self.on_reply(raw, _finish_reason(completion))
             try:
                 reply = parse_reply(raw, finish_reason=_finish_reason(completion))
             except ReplyInvalid as exc:

@@ -322,6 +322,33 @@ def test_a_server_without_any_response_format_gets_plain_text_and_it_sticks(
     assert formats == ["json_schema", "json_object", None, None]
 
 
+def test_the_first_response_format_can_be_chosen_and_still_only_downgrades(
+    serve: Callable[..., ScriptedServer], make_extractor: Callable[..., LLMExtractor]
+) -> None:
+    server = serve(rejection("json_object"), Reply(completion(json.dumps(GOOD))))
+    extractor = make_extractor(server.base_url, max_retries=0, response_format="json_object")
+
+    extractor.extract(TRIP)
+
+    formats = [r.body.get("response_format", {}).get("type") for r in server.received]
+    assert formats == ["json_object", None]
+
+
+def test_on_reply_sees_every_reply_the_rejected_ones_too(
+    serve: Callable[..., ScriptedServer], make_extractor: Callable[..., LLMExtractor]
+) -> None:
+    server = serve(
+        Reply(completion('{"facts": [{"content": "cut', finish_reason="length")),
+        Reply(completion(json.dumps(GOOD))),
+    )
+    seen: list[tuple[str, str | None]] = []
+    extractor = make_extractor(server.base_url, on_reply=lambda *reply: seen.append(reply))
+
+    extractor.extract(TRIP)
+
+    assert seen == [('{"facts": [{"content": "cut', "length"), (json.dumps(GOOD), "stop")]
+
+
 def test_a_400_about_something_else_fails_at_once(
     serve: Callable[..., ScriptedServer], make_extractor: Callable[..., LLMExtractor]
 ) -> None:
@@ -433,16 +460,31 @@ def test_every_call_counts_its_tokens_and_a_failed_attempt_logs_no_reply(
     assert "HTTP 500" in logged and "did not validate" in logged and "flowerpot" not in logged
 
 
-def test_a_reply_that_breaks_the_schema_is_retried_with_the_field_named(
+def test_a_reply_whose_every_item_breaks_the_schema_is_retried_with_the_field_named(
     serve: Callable[..., ScriptedServer], make_extractor: Callable[..., LLMExtractor]
 ) -> None:
-    out_of_range = {**GOOD, "facts": [{"content": "User is 30", "importance": 7}]}
+    out_of_range = {"preferences": [], "summary": "",
+                    "facts": [{"content": "User is 30", "importance": 7}]}
     server = serve(Reply(completion(json.dumps(out_of_range))), Reply(completion(json.dumps(GOOD))))
 
     make_extractor(server.base_url).extract(TRIP)
 
     feedback = server.received[1].body["messages"][3]["content"]
     assert "facts.0.importance" in feedback
+
+
+def test_an_item_that_breaks_the_schema_costs_that_item_not_the_reply(
+    serve: Callable[..., ScriptedServer], make_extractor: Callable[..., LLMExtractor]
+) -> None:
+    broken = {"content": "User is 30", "importance": 7}
+    reply = {**GOOD, "facts": [broken, *GOOD["facts"]]}
+    server = serve(Reply(completion(json.dumps(reply))))
+
+    extraction = make_extractor(server.base_url).extract(TRIP)
+
+    assert len(server.received) == 1  # no retry: the other items were fine
+    contents = [c.content for c in extraction.candidates]
+    assert "User is 30" not in contents and "User's name is Maria" in contents
 
 
 def test_always_malformed_raises_with_raw_text_and_attempts(
@@ -627,6 +669,8 @@ def test_an_assistant_statement_does_not_become_a_user_fact(
 
     assert [(c.content, c.source_event_ids) for c in extraction.candidates] == [
         ("User prefers window seats", ("m1", "m0")),
+        # Cited to the assistant, but worded like the user's m2 ("not Porto"): a wrong id.
+        ("User is not in Porto", ("m2",)),
     ]
 
 
@@ -800,8 +844,8 @@ def test_a_stated_end_is_kept_only_when_it_is_a_time_after_the_turn(
     stated: str, kept: bool,
 ) -> None:
     claims, _ = extract_claims(serve, make_extractor, [
-        fact("User is in Berlin this week",
-             claim_item("whereabouts", "Berlin", valid_until=stated)),
+        fact("User is in Hamburg this week",
+             claim_item("whereabouts", "Hamburg", valid_until=stated)),
     ])
-    claim = claims["User is in Berlin this week"]
+    claim = claims["User is in Hamburg this week"]
     assert claim is not None and (claim.valid_until is not None) == kept
