@@ -197,9 +197,9 @@ def mark_possibly_outdated(ranked: Sequence[RankedMemory]) -> list[RankedMemory]
     """``ranked`` with each memory that a newer one ranked above it may have outdated marked
     (``possibly_outdated_by``): both said by the same speaker (:func:`speaker`), about the
     same thing (:func:`about_the_same_thing`), found by the question about as well (search
-    scores within :data:`NEAR_TIE_PLACES_MARGIN`, relative) and different. What no claim
-    reads still ages this way, without being superseded: two claims were judged by the
-    decisions already, and a stale memory is marked already.
+    scores within :data:`NEAR_TIE_PLACES_MARGIN`, relative) and different. Only what no
+    claim reads ages this way, without being superseded: a memory that states a claim was
+    judged by the decisions (a cat and a dog both hold), and a stale one is marked already.
 
     Examples
     --------
@@ -238,8 +238,8 @@ def _outdates(newer: RankedMemory, older: RankedMemory) -> bool:
     first, second = newer.memory, older.memory
     if older.stale or _said_at(newer) <= _said_at(older):
         return False
-    if first.claim_attribute is not None and second.claim_attribute is not None:
-        return False  # the claim decisions judged these two
+    if second.claim_attribute is not None or second.states:
+        return False  # what it states was judged by the claim decisions
     if speaker(first) != speaker(second) or _said(first).strip() == _said(second).strip():
         return False
     low, high = sorted((first.score, second.score))
