@@ -32,6 +32,8 @@ from memstream.models import vocabulary
 from memstream.models.events.consolidation import TranscriptMessage
 
 WEEKDAYS = vocabulary.WEEKDAYS.words
+#: "Kate: ..." or "Tom Ray: ...": a text that starts with who said it.
+SPEAKER_PREFIX = re.compile(r"([A-Z][\w'.-]*(?: [A-Z][\w'.-]*){0,2}): ")
 MONTHS = tuple(month.capitalize() for month in vocabulary.MONTHS)
 _NUMBERS = {
     "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,

@@ -9,11 +9,11 @@ arguments: nothing here reads a table or a clock.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
+from memstream.models.conversation import SPEAKER_PREFIX
 from memstream.models.events.memory import MemoriesRetrieved
 from memstream.models.ranking import RankWeights, rank_score, recency_weight, use_weight
 from memstream.projections.memories import MemoryHit
@@ -33,8 +33,6 @@ NEAR_TIE_PLACES_MARGIN = 0.25
 #: Two memories are about the same thing when they state a claim of the same attribute, or
 #: when this share of the shorter one's words (stems, stop words aside) is in the other.
 SAME_THING_WORDS = 0.2
-#: "Kate: ..." or "Tom Ray: ...": the speaker an episode's text starts with.
-_SPEAKER = re.compile(r"([A-Z][\w'.-]*(?: [A-Z][\w'.-]*){0,2}): ")
 
 #: Section headers of the context; a type missing here gets a header made from its name.
 SECTION_HEADERS: Mapping[str, str] = {
@@ -250,7 +248,7 @@ def _outdates(newer: RankedMemory, older: RankedMemory) -> bool:
 
 def _said(memory: MemoryHit) -> str:
     """A memory's text without the speaker it starts with."""
-    named = _SPEAKER.match(memory.content)
+    named = SPEAKER_PREFIX.match(memory.content)
     return memory.content[named.end():] if named else memory.content
 
 
@@ -271,7 +269,7 @@ def speaker(memory: MemoryHit) -> str:
     """
     if memory.claim_subject is not None:
         return memory.claim_subject.casefold()
-    named = _SPEAKER.match(memory.content)
+    named = SPEAKER_PREFIX.match(memory.content)
     return named.group(1).casefold() if named else ""
 
 

@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from memstream.models.beliefs import KnownClaim, mentions
-from memstream.models.conversation import speaker, truncate, turn_context
+from memstream.models.conversation import SPEAKER_PREFIX, speaker, truncate, turn_context
 from memstream.models.events.consolidation import ConsolidationRequested, TranscriptMessage
 from memstream.models.events.memory import Claim, MemoryCandidate, MemoryType
 from memstream.models.extraction.claims import ClaimFinding, person_named, read_clause_claims
@@ -104,11 +104,11 @@ class OfflineExtractor:
     --------
     >>> extractor = OfflineExtractor()
     >>> (extractor.name, extractor.version)
-    ('offline', '7')
+    ('offline', '8')
     """
 
     name: str = "offline"
-    version: str = "7"
+    version: str = "8"
     reads_claims: bool = False
 
     def extract(
@@ -259,9 +259,12 @@ def _others_episode(
     entities = [name for s in turn.sentences for name in _entities(s, known_names)]
     context, shown = turn_context(said, index)
     source = turn.message.event_id
+    # An unnamed turn whose text names its speaker ("Nebraas: I got a cat") is written as
+    # it is, not "Assistant: Nebraas: ...".
+    named_in_text = turn.message.name is None and SPEAKER_PREFIX.match(text)
     drafts.add(
         "episode",
-        f"{speaker(turn.message)}: {text}",
+        text if named_in_text else f"{speaker(turn.message)}: {text}",
         _episode_importance(text, entities),
         (source, *(s for s in shown if s != source)),
         entities,

@@ -100,7 +100,7 @@ def find(candidates: Sequence[MemoryCandidate], content: str) -> MemoryCandidate
 def test_offline_extractor_satisfies_the_extractor_protocol() -> None:
     extractor = OfflineExtractor()
     assert isinstance(extractor, Extractor)
-    assert (extractor.name, extractor.version) == ("offline", "7")
+    assert (extractor.name, extractor.version) == ("offline", "8")
 
 
 def test_extraction_carries_no_model_and_a_json_dump_of_its_candidates() -> None:
@@ -510,3 +510,15 @@ def test_a_named_assistants_words_are_its_episode_and_never_its_statements() -> 
         ("m1", "Can you suggest a co"), ("m2", "Coffeebot: I recomme"),
     ]
     assert of_type(candidates, "preference") == of_type(candidates, "fact") == []
+
+
+def test_the_other_speakers_turn_that_names_its_speaker_in_the_text_says_it_once() -> None:
+    found = extract(
+        ("user", "Emi: my cat knocked over the plant again"),
+        ("assistant", "Nebraas: I got a cat too, she is called Miso"),
+        ("assistant", "That sounds like a busy week."),
+    )
+    episodes = contents(found, "episode")
+    assert "Nebraas: I got a cat too, she is called Miso" in episodes
+    assert "Assistant: That sounds like a busy week." in episodes
+    assert not any(text.startswith("Assistant: Nebraas") for text in episodes)
