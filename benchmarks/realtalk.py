@@ -27,6 +27,7 @@ its id.
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -189,3 +190,12 @@ def load(folder: Path = DEFAULT_DATA, *, chats: Sequence[str] = ()) -> list[Chat
 def _chat_number(stem: str) -> int:
     match = re.match(r"Chat_(\d+)", stem)
     return int(match.group(1)) if match else 0
+
+
+def add_data_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every REALTALK script takes: where the data is, and which chats."""
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA,
+                        help="the REALTALK folder (Chat_*.json); default: "
+                             "../shared/datasets/realtalk beside the checkout")
+    parser.add_argument("--chats", nargs="*", default=(),
+                        help="only these chats (file stems, e.g. Chat_1_Emi_Elise)")

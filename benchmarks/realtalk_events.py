@@ -72,7 +72,7 @@ from typing import Any
 
 import numpy as np
 from quality import build_extracted
-from realtalk import DEFAULT_DATA, Chat, LifeEvent, Turn, load
+from realtalk import Chat, LifeEvent, Turn, add_data_arguments, load
 from realtalk_recall import VARIANTS, transcripts, user_id
 from runner import exit_on_sigterm, log, release
 
@@ -495,11 +495,7 @@ def built_memories(
 def main(argv: list[str] | None = None) -> int:
     """Load REALTALK, build (or reuse) the chats' memories, judge every event, print."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA,
-                        help="the REALTALK folder (Chat_*.json); default: "
-                             "../shared/datasets/realtalk beside the checkout")
-    parser.add_argument("--chats", nargs="*", default=(),
-                        help="only these chats (file stems, e.g. Chat_1_Emi_Elise)")
+    add_data_arguments(parser)
     parser.add_argument("--sessions", type=int, help="only each chat's first N sessions")
     parser.add_argument("--variants", nargs="*", choices=VARIANTS, default=["named"])
     parser.add_argument("--projection", type=Path,

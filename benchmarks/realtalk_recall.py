@@ -64,7 +64,7 @@ from dialogue_recall import (
     turn_table,
 )
 from quality import Conversation, build_extracted
-from realtalk import CATEGORIES, DEFAULT_DATA, Chat, Turn, load
+from realtalk import CATEGORIES, Chat, Turn, add_data_arguments, load
 from runner import exit_on_sigterm, log, release
 
 from memstream.models.events.consolidation import TranscriptMessage
@@ -497,11 +497,7 @@ def online_tallies(
 def main(argv: list[str] | None = None) -> int:
     """Load REALTALK, put it into memstream and the plain search, print the tables."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA,
-                        help="the REALTALK folder (Chat_*.json); default: "
-                             "../shared/datasets/realtalk beside the checkout")
-    parser.add_argument("--chats", nargs="*", default=(),
-                        help="only these chats (file stems, e.g. Chat_1_Emi_Elise)")
+    add_data_arguments(parser)
     parser.add_argument("--variants", nargs="*", choices=VARIANTS, default=list(VARIANTS))
     parser.add_argument("--offline", action="store_true",
                         help="build memstream in this process, without broker and worker")
