@@ -198,7 +198,11 @@ def test_search_filters_on_the_command_line(
 ) -> None:
     with MemoryClient(cli_env) as memory:
         memory.add(BERLIN, user_id="ann", session_id="work")
-        wait_for(lambda: memory.get_all(user_id="ann"), "ann's memories", until=lambda found: len(found) > 0)
+        # The session's memories land in batches: wait for the one the query is about.
+        wait_for(
+            lambda: memory.get_all(user_id="ann"), "ann's home",
+            until=lambda found: any("Berlin" in hit["memory"] for hit in found),
+        )
 
     def search(*options: str) -> list[dict[str, Any]]:
         capsys.readouterr()
