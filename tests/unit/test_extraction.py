@@ -427,13 +427,15 @@ def test_code_blocks_are_not_read_as_statements() -> None:
          ["Correction: User lives in Porto, not Lyon", "User lives in Porto"]),
         # Activities: a hobby taken up or done every week, a sport, what they are learning.
         ("I've taken up chess, twice a week.", ["User has taken up chess"]),
-        ("These days I do yoga every Sunday.", ["User has taken up yoga"]),
+        ("I took up climbing and yoga this spring.",
+         ["User has taken up climbing", "User has taken up yoga"]),
         ("I'm learning Portuguese at evening school.", ["User is learning Portuguese"]),
         ("I play handball on Thursdays now.", ["User plays handball"]),
         ("I play it safe.", []),
         ("My favourite sport is padel, I play every week.", ["User's favourite sport is padel"]),
-        ("So water polo is my thing now.", ["User has taken up water polo"]),
-        ("Honestly that is my thing.", []),
+        ("My sister no longer works for Acme.", ["User's sister no longer works at Acme"]),
+        ("I used to live in Lyon.", ["User no longer lives in Lyon"]),
+        ("I'd love to live in Rome.", []),
         # "has" is no part of the sister's name; giving something up is no preference for it.
         ("My sister has joined Acme.", ["User's sister works at Acme"]),
         ("I gave up padel.", ["User no longer prefers padel"]),

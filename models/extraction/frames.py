@@ -1,0 +1,162 @@
+"""Claims read from a sentence's structure: a predicate of the parse whose verb and link are
+one of the vocabulary's verb frames (:func:`memstream.models.vocabulary.frame`).
+
+"I moved back to Lyon", "we've been based in Lyon since May", "Lyon is where I live now"
+say one thing in three shapes; a pattern per shape grows a list without end, where the
+parse gives each the same predicate: a verb, its subject and what it links to. A frame
+reads the predicate whatever words stand between ("I have, after a long search, finally
+moved to Lyon"), whatever the subject ("my sister works for Acme"), and any objects it
+coordinates ("I took up climbing and yoga").
+
+When a frame holds: ``said`` in the present, not negated, as the verb itself or under
+"start", "begin", "keep", "continue" ("I started working for Siemens"); ``begun`` in the
+past or the present; ``ended`` likewise, and ``said`` negated with "no longer" or "any
+more", or under "used to" or "stopped", ends its value. A wish, a question, a
+hypothesis ("if I moved to Oslo", "I'd love to live in Rome") or the future states nothing,
+nor does a bare "not" ("I don't work at Acme" is a correction the decisions cannot place).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from memstream.models import vocabulary
+from memstream.models.extraction.claim_builders import (
+    _JOB_END,
+    _LEADING_ARTICLE,
+    _cut,
+    _name,
+    _place,
+    _Read,
+    _thing,
+)
+from memstream.models.extraction.parse import Predicate, predicates
+
+#: Where an activity's name ends: when and how often it is done ("chess, twice a week",
+#: "yoga every Sunday", "Portuguese at evening school").
+_ACTIVITY_END = re.compile(
+    r"(?:^|\s+)(?:on|in|at|with|every|each|twice|once|three\s+times|whenever|when|after|"
+    r"before|a\s+lot|more|less|all|most|sometimes|often|together|again|later)\b|\s+\d",
+    re.IGNORECASE,
+)
+#: Verbs a frame may hang under and still state its value now, or end it.
+_GOING_ON = frozenset({"", "start", "begin", "keep", "continue"})
+_STOPPED = frozenset({"use", "stop", "quit"})
+#: Attributes whose value is what someone does, cut where when and how often begin.
+_PASTIMES = {"activity": 6, "learning": 6, "sport": 2}
+
+
+@dataclass(frozen=True)
+class FrameRead:
+    """A claim a frame read: whom it is about, what it asserts, where its subject starts."""
+
+    subject: str
+    read: _Read
+    start: int
+
+
+def frame_reads(sentence: str, speaker: str, referent: str | None = None) -> Iterator[FrameRead]:
+    """Every claim a verb frame reads in ``sentence``, in the order the parse gives them.
+
+    ``speaker`` is who "I" and "we" are; ``referent`` whom "he" and "she" mean (None: such a
+    predicate is left out).
+
+    Examples
+    --------
+    >>> [(f.subject, f.read.attribute, f.read.value, f.read.polarity)
+    ...  for f in frame_reads("I no longer live in Berlin, I moved back to Lyon.", "User")]
+    [('User', 'home', 'Berlin', False), ('User', 'home', 'Lyon', True)]
+    >>> [(f.subject, f.read.attribute, f.read.value)
+    ...  for f in frame_reads("My sister started working for Acme Robotics.", "User")]
+    [("User's sister", 'employer', 'Acme Robotics')]
+    >>> list(frame_reads("I'd love to live in Rome.", "User"))
+    []
+    """
+    for predicate in predicates(sentence):
+        polarity = _polarity(predicate)
+        if polarity is None:
+            continue
+        subject = _subject(predicate, speaker, referent)
+        if subject is None:
+            continue
+        for link, words in predicate.links:
+            found = vocabulary.frame(predicate.verb, link)
+            if found is None:
+                continue
+            attribute, role = found
+            holds = _holds(role, polarity, predicate)
+            if holds is None:
+                continue
+            value = _value(attribute.key, attribute.value_kind, words)
+            if value:
+                yield FrameRead(subject, _read(attribute, value, holds), predicate.start)
+
+
+def _polarity(predicate: Predicate) -> bool | None:
+    """Whether the predicate asserts (True) or takes back (False) what it says; None when it
+    states nothing: a wish, a question, the future, a bare "not", an unknown lead verb."""
+    if predicate.irreal or predicate.tense == "future":
+        return None
+    if predicate.lead in _STOPPED:
+        return None if predicate.negated else False
+    if predicate.lead not in _GOING_ON:
+        return None
+    if predicate.negated:
+        return False if predicate.ended else None
+    return True
+
+
+def _holds(role: vocabulary.FrameRole, polarity: bool, predicate: Predicate) -> bool | None:
+    """Whether the frame's value holds after the predicate (True), ends (False), or neither
+    can be told (None: "I lived in Lyon" may or may not be over)."""
+    if role == "ended":
+        return False if polarity else None
+    if role == "said" and polarity and not predicate.lead and (
+        predicate.tense == "past" or predicate.perfect and not predicate.lasts
+    ):
+        return None  # "I lived in Lyon", "I have played chess": maybe over, maybe not
+    return polarity
+
+
+def _subject(predicate: Predicate, speaker: str, referent: str | None) -> str | None:
+    """Whom the predicate is about: the speaker for "I" and "we", "<speaker>'s <relation>"
+    for "my sister", the referent for "he" and "she"; None for anyone else."""
+    head = predicate.subject_head
+    if head in ("i", "we"):
+        return speaker
+    if head in ("he", "she"):
+        return referent
+    relation = " ".join(
+        word for word in predicate.subject.lower().split()
+        if word not in ("my", "our") and word not in predicate.subject_name.lower().split()
+    )
+    if predicate.possessor in ("my", "our") and relation in vocabulary.RELATIONS.as_set():
+        name = f" {predicate.subject_name}" if predicate.subject_name else ""
+        return f"{speaker}'s {relation}{name}"
+    return None
+
+
+def _value(key: str, kind: vocabulary.ValueKind, words: str) -> str:
+    """The value a frame's object gives its attribute, cleaned as its kind asks: a place,
+    a name, a job, what someone does, a thing; "" when the words are none."""
+    if key in _PASTIMES:
+        value = _thing(_ACTIVITY_END.split(words)[0])
+        return value if len(value.split()) <= _PASTIMES[key] else ""
+    if key == "job":
+        return _cut(_JOB_END.split(_LEADING_ARTICLE.sub("", words))[0], words=4)
+    if kind == "place":
+        return _place(words)
+    if kind in ("organisation", "person", "name"):
+        name = _name(words)
+        return name if name[:1].isalpha() else ""  # "started at 9", not at a company
+    return _thing(words)
+
+
+def _read(attribute: vocabulary.Attribute, value: str, holds: bool) -> _Read:
+    kind = "activity" if attribute.key in _PASTIMES else attribute.key
+    return _Read(
+        kind, attribute.key, value, polarity=holds, cardinality=attribute.cardinality,
+        importance=0.85 if attribute.key in ("home", "employer") else 0.8,
+    )
