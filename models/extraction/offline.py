@@ -104,11 +104,11 @@ class OfflineExtractor:
     --------
     >>> extractor = OfflineExtractor()
     >>> (extractor.name, extractor.version)
-    ('offline', '8')
+    ('offline', '9')
     """
 
     name: str = "offline"
-    version: str = "8"
+    version: str = "9"
     reads_claims: bool = False
 
     def extract(
