@@ -160,8 +160,10 @@ def _render(read: _Read, subject: str) -> str:
     s = subject
     known = vocabulary.attribute(attribute)
     if known is not None and known.key == attribute and known.statement is not None:
-        positive, negative = known.statement
-        return f"{s} {positive if read.polarity else negative} {value}".strip()
+        phrase = known.statement[0] if read.polarity else known.statement[1]
+        if not value:  # "User no longer plans a trip", not "... a trip to"
+            phrase = re.sub(r"\s+(?:to|in|at|with|as|an?)$", "", phrase)
+        return f"{s} {phrase} {value}".strip()
     if attribute.startswith("feeling about "):
         thing = attribute[len("feeling about "):]
         if not read.polarity:

@@ -21,6 +21,7 @@ from memstream.models.extraction import (
     Extractor,
     OfflineExtractor,
 )
+from memstream.models.extraction.claims import read_clause_claims
 
 START = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
@@ -524,3 +525,11 @@ def test_the_other_speakers_turn_that_names_its_speaker_in_the_text_says_it_once
     assert "Nebraas: I got a cat too, she is called Miso" in episodes
     assert "Assistant: That sounds like a busy week." in episodes
     assert not any(text.startswith("Assistant: Nebraas") for text in episodes)
+
+
+def test_a_plan_called_off_is_stated_without_a_place() -> None:
+    at = datetime(2026, 3, 2, tzinfo=UTC)
+    said = read_clause_claims("My summer trip is off, I'm not going anywhere this year.", "User", at)
+    assert [(f.claim.attribute, f.claim.polarity, f.content) for f in said] == [
+        ("trip destination", False, "User no longer plans a trip")
+    ]
