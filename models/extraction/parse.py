@@ -154,7 +154,9 @@ class Predicate:
 _MODALS = frozenset({"would", "'d", "could", "might", "should", "may", "must"})
 _IRREAL_MARKS = frozenset({"if", "unless", "whether", "once", "when", "until"})
 #: Dependents that start a clause of their own inside a value ("Acme, **which** ...").
-_VALUE_BREAKS = frozenset({"relcl", "acl", "advcl", "punct", "cc", "conj", "appos", "prep"})
+_VALUE_BREAKS = frozenset(
+    {"relcl", "acl", "advcl", "punct", "cc", "conj", "appos", "prep", "neg"}
+)
 
 
 def predicates(sentence: str) -> tuple[Predicate, ...]:
@@ -197,7 +199,11 @@ def _predicate(token: Token, question: bool) -> Predicate | None:
     particle = next((child.lower_ for child in children if child.dep_ == "prt"), "")
     verb = f"{token.lemma_.lower()} {particle}".strip()
     scope = [*children, *carrier.children] if carrier is not token else children
-    negated = any(child.dep_ == "neg" for child in scope)
+    # ", not Lisbon" after the value contrasts it with another; it negates nothing.
+    negated = any(
+        child.dep_ == "neg" and not (child.i > 0 and child.nbor(-1).text == ",")
+        for child in scope
+    )
     ended = any(
         child.lemma_.lower() in ("long", "more", "anymore") and child.dep_ == "advmod"
         and (child.lower_ == "anymore" or any(c.lower_ in ("no", "any") for c in child.children)
@@ -262,9 +268,20 @@ def _values(head: Token) -> Iterable[str]:
                 kept.extend(child.subtree)
             elif child.dep_ == "prep" and child.lower_ == "of" and _named(child):
                 kept.extend(child.subtree)  # "Clash of Clans", "Bank of America"
-        words = _text(_without_times(kept))
+        timeless = _without_times(kept)
+        words = _text(timeless)
         if words:
-            yield words
+            yield words + _glued(max(timeless, key=lambda token: token.i))
+
+
+def _glued(last: Token) -> str:
+    """What is written right after ``last`` up to the next space: a name the parser cut in
+    tokens ("Evil<img/src=x>") is the word as written."""
+    text = last.doc.text
+    start = end = last.idx + len(last.text)
+    while end < len(text) and not text[end].isspace():
+        end += 1
+    return text[start:end].rstrip(".,;:!?")
 
 
 def _named(of: Token) -> bool:
@@ -411,6 +428,12 @@ def _without_times(tokens: Iterable[Token]) -> list[Token]:
 
 
 def _text(tokens: Iterable[Token]) -> str:
-    """The tokens' words as written, in order, with their own spacing."""
+    """The tokens' words as written, in order, with their own spacing (a space where
+    words between them were left out)."""
     ordered = sorted(tokens, key=lambda token: token.i)
-    return "".join(t.text_with_ws for t in ordered).strip()
+    if not ordered:
+        return ""
+    return "".join(
+        t.text_with_ws if later is None or later.i == t.i + 1 or t.whitespace_ else t.text + " "
+        for t, later in zip(ordered, [*ordered[1:], None], strict=True)
+    ).strip()

@@ -187,7 +187,7 @@ def test_a_users_memories_by_type_and_one_memorys_history(inspector: Inspector) 
     page.get_by_role("button", name="Open", exact=True).click()
     users = page.locator("button.user")
     expect(users).to_have_count(2)
-    expect(users.filter(has_text="ann")).to_contain_text("9 active of 10")
+    expect(users.filter(has_text="ann")).to_contain_text("10 active of 11")
     # The key is kept for the tab only, and never in the address.
     assert page.evaluate("sessionStorage.length") == 1 and page.evaluate("localStorage.length") == 0
     users.filter(has_text="ann").click()
@@ -195,14 +195,14 @@ def test_a_users_memories_by_type_and_one_memorys_history(inspector: Inspector) 
 
     groups = page.locator(".type-group")
     expect(groups.locator("h3")).to_have_text(
-        ["Preferences 3", "Facts 3", "Episodes 4"]
+        ["Preferences 3", "Facts 4", "Episodes 4"]
     )
     facts = groups.filter(has=page.get_by_role("heading", name="Facts"))
     berlin = facts.locator(".memory-card", has_text="User lives in Berlin")
     expect(berlin.locator(".badge-status")).to_have_text("superseded")
     expect(berlin.locator(".badge-tier")).to_have_text("long-term")
     expect(facts.locator(".memory-card", has_text="User lives in Munich").locator(".badge-status")).to_have_text("active")
-    expect(page.locator(".stats")).to_contain_text("10 memories")
+    expect(page.locator(".stats")).to_contain_text("11 memories")
     inspector.screenshot(page, "02-memories")
 
     # Filters: the superseded ones only.
@@ -401,9 +401,10 @@ def test_a_report_shows_its_rows_and_its_chart(inspector: Inspector) -> None:
     page.get_by_role("button", name="Show").click()
     table = page.locator("table.rows")
     expect(table.locator("thead th")).to_contain_text(["user_id", "day", "added", "total"])
-    # Two days of ann's memories: 8 on the first, 2 on the second, 10 in all.
+    # Two days of ann's memories: 9 on the first (her job a fact of its own), 2 on the
+    # second, 11 in all.
     expect(table.locator("tbody tr")).to_have_count(2)
-    expect(table.locator("tbody tr").last.locator("td")).to_contain_text(["ann", "2", "10"])
+    expect(table.locator("tbody tr").last.locator("td")).to_contain_text(["ann", "2", "11"])
     chart = page.get_by_role("img", name="Chart of the growth report for user ann")
     expect(chart).to_be_visible()
     page.wait_for_function("document.querySelector('.chart-image').naturalWidth > 0")
@@ -553,7 +554,7 @@ def test_a_service_not_ready_says_so_and_retry_loads(inspector: Inspector) -> No
     page.unroute("**/v1/memories?*")
     page.get_by_role("button", name="Retry").click()
     expect(alert).to_be_hidden()
-    expect(page.locator(".memory-card")).to_have_count(10)
+    expect(page.locator(".memory-card")).to_have_count(11)
     inspector.assert_no_problems(page, "503")
 
 
