@@ -91,10 +91,6 @@ def _thing(text: str) -> str:
     return value
 
 
-def _third(verb: str) -> str:
-    return {"have": "has", "be": "is", "do": "does", "go": "goes"}.get(verb, verb + "s")
-
-
 @dataclass(frozen=True)
 class _Read:
     """What a pattern read: before the subject and the turn's time are known."""
@@ -233,11 +229,6 @@ def _status(match: re.Match[str]) -> _Read | None:
 def _dating(match: re.Match[str]) -> _Read | None:
     name = _name(match.group("val"))
     return _Read("person", "partner", name, importance=0.8) if name else None
-
-
-def _partner_gone(match: re.Match[str]) -> _Read | None:
-    name = _name(match.group("val"))
-    return _Read("person", "partner", name, polarity=False) if name else None
 
 
 def _pet(match: re.Match[str]) -> _Read | None:

@@ -150,6 +150,8 @@ class Predicate:
     start: int
 
 
+#: Adverbs that, right after a verb, are its particle ("step down", "give up").
+_PARTICLES = frozenset({"up", "down", "out", "off", "away", "over"})
 #: Modals and markers that make a clause a wish or a hypothesis.
 _MODALS = frozenset({"would", "'d", "could", "might", "should", "may", "must"})
 _IRREAL_MARKS = frozenset({"if", "unless", "whether", "once", "when", "until"})
@@ -197,6 +199,11 @@ def _predicate(token: Token, question: bool) -> Predicate | None:
         return None
     children = list(token.children)
     particle = next((child.lower_ for child in children if child.dep_ == "prt"), "")
+    if not particle:
+        # "stepped **down** as": a particle the parser took for an adverb, right after it.
+        after = token.nbor(1) if token.i + 1 < len(token.doc) else None
+        if after is not None and after.dep_ == "advmod" and after.lower_ in _PARTICLES:
+            particle = after.lower_
     verb = f"{token.lemma_.lower()} {particle}".strip()
     scope = [*children, *carrier.children] if carrier is not token else children
     # ", not Lisbon" after the value contrasts it with another; it negates nothing.
@@ -285,9 +292,13 @@ def _glued(last: Token) -> str:
 
 
 def _named(of: Token) -> bool:
-    """Whether an "of" phrase is part of a name: it, or what it hangs on, is a proper noun."""
+    """Whether an "of" phrase is part of a name or title: it, or what it hangs on, is a
+    proper noun ("Clash of Clans"), or its object stands bare ("head of sales"; not
+    "manager of a marketing firm")."""
+    objects = [c for c in of.children if c.dep_ == "pobj"]
     return of.head.pos_ == "PROPN" or any(
-        c.dep_ == "pobj" and c.pos_ == "PROPN" for c in of.children
+        c.pos_ == "PROPN" or not any(d.dep_ in ("det", "poss") for d in c.children)
+        for c in objects
     )
 
 
