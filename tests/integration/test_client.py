@@ -164,7 +164,9 @@ def test_memories_commands_get_history_delete_and_list_all(
         )
     berlin = next(m for m in found if "Berlin" in m["memory"])
     memory_id = berlin["memory_id"]
-    assert f"memory {memory_id}" in listing()
+    # The command reads the table, which the projector commits after the client's view
+    # (it follows the memories topic) has the memory: wait for the table too.
+    wait_for(listing, "ann's Berlin memory in the listing", until=lambda out: f"memory {memory_id}" in out)
 
     capsys.readouterr()
     assert main(["memories", "get", memory_id, "--user", "ann", "--json"]) == 0
@@ -210,6 +212,8 @@ def test_search_filters_on_the_command_line(
         hits: list[dict[str, Any]] = json.loads(capsys.readouterr().out)
         return hits
 
+    # The command reads the table, committed after the client's view has the memory.
+    wait_for(search, "ann's memories in the command's search", until=bool)
     assert search() and search("--session", "work")
     assert search("--session", "elsewhere") == []
     assert search("--min-importance", "1.01") == []
