@@ -214,7 +214,7 @@ def _predicate(token: Token, question: bool) -> Predicate | None:
     ended = any(
         child.lemma_.lower() in ("long", "more", "anymore") and child.dep_ == "advmod"
         and (child.lower_ == "anymore" or any(c.lower_ in ("no", "any") for c in child.children)
-             or child.nbor(-1).lower_ in ("no", "any"))
+             or child.i > 0 and child.nbor(-1).lower_ in ("no", "any"))
         for child in scope
     )
     modal = any(

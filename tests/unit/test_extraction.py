@@ -533,3 +533,12 @@ def test_a_plan_called_off_is_stated_without_a_place() -> None:
     assert [(f.claim.attribute, f.claim.polarity, f.content) for f in said] == [
         ("trip destination", False, "User no longer plans a trip")
     ]
+
+
+def test_a_sentence_that_starts_with_its_adverb_is_read() -> None:
+    # "More" first, where "no more" / "any more" is looked for before it: nothing there.
+    at = datetime(2026, 3, 2, tzinfo=UTC)
+    said = read_clause_claims("More and more I play tennis.", "User", at)
+    assert [(f.claim.attribute, f.claim.value, f.claim.polarity) for f in said] == [
+        ("sport", "tennis", True)
+    ]
