@@ -109,6 +109,12 @@ class _Read:
 _Builder = Callable[[re.Match[str]], "_Read | None"]
 
 
+def _person_subject(speaker: str, relation: str, name: str | None) -> str:
+    """ "User's sister", "User's colleague Anna"."""
+    relation = " ".join(relation.lower().split())
+    return f"{speaker}'s {relation}" + (f" {name}" if name else "")
+
+
 def _home(match: re.Match[str]) -> _Read | None:
     value = _place(match.group("val"))
     if not value:

@@ -56,7 +56,7 @@ from datetime import datetime
 from memstream.models import vocabulary
 from memstream.models.beliefs import attribute_key
 from memstream.models.events.memory import Claim, ClaimCue, MemoryType
-from memstream.models.extraction.claim_builders import _cut, _Read
+from memstream.models.extraction.claim_builders import _cut, _person_subject, _Read
 from memstream.models.extraction.claim_patterns import _PATTERNS
 from memstream.models.extraction.claim_words import (
     _ALSO_CUES,
@@ -115,12 +115,6 @@ def _subject(match: re.Match[str], speaker: str, referent: str | None) -> str | 
         # clause named before it ("my brother changed the trip to Morocco").
         return _clause_subject(match.string[: match.start()], speaker, referent)
     return speaker
-
-
-def _person_subject(speaker: str, relation: str, name: str | None) -> str:
-    """ "User's sister", "User's colleague Anna"."""
-    relation = " ".join(relation.lower().split())
-    return f"{speaker}'s {relation}" + (f" {name}" if name else "")
 
 
 def _clause_subject(before: str, speaker: str, referent: str | None) -> str:

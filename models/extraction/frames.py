@@ -28,6 +28,7 @@ from memstream.models.extraction.claim_builders import (
     _LEADING_ARTICLE,
     _cut,
     _name,
+    _person_subject,
     _place,
     _Read,
     _thing,
@@ -133,8 +134,7 @@ def _subject(predicate: Predicate, speaker: str, referent: str | None) -> str | 
         if word not in ("my", "our") and word not in predicate.subject_name.lower().split()
     )
     if predicate.possessor in ("my", "our") and relation in vocabulary.RELATIONS.as_set():
-        name = f" {predicate.subject_name}" if predicate.subject_name else ""
-        return f"{speaker}'s {relation}{name}"
+        return _person_subject(speaker, relation, predicate.subject_name or None)
     return None
 
 
