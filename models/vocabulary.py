@@ -308,7 +308,7 @@ ATTRIBUTES: tuple[Attribute, ...] = (
     _A("tool for editor", "the editor someone writes code in", value_kind="thing",
        aliases=("editor", "ide", "code editor")),
     _A("programming language", "the language someone mainly programs in",
-       aliases=("main language", "language")),
+       aliases=("main language", "language"), said_by=("code in", "program in", "write in")),
     _A("preferred <option>", "which option someone picks among several (preferred seat: aisle)"),
     _A("feeling about <thing>", "whether someone likes or dislikes something (likes, dislikes)"),
     _A("budget", "the money someone can spend", value_kind="amount"),

@@ -29,6 +29,7 @@ from memstream.models.vocabulary import (
     canonical_key,
     cardinality,
 )
+from memstream.models.vocabulary import attribute as vocabulary_attribute
 
 #: Longest value kept (words); a longer stretch is a clause, not a value.
 MAX_VALUE_WORDS = 6
@@ -387,7 +388,7 @@ def _tool(match: re.Match[str]) -> _Read | None:
     if not value or not (value[0].isupper() or value[0].isdigit()):
         return None
     purpose = match.groupdict().get("for")
-    attribute = f"tool for {attribute_key(_cut(purpose, words=3))}" if purpose else "tool"
+    attribute = _tool_key(_cut(purpose, words=3)) if purpose else "tool"
     return _Read("tool", attribute, value, cardinality="one" if purpose else "many",
                  importance=0.7)
 
@@ -403,7 +404,16 @@ def _tool_named(match: re.Match[str]) -> _Read | None:
     value = _cut(match.group("val"), words=4)
     if not value:
         return None
-    return _Read("tool", f"tool for {attribute_key(match.group('what'))}", value, importance=0.7)
+    return _Read("tool", _tool_key(match.group("what")), value, importance=0.7)
+
+
+def _tool_key(purpose: str) -> str:
+    """The attribute of what someone uses for ``purpose``: the vocabulary's when it names
+    one ("editor" is the ``tool for editor``, "language" the ``programming language``),
+    else ``tool for <purpose>``."""
+    key = attribute_key(purpose)
+    known = vocabulary_attribute(key)
+    return known.key if known is not None and "<" not in known.key else f"tool for {key}"
 
 
 def _switched(match: re.Match[str]) -> _Read | None:

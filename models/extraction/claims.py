@@ -326,13 +326,22 @@ def read_clause_claims(
     # Where a frame reads the structure, its claim stands for the patterns' on the same
     # thing or the same value ("moved to Porto" is a home, not a tool switched to).
     said = {(f.claim.subject, f.claim.attribute) for _, f in framed}
-    said |= {(f.claim.subject, f.claim.value.casefold()) for _, f in framed}
+    values = {(f.claim.subject, f.claim.value.casefold()) for _, f in framed}
+    # A replacement with no attribute is a fallback for sentences nothing else reads.
     findings = [
         item for item in findings
         if (item[1].claim.subject, item[1].claim.attribute) not in said
-        and (item[1].claim.subject, item[1].claim.value.casefold()) not in said
+        and not _same_value(item[1].claim.subject, item[1].claim.value, values)
+        and not (framed and not item[1].claim.attribute)
     ]
     return [finding for _, finding in sorted(framed + findings, key=lambda item: item[0])]
+
+
+def _same_value(subject: str, value: str, values: set[tuple[str, str]]) -> bool:
+    """Whether ``value`` is one of ``values`` of ``subject``, or one with words after it
+    ("Python mostly" where a frame read "Python")."""
+    words = value.casefold().split()
+    return any((subject, " ".join(words[:end])) in values for end in range(1, len(words) + 1))
 
 
 def possessed_value(

@@ -75,24 +75,54 @@ def frame_reads(sentence: str, speaker: str, referent: str | None = None) -> Ite
     >>> list(frame_reads("I'd love to live in Rome.", "User"))
     []
     """
-    for predicate in predicates(sentence):
-        polarity = _polarity(predicate)
-        if polarity is None:
-            continue
+    read = predicates(sentence)
+    # "I don't live in Aarhus any more, **it's Valencia now**": what took a denied value's place.
+    foci = [p.focus for p in read if p.focus and not p.negated and not p.irreal]
+    for predicate in read:
         subject = _subject(predicate, speaker, referent)
         if subject is None:
             continue
-        for link, words in predicate.links:
+        for link, words, holds, instead in _link_reads(predicate, foci):
             found = vocabulary.frame(predicate.verb, link)
             if found is None:
                 continue
             attribute, role = found
-            holds = _holds(role, polarity, predicate)
+            kind = attribute.value_kind
+            taken = [value for focus in instead if (value := _value(attribute.key, kind, focus))]
+            if holds is None and taken and role == "said":
+                holds = False  # its value was replaced: "..., it's Valencia now"
+            elif holds is not None:
+                holds = _holds(role, holds, predicate) if holds else (
+                    False if role != "ended" else None
+                )
+                taken = []
             if holds is None:
                 continue
-            value = _value(attribute.key, attribute.value_kind, words)
-            if value:
+            if value := _value(attribute.key, kind, words):
                 yield FrameRead(subject, _read(attribute, value, holds), predicate.start)
+            yield from (
+                FrameRead(subject, _read(attribute, value, True), predicate.start)
+                for value in taken
+            )
+
+
+def _link_reads(
+    predicate: Predicate, foci: list[str]
+) -> Iterator[tuple[str, str, bool | None, list[str]]]:
+    """Each link of ``predicate`` with the predicate's polarity (True, False, or None when
+    it states nothing) and, for a negated one, what took its place ("it's Valencia now");
+    a value it denies ("allergic to sesame, not peanuts") with False."""
+    polarity = _polarity(predicate)
+    replaced = foci if predicate.negated and not predicate.irreal else []
+    if polarity is None and not replaced:
+        return
+    for link, words in predicate.links:
+        if polarity is not None and not (replaced and polarity is False):
+            yield link, words, polarity, []
+        else:
+            yield link, words, None, replaced
+    if polarity:
+        yield from ((link, words, False, []) for link, words in predicate.denied)
 
 
 def _polarity(predicate: Predicate) -> bool | None:

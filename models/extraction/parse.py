@@ -132,6 +132,13 @@ class Predicate:
         in an "if" clause, or in a question.
     start
         Where its subject (else the verb) starts in the sentence, in characters.
+    denied
+        Objects it names only to deny them, as ``links``: "allergic to sesame, **not
+        peanuts**".
+    focus
+        For "it is X" (an expletive "it", "that" or "this" with a complement): X's words;
+        empty otherwise. "I don't live in Aarhus any more, **it's Valencia** now" names the
+        value that took the place of the one denied.
     """
 
     verb: str
@@ -148,6 +155,8 @@ class Predicate:
     lasts: bool
     irreal: bool
     start: int
+    denied: tuple[tuple[str, str], ...] = ()
+    focus: str = ""
 
 
 #: Adverbs that, right after a verb, are its particle ("step down", "give up").
@@ -159,6 +168,13 @@ _IRREAL_MARKS = frozenset({"if", "unless", "whether", "once", "when", "until"})
 _VALUE_BREAKS = frozenset(
     {"relcl", "acl", "advcl", "punct", "cc", "conj", "appos", "prep", "neg"}
 )
+#: Subjects of "it is X" that stand for something said beside it, not for a thing.
+_EXPLETIVES = frozenset({"it", "that", "this"})
+#: How a clause hangs under the "it is X" of a cleft ("it's sesame my brother is allergic
+#: to"), or a complement under its verb.
+_UNDER = frozenset({"ccomp", "relcl", "acl", "acomp", "xcomp", "advcl"})
+#: What X is in "it is X".
+_FOCI = ("attr", "acomp", "dobj", "oprd", "npadvmod")
 
 
 def predicates(sentence: str) -> tuple[Predicate, ...]:
@@ -194,7 +210,10 @@ def _predicate(token: Token, question: bool) -> Predicate | None:
         carrier = token.head
     elif token.dep_ == "xcomp" and _subject_of(token) is None:
         carrier, lead = token.head, token.head.lemma_.lower()
-    subject = _subject_of(carrier)
+    # "my sister left Zalando and **joined** Novartis": a coordinated verb without a subject
+    # of its own has the first verb's; its negation is its own.
+    shared = _sharing(carrier)
+    subject = _subject_of(shared)
     if subject is None:
         return None
     children = list(token.children)
@@ -206,6 +225,7 @@ def _predicate(token: Token, question: bool) -> Predicate | None:
             particle = after.lower_
     verb = f"{token.lemma_.lower()} {particle}".strip()
     scope = [*children, *carrier.children] if carrier is not token else children
+    moods = [*carrier.children, *shared.children] if shared.i != carrier.i else carrier.children
     # ", not Lisbon" after the value contrasts it with another; it negates nothing.
     negated = any(
         child.dep_ == "neg" and not (child.i > 0 and child.nbor(-1).text == ",")
@@ -217,16 +237,15 @@ def _predicate(token: Token, question: bool) -> Predicate | None:
              or child.i > 0 and child.nbor(-1).lower_ in ("no", "any"))
         for child in scope
     )
-    modal = any(
-        child.dep_ == "aux" and child.lower_ in _MODALS for child in carrier.children
-    )
+    modal = any(child.dep_ == "aux" and child.lower_ in _MODALS for child in moods)
     marked = any(
         child.dep_ == "mark" and child.lower_ in _IRREAL_MARKS
-        for verb_token in (token, carrier) for child in verb_token.children
+        for verb_token in (token, carrier, shared) for child in verb_token.children
     )
+    links = list(_links(token))
     return Predicate(
         verb=verb,
-        links=tuple(_links(token)),
+        links=tuple((link, words) for link, words, denied in links if not denied),
         subject=_text(subject.subtree),
         subject_head=subject.lemma_.lower(),
         possessor=next((c.lower_ for c in subject.children if c.dep_ == "poss"), ""),
@@ -237,36 +256,104 @@ def _predicate(token: Token, question: bool) -> Predicate | None:
         negated=negated or ended,
         ended=ended,
         lead=lead,
-        tense=_tense(carrier),
+        tense=_tense(carrier if carrier.i != token.i or shared.i == token.i else shared),
         perfect=carrier.tag_ == "VBN" and any(
             c.dep_ == "aux" and c.lemma_ == "have" and c.tag_ in ("VBP", "VBZ")
             for c in carrier.children
         ),
         lasts=any(c.dep_ == "prep" and c.lower_ in ("for", "since") for c in scope),
         irreal=question or modal or marked,
-        start=subject.idx if carrier is token else token.idx,
+        start=subject.idx if carrier.i == token.i == shared.i else token.idx,
+        denied=tuple((link, words) for link, words, denied in links if denied),
+        focus=_focus(token, subject),
     )
 
 
-def _links(verb: Token) -> Iterable[tuple[str, str]]:
+def _sharing(verb: Token) -> Token:
+    """The verb whose subject ``verb`` has: itself, or for a verb coordinated without a
+    subject of its own, the first verb of the coordination."""
+    while verb.dep_ == "conj" and _subject_of(verb) is None and verb.head.pos_ in ("VERB", "AUX"):
+        verb = verb.head
+    return verb
+
+
+def _focus(verb: Token, subject: Token) -> str:
+    """X of "it is X" when ``verb`` is that "be"; empty otherwise."""
+    if verb.lemma_ != "be" or subject.lower_ not in _EXPLETIVES or subject.head.i != verb.i:
+        return ""
+    return next(
+        (words for child in verb.children
+         if child.dep_ in _FOCI and child.i > verb.i and child.pos_ in ("NOUN", "PROPN", "NUM")
+         for words in _values(child)),
+        "",
+    )
+
+
+def _cleft_focus(verb: Token) -> Token | None:
+    """X of a cleft that ``verb``'s clause completes: "it's **sesame** my brother is allergic
+    to", "it's **Novartis** she works for"; None when ``verb`` is in none."""
+    node = verb
+    while node.dep_ in _UNDER and node.head.i != node.i:
+        node = node.head
+        subject = _subject_of(node)
+        if node.lemma_ == "be" and subject is not None and subject.lower_ in _EXPLETIVES:
+            return next(
+                (c for c in node.children
+                 if c.dep_ in _FOCI and subject.i < c.i < verb.i and c not in verb.ancestors),
+                None,
+            )
+    if verb.dep_ == "relcl" and verb.head.dep_ in _FOCI:
+        held = verb.head.head
+        subject = _subject_of(held)
+        if held.lemma_ == "be" and subject is not None and subject.lower_ in _EXPLETIVES:
+            return verb.head
+    return None
+
+
+def _links(verb: Token) -> Iterable[tuple[str, str, bool]]:
     """``verb``'s objects: its direct object, and the objects of its prepositions (also of
-    those under an adverb: "moved **back** to Lyon"; "by" of a passive's agent)."""
+    those under an adverb: "moved **back** to Lyon"; "by" of a passive's agent), each with
+    whether it is named to be denied ("not peanuts"). A preposition left without an object
+    in a cleft takes the cleft's focus ("it's **sesame** he is allergic to")."""
     holders = [verb, *(c for c in verb.children if c.dep_ == "advmod" and c.pos_ == "ADV")]
+    stranded: list[str] = []
     for holder in holders:
         for child in holder.children:
             if child.dep_ == "dobj" and holder is verb:
-                yield from (("_", words) for words in _values(child))
+                yield from (("_", words, denied) for words, denied in _denied_values(child))
             elif child.dep_ in ("prep", "agent"):
-                for target in child.children:
-                    if target.dep_ == "pobj":
-                        yield from ((child.lower_, words) for words in _values(target))
+                targets = [target for target in child.children if target.dep_ == "pobj"]
+                for target in targets:
+                    yield from (
+                        (child.lower_, words, denied) for words, denied in _denied_values(target)
+                    )
+                if all(_denial(target) for target in targets) and child.i > verb.i:
+                    stranded.append(child.lower_)
+    if stranded and (focus := _cleft_focus(verb)) is not None:
+        yield from ((stranded[0], words, False) for words in _values(focus))
 
 
-def _values(head: Token) -> Iterable[str]:
-    """The words of an object and of each object coordinated with it, each without the
-    clauses and prepositional phrases that hang on it."""
+def _denial(head: Token) -> bool:
+    """Whether an object is named to be denied: "not" right before it."""
+    first = head.left_edge
+    return first.i > 0 and first.nbor(-1).lower_ == "not"
+
+
+def _denied_values(head: Token) -> Iterable[tuple[str, bool]]:
+    """:func:`_values` of an object, each with whether it is denied."""
     alternatives = any(c.dep_ == "cc" and c.lower_ in ("or", "nor") for c in head.children)
     for each in (head,) if alternatives else (head, *head.conjuncts):
+        yield from ((words, _denial(each)) for words in _values(each, alone=True))
+    for other in head.children:  # "Lisbon, not Porto"
+        if other.dep_ == "appos" and _denial(other):
+            yield from ((words, True) for words in _values(other, alone=True))
+
+
+def _values(head: Token, *, alone: bool = False) -> Iterable[str]:
+    """The words of an object and of each object coordinated with it (only its own when
+    ``alone``), each without the clauses and prepositional phrases that hang on it."""
+    alternatives = any(c.dep_ == "cc" and c.lower_ in ("or", "nor") for c in head.children)
+    for each in (head,) if alternatives or alone else (head, *head.conjuncts):
         if each.pos_ == "PRON":
             continue  # "I've played those": what it is, the words before say
         kept = [each]

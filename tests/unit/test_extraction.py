@@ -542,3 +542,44 @@ def test_a_sentence_that_starts_with_its_adverb_is_read() -> None:
     assert [(f.claim.attribute, f.claim.value, f.claim.polarity) for f in said] == [
         ("sport", "tennis", True)
     ]
+
+
+@pytest.mark.parametrize(
+    ("said", "claims"),
+    [
+        # A verb coordinated without a subject of its own has the first verb's.
+        ("My sister left Zalando and joined Novartis.",
+         [("User's sister", "employer", "Zalando", False),
+          ("User's sister", "employer", "Novartis", True)]),
+        # A cleft names the value before the clause it completes; "not X" denies X.
+        ("Small update: it's sesame my brother is allergic to, not peanuts.",
+         [("User's brother", "allergy", "sesame", True),
+          ("User's brother", "allergy", "peanuts", False)]),
+        ("It's Novartis that my sister works for now.",
+         [("User's sister", "employer", "Novartis", True)]),
+        # "it's X now" beside a denied value names what took its place.
+        ("I don't live in Aarhus any more, it's Valencia now.",
+         [("User", "home", "Aarhus", False), ("User", "home", "Valencia", True)]),
+        ("I don't work at Google, it's Meta.",
+         [("User", "employer", "Google", False), ("User", "employer", "Meta", True)]),
+        # ... and a remark that names no value of the kind leaves the bare "not" saying nothing.
+        ("I don't work at Google, it's a nice company though.", []),
+    ],
+)
+def test_values_that_replace_or_deny_others_are_read_from_the_parse(
+    said: str, claims: list[tuple[str, str, str, bool]]
+) -> None:
+    at = datetime(2026, 3, 2, tzinfo=UTC)
+    found = read_clause_claims(said, "User", at)
+    assert [(f.claim.subject, f.claim.attribute, f.claim.value, f.claim.polarity)
+            for f in found] == claims
+
+
+def test_a_language_is_one_attribute_however_it_is_said() -> None:
+    at = datetime(2026, 3, 2, tzinfo=UTC)
+    keys = {
+        (f.claim.attribute, f.claim.value)
+        for said in ("My main language is Scala.", "I write in Python mostly.")
+        for f in read_clause_claims(said, "User", at)
+    }
+    assert keys == {("programming language", "Scala"), ("programming language", "Python")}
