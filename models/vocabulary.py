@@ -57,6 +57,9 @@ __all__ = [
     "Attribute",
     "Cardinality",
     "FrameRole",
+    "LETTING_GO",
+    "REPLACING",
+    "TAKING_ON",
     "ValueKind",
     "WordList",
     "attribute",
@@ -390,6 +393,24 @@ def cardinality(key: str) -> Cardinality:
 
 #: What a verb frame does to its attribute's value: states it, starts it or ends it.
 FrameRole = Literal["said", "begun", "ended"]
+
+#: Verb frames that let go of their object, whatever attribute holds it ("I sold the
+#: Subaru", "she gave away the bike"): the claim whose value it is ends.
+LETTING_GO = WordList.of("sell _, give away _, get rid of, trade in _, ditch _, scrap _")
+#: Verb frames that take on their object, whatever it is ("bought a Skoda"): beside one that
+#: lets go of a value, the value that replaces it.
+TAKING_ON = WordList.of("buy _, get _, adopt _, pick up _, switch to, move to, take up _")
+#: Verb frames that name a value and what replaces it, whatever the attribute: the verb, the
+#: link of the old value, the link of the new ("switch from _ to _", "swap _ for _").
+REPLACING: tuple[tuple[str, str, str], ...] = tuple(
+    (" ".join(words[:-2]), words[-2], words[-1])
+    for words in (phrase.split() for phrase in WordList.of(
+        """
+        switch from to, change from to, go from to, move from to, swap _ for, trade _ for,
+        exchange _ for, replace _ with, trade in _ for
+        """
+    ))
+)
 
 
 @cache

@@ -171,6 +171,8 @@ def _render(read: _Read, subject: str) -> str:
         purpose = attribute[len("tool for "):] if attribute.startswith("tool for ") else ""
         return f"{s} uses {value}" + (f" for {purpose}" if purpose else "")
     if not read.polarity:
+        if not attribute:  # let go of, whatever it was: "User no longer has the Subaru"
+            return f"{s} no longer has {value}"
         return f"{s} no longer has a {attribute}" + (f" ({value})" if value else "")
     if attribute.startswith("number of "):
         return f"{s} has {value} {match_plural(attribute[len('number of '):])}"

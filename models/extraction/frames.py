@@ -82,7 +82,13 @@ def frame_reads(sentence: str, speaker: str, referent: str | None = None) -> Ite
         subject = _subject(predicate, speaker, referent)
         if subject is None:
             continue
-        for link, words, holds, instead in _link_reads(predicate, foci):
+        framed = list(_attribute_reads(predicate, subject, foci))
+        yield from framed or _replacements(predicate, subject, read)
+
+
+def _attribute_reads(predicate: Predicate, subject: str, foci: list[str]) -> Iterator[FrameRead]:
+    """What ``predicate`` says of the attributes whose verb frames it fits."""
+    for link, words, holds, instead in _link_reads(predicate, foci):
             found = vocabulary.frame(predicate.verb, link)
             if found is None:
                 continue
@@ -104,6 +110,43 @@ def frame_reads(sentence: str, speaker: str, referent: str | None = None) -> Ite
                 FrameRead(subject, _read(attribute, value, True), predicate.start)
                 for value in taken
             )
+
+
+def _replacements(
+    predicate: Predicate, subject: str, read: tuple[Predicate, ...]
+) -> Iterator[FrameRead]:
+    """What ``predicate`` replaces or lets go of, whatever attribute holds it: "switched
+    from Vim to Emacs", "sold the Subaru and bought a Skoda" (the new value replaces the
+    old), "gave away the bike" (the old value ends). The decisions find the attribute by the
+    claim whose value it names; a value nobody holds stays a fact of its own."""
+    if _polarity(predicate) is not True:
+        return
+    links = dict(reversed(predicate.links))  # the first object of each link
+    for verb, old_link, new_link in vocabulary.REPLACING:
+        if predicate.verb == verb and old_link in links and new_link in links:
+            old, new = _thing(links[old_link]), _thing(links[new_link])
+            if old and new:
+                yield FrameRead(subject, _Read("", "", new, replaces=old), predicate.start)
+            return
+    let_go = next(
+        (words for link, words in predicate.links
+         if f"{predicate.verb} {link}" in vocabulary.LETTING_GO.as_set()),
+        None,
+    )
+    old = _thing(let_go) if let_go else ""
+    if not old:
+        return
+    taken = [
+        _thing(words)
+        for other in read if other.start > predicate.start
+        and other.subject == predicate.subject and _polarity(other) is True
+        for link, words in other.links
+        if f"{other.verb} {link}" in vocabulary.TAKING_ON.as_set()
+    ]
+    if new := next((value for value in taken if value), ""):
+        yield FrameRead(subject, _Read("", "", new, replaces=old), predicate.start)
+    else:
+        yield FrameRead(subject, _Read("", "", old, polarity=False, replaces=old), predicate.start)
 
 
 def _link_reads(

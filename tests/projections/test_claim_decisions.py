@@ -397,3 +397,26 @@ def test_what_no_claim_reads_still_ages_the_newer_first_and_the_older_possibly_o
                       clock=lambda: moment).search("ann", "where does the band rehearse?",
                                                    limit=5, filters=SearchFilters(as_of=moment))
     assert all(item.possibly_outdated_by is None for item in plain)
+
+
+def test_a_value_let_go_of_ends_the_claim_that_held_it_and_a_replacement_takes_its_attribute(
+    tmp_path: Path, minilm: MiniLMOnnxEmbedder
+) -> None:
+    memory = Memory(tmp_path, minilm)
+    memory.session(
+        0, "I drive a Subaru to work every day.", "My sister works at Zalando.", "We have a dog."
+    )
+    memory.session(10, "I sold the Subaru and bought a Skoda.")
+    memory.session(20, "My sister left Zalando and joined Novartis.")
+    memory.session(30, "We gave away the dog.")
+    current = {
+        (record.claim.subject, record.claim.attribute, record.claim.value)
+        for record in memory.projection.claims_of("ann")
+        if record.claim is not None and record.claim.polarity
+    }
+    assert ("User", "car", "Skoda") in current
+    assert ("User's sister", "employer", "Novartis") in current
+    assert not {value for _, _, value in current} & {"Subaru", "Zalando", "dog"}
+    found = memory.search("what car do I drive?")
+    old = [stale for text, stale in found if "Subaru" in text and "Skoda" not in text]
+    assert old and all(old)  # "I drive a Subaru." is found, and marked as what held before

@@ -583,3 +583,26 @@ def test_a_language_is_one_attribute_however_it_is_said() -> None:
         for f in read_clause_claims(said, "User", at)
     }
     assert keys == {("programming language", "Scala"), ("programming language", "Python")}
+
+
+@pytest.mark.parametrize(
+    ("said", "claims"),
+    [
+        # What replaces what, whatever the attribute: the decisions find it by the old value.
+        ("I sold the Subaru and bought a Skoda.", [("User", "", "Skoda", True, "Subaru")]),
+        ("My sister switched from Vim to Emacs.", [("User's sister", "", "Emacs", True, "Vim")]),
+        ("I swapped my Kindle for a Kobo.", [("User", "", "Kobo", True, "Kindle")]),
+        # Let go of alone: whatever held it ends.
+        ("We gave away the dog.", [("User", "", "dog", False, "dog")]),
+        # A wish or a denial lets go of nothing.
+        ("I'd sell the car if I could.", []),
+        ("I didn't sell the car.", []),
+    ],
+)
+def test_a_value_let_go_of_or_replaced_is_read_whatever_its_attribute(
+    said: str, claims: list[tuple[str, str, str, bool, str]]
+) -> None:
+    at = datetime(2026, 3, 2, tzinfo=UTC)
+    found = read_clause_claims(said, "User", at)
+    assert [(f.claim.subject, f.claim.attribute, f.claim.value, f.claim.polarity,
+             f.claim.replaces) for f in found] == claims
