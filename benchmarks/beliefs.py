@@ -80,6 +80,7 @@ from memstream.models.beliefs import KnownClaim
 from memstream.models.events.consolidation import ConsolidationRequested
 from memstream.models.events.envelope import Event
 from memstream.models.extraction import Extraction, Extractor
+from memstream.models.extraction.parsed_claims import WithParsedClaims
 from memstream.models.llm_reply import TRANSCRIPT_ROLES, ReplyInvalid, parse_reply
 from memstream.models.settings import Settings
 from memstream.projections.embedder import Embedder, MiniLMOnnxEmbedder
@@ -735,8 +736,10 @@ def main(argv: list[str] | None = None) -> int:
                 mark = time.perf_counter()
                 cpu_before = endpoint.cpu_seconds()
                 projections[MEMSTREAM_LLM] = MemoryProjection(workdir / "memstream-llm", embedder)
+                # As the worker runs it: with the claims the parse reads where the model
+                # gives none.
                 extractions = build_memstream(
-                    scenarios, projections[MEMSTREAM_LLM], embedder, extractor
+                    scenarios, projections[MEMSTREAM_LLM], embedder, WithParsedClaims(extractor)
                 )
                 phases["memstream build, LLM extractor"] = time.perf_counter() - mark
                 cpu_after = endpoint.cpu_seconds()

@@ -23,6 +23,7 @@ from llm_server import Reply, ScriptedServer, completion
 
 from memstream.models.events.consolidation import ConsolidationRequested, TranscriptMessage
 from memstream.models.events.memory import MemoryCandidate
+from memstream.models.extraction.parsed_claims import WithParsedClaims
 from memstream.models.llm_reply import PROMPT_EXAMPLE_TERMS, SYSTEM_PROMPT
 from memstream.streams.llm.extractor import LLMExtractor
 
@@ -39,7 +40,9 @@ def extract() -> Iterator[Callable[..., tuple[list[MemoryCandidate], ScriptedSer
     servers: list[ScriptedServer] = []
     extractors: list[LLMExtractor] = []
 
-    def run(name: str, *more: Reply) -> tuple[list[MemoryCandidate], ScriptedServer]:
+    def run(
+        name: str, *more: Reply, parsed: bool = False
+    ) -> tuple[list[MemoryCandidate], ScriptedServer]:
         case = RECORDED[name]
         server = ScriptedServer([
             Reply(completion(case["reply"], finish_reason=case["finish_reason"])), *more
@@ -61,7 +64,8 @@ def extract() -> Iterator[Callable[..., tuple[list[MemoryCandidate], ScriptedSer
             event_id=f"c-{name}", user_id="u", session_id=case["session"],
             occurred_at=messages[-1].occurred_at, reason="session_closed", messages=messages,
         )
-        return list(extractor.extract(request).candidates), server
+        worker = WithParsedClaims(extractor) if parsed else extractor
+        return list(worker.extract(request).candidates), server
 
     yield run
     for extractor in extractors:
@@ -167,3 +171,19 @@ def test_the_example_terms_are_the_prompts_own() -> None:
     # They must stay in step with the prompt: a term it no longer uses guards nothing.
     for term in PROMPT_EXAMPLE_TERMS:
         assert term.casefold() in SYSTEM_PROMPT.casefold(), term
+
+
+def test_as_the_worker_runs_it_the_parse_gives_the_claims_the_model_left_null(
+    extract: Callable[..., Any],
+) -> None:
+    # The model gave no item of these sessions a claim.
+    alone = [c for name in RECORDED for c in extract(name)[0]]
+    assert not any(c.claim is not None for c in alone)
+    claims = {
+        (c.claim.subject, c.claim.attribute, c.claim.value)
+        for name in RECORDED for c in extract(name, parsed=True)[0] if c.claim is not None
+    }
+    # "I settled in Adelaide a while ago.", which the model gave as a preference: the one
+    # claim the parse reads in these sessions ("Deloitte is where my uncle works" and
+    # "Next spring I'm heading to Namibia" it does not read).
+    assert claims == {("User", "home", "Adelaide")}
