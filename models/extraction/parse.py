@@ -331,6 +331,19 @@ def _links(verb: Token) -> Iterable[tuple[str, str, bool]]:
                     stranded.append(child.lower_)
     if stranded and (focus := _cleft_focus(verb)) is not None:
         yield from ((stranded[0], words, False) for words in _values(focus))
+    elif (place := _where_of(verb)) is not None:
+        yield from (("in", words, False) for words in _values(place))
+
+
+def _where_of(verb: Token) -> Token | None:
+    """X of "X is where ``verb``...": "**Lisbon** is where I live now"; None otherwise."""
+    if not any(c.lower_ == "where" and c.dep_ == "advmod" for c in verb.children):
+        return None
+    held = verb.head
+    subject = _subject_of(held)
+    if held.i == verb.i or held.lemma_ != "be" or subject is None or subject.i > verb.i:
+        return None
+    return None if subject.lower_ in _EXPLETIVES or subject.pos_ == "PRON" else subject
 
 
 def _denial(head: Token) -> bool:

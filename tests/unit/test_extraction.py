@@ -557,6 +557,8 @@ def test_a_sentence_that_starts_with_its_adverb_is_read() -> None:
           ("User's brother", "allergy", "peanuts", False)]),
         ("It's Novartis that my sister works for now.",
          [("User's sister", "employer", "Novartis", True)]),
+        ("Berlin is where my sister lives.", [("User's sister", "home", "Berlin", True)]),
+        ("That is where I live.", []),
         # "it's X now" beside a denied value names what took its place.
         ("I don't live in Aarhus any more, it's Valencia now.",
          [("User", "home", "Aarhus", False), ("User", "home", "Valencia", True)]),
