@@ -80,7 +80,7 @@ from memstream.models.beliefs import KnownClaim
 from memstream.models.events.consolidation import ConsolidationRequested
 from memstream.models.events.envelope import Event
 from memstream.models.extraction import Extraction, Extractor
-from memstream.models.extraction.parsed_claims import WithParsedClaims
+from memstream.models.extraction.parsed_memories import WithParsedMemories
 from memstream.models.llm_reply import TRANSCRIPT_ROLES, ReplyInvalid, parse_reply
 from memstream.models.settings import Settings
 from memstream.projections.embedder import Embedder, MiniLMOnnxEmbedder
@@ -191,6 +191,7 @@ class TranscribedExtractor:
     def __init__(self, extractor: LLMExtractor, sink: TextIO | None) -> None:
         self.extractor = extractor
         self.name, self.version = extractor.name, extractor.version
+        self.reads_claims = extractor.reads_claims
         self.sink = sink
         self.replies: list[Reply] = []
         self.session_id = self.first_event_id = ""
@@ -739,7 +740,7 @@ def main(argv: list[str] | None = None) -> int:
                 # As the worker runs it: with the claims the parse reads where the model
                 # gives none.
                 extractions = build_memstream(
-                    scenarios, projections[MEMSTREAM_LLM], embedder, WithParsedClaims(extractor)
+                    scenarios, projections[MEMSTREAM_LLM], embedder, WithParsedMemories(extractor)
                 )
                 phases["memstream build, LLM extractor"] = time.perf_counter() - mark
                 cpu_after = endpoint.cpu_seconds()

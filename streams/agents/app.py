@@ -30,7 +30,7 @@ from typing import Any
 import faust
 
 from memstream.models.extraction import Extractor, OfflineExtractor
-from memstream.models.extraction.parsed_claims import WithParsedClaims
+from memstream.models.extraction.parsed_memories import WithParsedMemories
 from memstream.models.settings import Settings
 from memstream.streams.agents.boundary import (
     BrokerProbe,
@@ -80,10 +80,10 @@ STALL_CHECK_S = 5.0
 
 def extractor_from_settings(settings: Settings) -> Extractor:
     """The extractor ``settings`` choose: the offline one, or an LLM behind the openai client
-    with the claims the parse reads where the model gives none
-    (:class:`~memstream.models.extraction.parsed_claims.WithParsedClaims`)."""
+    with the turns' episodes and the claims the parse reads where the model gives none
+    (:class:`~memstream.models.extraction.parsed_memories.WithParsedMemories`)."""
     if settings.extractor == "llm":
-        return WithParsedClaims(LLMExtractor.from_settings(settings))
+        return WithParsedMemories(LLMExtractor.from_settings(settings))
     return OfflineExtractor()
 
 

@@ -23,7 +23,7 @@ from llm_server import Reply, ScriptedServer, completion
 
 from memstream.models.events.consolidation import ConsolidationRequested, TranscriptMessage
 from memstream.models.events.memory import MemoryCandidate
-from memstream.models.extraction.parsed_claims import WithParsedClaims
+from memstream.models.extraction.parsed_memories import WithParsedMemories
 from memstream.models.llm_reply import PROMPT_EXAMPLE_TERMS, SYSTEM_PROMPT
 from memstream.streams.llm.extractor import LLMExtractor
 
@@ -64,7 +64,7 @@ def extract() -> Iterator[Callable[..., tuple[list[MemoryCandidate], ScriptedSer
             event_id=f"c-{name}", user_id="u", session_id=case["session"],
             occurred_at=messages[-1].occurred_at, reason="session_closed", messages=messages,
         )
-        worker = WithParsedClaims(extractor) if parsed else extractor
+        worker = WithParsedMemories(extractor) if parsed else extractor
         return list(worker.extract(request).candidates), server
 
     yield run
@@ -173,7 +173,7 @@ def test_the_example_terms_are_the_prompts_own() -> None:
         assert term.casefold() in SYSTEM_PROMPT.casefold(), term
 
 
-def test_as_the_worker_runs_it_the_parse_gives_the_claims_the_model_left_null(
+def test_as_the_worker_runs_it_the_turns_are_kept_and_the_parse_gives_the_claims_left_null(
     extract: Callable[..., Any],
 ) -> None:
     # The model gave no item of these sessions a claim.
@@ -187,3 +187,8 @@ def test_as_the_worker_runs_it_the_parse_gives_the_claims_the_model_left_null(
     # claim the parse reads in these sessions ("Deloitte is where my uncle works" and
     # "Next spring I'm heading to Namibia" it does not read).
     assert claims == {("User", "home", "Adelaide")}
+    # The model writes no turn down; the worker keeps each as the offline reader does.
+    episodes = {c.content for c in extract("text_mode_wrong_turn_cited", parsed=True)[0]
+                if c.memory_type == "episode"}
+    assert "I settled in Adelaide a while ago." in episodes
+    assert not any(c.memory_type == "episode" for c in alone)

@@ -1,14 +1,17 @@
-"""The parse's claims beside a model's memories: what the LLM extractor's items leave out.
+"""The offline reader's turns and claims beside a model's memories: what the LLM
+extractor's items leave out.
 
-A small model fills the schema it is given, and leaves a claim null where it may: Qwen2.5
+A model writes what it makes of a conversation (preferences, facts, a summary), never the
+turns themselves, and a small one leaves a claim null where the schema lets it: Qwen2.5
 1.5B gave 7 of 84 preferences and facts a claim (``docs/changed-facts.md``), so its
-memories rarely supersede anything. The offline reader reads claims from each user turn's
-parse, deterministically and at no cost beside a model's call. :func:`with_parsed_claims`
-gives each of the model's preferences and facts that carries no claim the claim the parse
-read in a turn it cites, when the item names that claim's value; a claim the parse read
-that no item states is added as the offline reader's fact. The model's own claims (and
-their operations) stand: the parse adds nothing on a subject and attribute the model
-claimed.
+memories rarely supersede anything. The offline reader keeps each turn as an episode and
+reads claims from each user turn's parse, deterministically and at no cost beside a
+model's call. :func:`with_parsed_memories` keeps the offline reader's episodes beside the
+model's memories, gives each of the model's preferences and facts that carries no claim
+the claim the parse read in a turn it cites (when the item names that claim's value), and
+adds a claim the parse read that no item states as the offline reader's fact. The model's
+own claims (and their operations) stand: the parse adds nothing on a subject and
+attribute the model claimed.
 """
 
 from __future__ import annotations
@@ -26,12 +29,12 @@ from memstream.models.extraction.port import Extraction, Extractor
 _STATEMENTS = ("preference", "fact")
 
 
-def with_parsed_claims(
+def with_parsed_memories(
     candidates: Sequence[MemoryCandidate], transcript: Sequence[TranscriptMessage]
 ) -> tuple[MemoryCandidate, ...]:
-    """``candidates`` (a model's) with the claims the parse reads in ``transcript``'s user
-    turns: given to the item that cites the turn and names the value, else added as the
-    offline reader's fact.
+    """``candidates`` (a model's) with the offline reader's episodes of ``transcript``, and
+    the claims the parse reads in its user turns: given to the item that cites the turn and
+    names the value, else added as the offline reader's fact.
 
     Examples
     --------
@@ -41,14 +44,15 @@ def with_parsed_claims(
     ...                           content="I work at Shopify. My uncle works at Deloitte.")]
     >>> item = MemoryCandidate(memory_type="fact", content="User works for Shopify",
     ...                        importance=0.8, source_event_ids=("t0",))
-    >>> [(c.content, c.claim.attribute, c.claim.value)
-    ...  for c in with_parsed_claims([item], said)]
-    [('User works for Shopify', 'employer', 'Shopify'), ("User's uncle works at Deloitte", 'employer', 'Deloitte')]
+    >>> [(c.memory_type, c.content, c.claim and (c.claim.attribute, c.claim.value))
+    ...  for c in with_parsed_memories([item], said)]  # doctest: +NORMALIZE_WHITESPACE
+    [('episode', 'I work at Shopify. My uncle works at Deloitte.', None),
+     ('fact', 'User works for Shopify', ('employer', 'Shopify')),
+     ('fact', "User's uncle works at Deloitte", ('employer', 'Deloitte'))]
     """
-    parsed = [
-        c for c in extract_candidates(transcript)
-        if c.claim is not None and c.memory_type in _STATEMENTS
-    ]
+    offline = extract_candidates(transcript)
+    episodes = [c for c in offline if c.memory_type == "episode"]
+    parsed = [c for c in offline if c.claim is not None and c.memory_type in _STATEMENTS]
     claimed = {_key(c) for c in candidates if c.claim is not None}
     used: set[int] = set()
     merged: list[MemoryCandidate] = []
@@ -73,7 +77,7 @@ def with_parsed_claims(
         if index not in used and _key(found) not in claimed
         and not any(_same_claim(found, c) for c in merged)
     )
-    return tuple(merged)
+    return (*episodes, *merged)
 
 
 def _key(candidate: MemoryCandidate) -> tuple[str, str]:
@@ -97,25 +101,26 @@ def _same_claim(found: MemoryCandidate, other: MemoryCandidate) -> bool:
     )
 
 
-class WithParsedClaims:
-    """An extractor whose candidates carry the parse's claims (:func:`with_parsed_claims`):
-    how the worker runs a model's extractor. Its version names the step, so an extraction
-    recorded with and without it never share derived ids."""
+class WithParsedMemories:
+    """An extractor whose candidates come with the offline reader's episodes and claims
+    (:func:`with_parsed_memories`): how the worker runs a model's extractor. Its version
+    names the step, so extractions recorded with and without it never share derived ids."""
 
     def __init__(self, inner: Extractor) -> None:
         self.inner = inner
         self.name = inner.name
-        self.version = f"{inner.version}+parsed-claims"
+        self.version = f"{inner.version}+parsed"
         self.reads_claims = inner.reads_claims
 
     def extract(
         self, request: ConsolidationRequested, known_claims: Sequence[KnownClaim] = ()
     ) -> Extraction:
-        """The inner extractor's extraction, each claim the parse reads given or added."""
+        """The inner extractor's extraction, with the turns' episodes and each claim the
+        parse reads given or added."""
         extraction = self.inner.extract(request, known_claims)
         transcript = [m for m in request.messages if m.role in ("user", "assistant")]
         return replace(
-            extraction, candidates=with_parsed_claims(extraction.candidates, transcript)
+            extraction, candidates=with_parsed_memories(extraction.candidates, transcript)
         )
 
     def close(self) -> None:
