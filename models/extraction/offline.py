@@ -104,11 +104,11 @@ class OfflineExtractor:
     --------
     >>> extractor = OfflineExtractor()
     >>> (extractor.name, extractor.version)
-    ('offline', '9')
+    ('offline', '10')
     """
 
     name: str = "offline"
-    version: str = "9"
+    version: str = "10"
     reads_claims: bool = False
 
     def extract(

@@ -101,7 +101,7 @@ def find(candidates: Sequence[MemoryCandidate], content: str) -> MemoryCandidate
 def test_offline_extractor_satisfies_the_extractor_protocol() -> None:
     extractor = OfflineExtractor()
     assert isinstance(extractor, Extractor)
-    assert (extractor.name, extractor.version) == ("offline", "9")
+    assert (extractor.name, extractor.version) == ("offline", "10")
 
 
 def test_extraction_carries_no_model_and_a_json_dump_of_its_candidates() -> None:
