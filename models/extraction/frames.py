@@ -13,7 +13,16 @@ When a frame holds: ``said`` in the present, not negated, as the verb itself or 
 past or the present; ``ended`` likewise, and ``said`` negated with "no longer" or "any
 more", or under "used to" or "stopped", ends its value. A wish, a question, a
 hypothesis ("if I moved to Oslo", "I'd love to live in Rome") or the future states nothing,
-nor does a bare "not" ("I don't work at Acme" is a correction the decisions cannot place).
+nor does a bare "not" ("I don't work at Acme" is a correction the decisions cannot place)
+unless "it's X" beside it names what took its place ("I don't live in Aarhus any more,
+it's Valencia now"). A value named to be denied ("allergic to sesame, not peanuts") does
+not hold.
+
+What no attribute's frame reads may still replace a value: a value let go of ("sold the
+Subaru") ends whatever claim holds it, and one taken on beside it ("... and bought a
+Skoda"), or "switched from Vim to Emacs", replaces it; the decisions find the attribute
+by the claim whose value it names (:data:`memstream.models.vocabulary.LETTING_GO`,
+``TAKING_ON``, ``REPLACING``).
 """
 
 from __future__ import annotations
@@ -89,27 +98,23 @@ def frame_reads(sentence: str, speaker: str, referent: str | None = None) -> Ite
 def _attribute_reads(predicate: Predicate, subject: str, foci: list[str]) -> Iterator[FrameRead]:
     """What ``predicate`` says of the attributes whose verb frames it fits."""
     for link, words, holds, instead in _link_reads(predicate, foci):
-            found = vocabulary.frame(predicate.verb, link)
-            if found is None:
-                continue
-            attribute, role = found
-            kind = attribute.value_kind
-            taken = [value for focus in instead if (value := _value(attribute.key, kind, focus))]
-            if holds is None and taken and role == "said":
-                holds = False  # its value was replaced: "..., it's Valencia now"
-            elif holds is not None:
-                holds = _holds(role, holds, predicate) if holds else (
-                    False if role != "ended" else None
-                )
-                taken = []
-            if holds is None:
-                continue
-            if value := _value(attribute.key, kind, words):
-                yield FrameRead(subject, _read(attribute, value, holds), predicate.start)
-            yield from (
-                FrameRead(subject, _read(attribute, value, True), predicate.start)
-                for value in taken
-            )
+        found = vocabulary.frame(predicate.verb, link)
+        if found is None:
+            continue
+        attribute, role = found
+        kind = attribute.value_kind
+        taken = [value for focus in instead if (value := _value(attribute.key, kind, focus))]
+        if holds is None and taken and role == "said":
+            holds = False  # its value was replaced: "..., it's Valencia now"
+        elif holds is not None:
+            holds, taken = _holds(role, holds, predicate), []
+        if holds is None:
+            continue
+        if value := _value(attribute.key, kind, words):
+            yield FrameRead(subject, _read(attribute, value, holds), predicate.start)
+        yield from (
+            FrameRead(subject, _read(attribute, value, True), predicate.start) for value in taken
+        )
 
 
 def _replacements(
